@@ -1,0 +1,66 @@
+"""The energy model: E(x) = h(psi(normalise(x))), a backbone, a bias-free linear head and a step size."""
+import math
+
+import torch
+from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from .factory import create_backbone
+
+
+class EnergyModel(nn.Module):
+    """Any backbone psi plus a one-output linear head h without bias (paper, Section 3.2).
+
+    alpha, the restoration step size, is learnable and kept positive through its logarithm
+    (the paper initialises it at 0.1 and "imposes a positive constraint", Appendix A.1).
+    `head_init_std` None keeps PyTorch's default head init; a value draws N(0, std^2).
+    `energy_scale` multiplies the energy; both scale the first restoration steps of a fresh model.
+    """
+
+    def __init__(self, backbone: nn.Module, mean=None, std=None, alpha: float = 0.1,
+                 head_init_std: float | None = None, energy_scale: float = 1.0):
+        super().__init__()
+        if alpha <= 0:
+            raise ValueError(f"alpha must be > 0, got {alpha}")
+        cfg = getattr(backbone, "pretrained_cfg", None) or {}
+        mean = mean if mean is not None else cfg.get("mean", (0.485, 0.456, 0.406))
+        std = std if std is not None else cfg.get("std", (0.229, 0.224, 0.225))
+        self.backbone = backbone
+        self.head = nn.Linear(backbone.num_features, 1, bias=False)
+        if head_init_std is not None:
+            nn.init.normal_(self.head.weight, std=head_init_std)
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(alpha)))
+        self.energy_scale = energy_scale
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
+
+    @property
+    def alpha(self) -> Tensor:
+        """The positive, learnable restoration step size."""
+        return self.log_alpha.exp()
+
+    def normalize(self, x: Tensor) -> Tensor:
+        return (x - self.mean) / self.std
+
+    def score(self, features: Tensor) -> Tensor:
+        """Energies [B] from pooled features [B, D]."""
+        return self.head(features).squeeze(-1) * self.energy_scale
+
+    def energy(self, x: Tensor) -> Tensor:
+        """Energies [B] of images [B,3,H,W] in [0,1]. Runs attention on the MATH SDPA backend,
+        the one kernel with a double backward."""
+        with sdpa_kernel(SDPBackend.MATH):
+            return self.score(self.backbone(self.normalize(x)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.energy(x)
+
+
+def create_energy_model(name: str, img_size: int | None = None, alpha: float = 0.1,
+                        head_init_std: float | None = None, energy_scale: float = 1.0,
+                        **backbone_kwargs) -> EnergyModel:
+    """`create_backbone(name, img_size, **backbone_kwargs)` wrapped as an energy model."""
+    backbone = create_backbone(name, img_size=img_size, **backbone_kwargs)
+    model = EnergyModel(backbone, alpha=alpha, head_init_std=head_init_std, energy_scale=energy_scale)
+    model.backbone_name = name
+    return model

@@ -1,0 +1,81 @@
+"""timm backbones by name, with the paper's short aliases, built for double backward."""
+import timm
+from torch import nn
+
+from pretexts.errors import ParameterError, UnknownNameError, suggest
+
+# alias -> (timm name, default kwargs). The paper's models (Tables 3 and 6) and small CPU ones.
+ALIASES: dict[str, tuple[str, dict]] = {
+    "vit_tiny": ("vit_tiny_patch16_224", {"patch_size": 4, "img_size": 32}),
+    "vit_small": ("vit_small_patch16_224", {}),
+    "vit_base": ("vit_base_patch16_224", {}),
+    "vit_large": ("vit_large_patch16_224", {}),
+    "swin_t": ("swin_tiny_patch4_window7_224", {}),
+    "convnext_t": ("convnext_tiny", {}),
+    "resnet50": ("resnet50", {}),
+    "resnet18": ("resnet18", {}),
+}
+
+
+def list_backbones(pattern: str = "*") -> list[str]:
+    """The short aliases and every timm architecture matching `pattern`."""
+    import fnmatch
+
+    aliases = [a for a in ALIASES if fnmatch.fnmatch(a, pattern)]
+    return sorted(set(aliases) | set(timm.list_models(pattern)))
+
+
+def resolve(name: str) -> tuple[str, dict]:
+    """Alias or timm name -> (timm name, default kwargs); an unknown name suggests close ones."""
+    if name in ALIASES:
+        timm_name, defaults = ALIASES[name]
+        return timm_name, dict(defaults)
+    if timm.is_model(name):
+        return name, {}
+    raise UnknownNameError(
+        f"unknown backbone '{name}'.{suggest(name, list_backbones())} "
+        f"Use one of the aliases ({', '.join(ALIASES)}) or any timm model name.")
+
+
+def disable_fused_attention(model: nn.Module) -> nn.Module:
+    """Fused SDPA kernels have no double backward; timm's attention layers fall back to plain math."""
+    for module in model.modules():
+        if hasattr(module, "fused_attn"):
+            module.fused_attn = False
+    return model
+
+
+def create_backbone(name: str, img_size: int | None = None, **kwargs) -> nn.Module:
+    """A timm model that returns pooled features [B, num_features] (num_classes=0), never pretrained.
+
+    `img_size` reaches models that take it (ViT, Swin) and is ignored by those that do not (CNNs).
+    None kwargs are dropped, so CLI defaults never override an alias's own.
+    """
+    timm_name, params = resolve(name)
+    params.update({k: v for k, v in kwargs.items() if v is not None})
+    if img_size is not None:
+        params["img_size"] = img_size
+    params.setdefault("num_classes", 0)
+    try:
+        model = timm.create_model(timm_name, pretrained=False, **params)
+    except TypeError as err:
+        if "img_size" not in str(err) or "img_size" not in params:
+            raise ParameterError(f"backbone '{name}': {err}") from None
+        params.pop("img_size")  # CNNs take any size
+        model = timm.create_model(timm_name, pretrained=False, **params)
+    except AssertionError as err:
+        raise ParameterError(f"backbone '{name}' cannot be built with {params}: {err}") from None
+    _check_patch_grid(name, model, img_size)
+    return disable_fused_attention(model)
+
+
+def _check_patch_grid(name: str, model: nn.Module, img_size: int | None) -> None:
+    embed = getattr(model, "patch_embed", None)
+    patch = getattr(embed, "patch_size", None)
+    if img_size is None or patch is None:
+        return
+    patch = patch[0] if isinstance(patch, (tuple, list)) else patch
+    if img_size % patch:
+        raise ParameterError(
+            f"image size {img_size} is not divisible by the patch size {patch} of backbone '{name}'; "
+            f"use a multiple of {patch}, e.g. {img_size - img_size % patch or patch}.")

@@ -1,0 +1,55 @@
+"""Image sources by name: the embedded sample, synthetic noise, an ImageFolder tree or a CIFAR-10 folder.
+
+Every source yields (PIL image, label); `AugmentedImages` turns them into uint8 HWC arrays.
+"""
+from importlib.resources import files
+from pathlib import Path
+
+import torch
+from torch.utils.data import Dataset, Subset
+from torchvision import datasets
+
+from pretexts.errors import DataError
+
+SAMPLE_DIR = Path(str(files("engine") / "sample_data"))
+IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
+
+
+def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0) -> Dataset | None:
+    """The `split` ("train" or "val") of the data named by `spec`; None when it has no such split.
+
+    - "sample": the CIFAR-10 images embedded in the package.
+    - "synthetic": torchvision's FakeData (random images), for smoke tests.
+    - a folder with train/ and val/ ImageFolder trees (the ImageNet layout);
+    - a folder of class folders: its seeded 5 % is held out as val;
+    - a folder holding torchvision's `cifar-10-batches-py`.
+    """
+    if spec == "sample":
+        return image_folder(SAMPLE_DIR / split)
+    if spec == "synthetic":
+        return datasets.FakeData(size=512 if split == "train" else 64, image_size=(3, img_size, img_size),
+                                 num_classes=10, random_offset=0 if split == "train" else 10_000)
+    root = Path(spec).expanduser()
+    if not root.exists():
+        raise DataError(f"data path '{spec}' does not exist; give an ImageFolder directory, "
+                        f"a CIFAR-10 folder, 'sample' or 'synthetic'.")
+    if (root / "cifar-10-batches-py").is_dir():
+        return datasets.CIFAR10(str(root), train=split == "train", download=False)
+    if (root / "train").is_dir():
+        return image_folder(root / split) if (root / split).is_dir() else None
+    return held_out_split(image_folder(root), split, seed)
+
+
+def image_folder(root: Path) -> datasets.ImageFolder:
+    try:
+        return datasets.ImageFolder(str(root))
+    except (FileNotFoundError, RuntimeError) as err:
+        raise DataError(f"no images found under '{root}': {err}. Expected class folders holding "
+                        f"{', '.join(IMAGE_EXTENSIONS)} files (the ImageNet layout).") from None
+
+
+def held_out_split(dataset: Dataset, split: str, seed: int, fraction: float = 0.05) -> Subset:
+    """A seeded split of a dataset that ships without val/."""
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+    n_val = max(1, int(len(dataset) * fraction))
+    return Subset(dataset, order[:n_val] if split == "val" else order[n_val:])

@@ -1,0 +1,68 @@
+"""CPU-side augmentation (albumentations) and the seeded, resumable, shardable sampler."""
+import albumentations as A
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+
+def pretrain_transform(img_size: int) -> A.Compose:
+    """The paper's only pretraining augmentations: RandomResizedCrop and horizontal flip (Section 4)."""
+    return A.Compose([A.RandomResizedCrop(size=(img_size, img_size), scale=(0.2, 1.0)), A.HorizontalFlip()])
+
+
+def eval_transform(img_size: int) -> A.Compose:
+    return A.Compose([A.SmallestMaxSize(max_size=img_size), A.CenterCrop(height=img_size, width=img_size)])
+
+
+class AugmentedImages(Dataset):
+    """(PIL, label) -> (uint8 [H,W,3] tensor, label), augmented with a seed fixed by (seed, epoch, index).
+
+    The sampler passes (epoch, index) keys, so a worker process knows the epoch and the same image
+    gets the same crop whatever the number of workers or ranks, and after a resume.
+    """
+
+    def __init__(self, source: Dataset, transform: A.Compose, seed: int = 0):
+        self.source, self.transform, self.seed = source, transform, seed
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, key):
+        epoch, index = key if isinstance(key, tuple) else (0, key)
+        image, label = self.source[index]
+        array = np.asarray(image.convert("RGB"), dtype=np.uint8)
+        self.transform.set_random_seed(hash((self.seed, epoch, index)) & 0x7FFFFFFF)
+        return torch.from_numpy(np.array(self.transform(image=array)["image"], copy=True)), label
+
+
+class EpochSampler(DistributedSampler):
+    """DistributedSampler that yields (epoch, index) keys and can start part-way through an epoch."""
+
+    def __init__(self, dataset, num_replicas: int = 1, rank: int = 0, shuffle: bool = True,
+                 seed: int = 0, drop_last: bool = True):
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed,
+                         drop_last=drop_last)
+        self.start = 0
+
+    def set_position(self, epoch: int, start: int = 0) -> None:
+        """Begin `epoch` at its `start`-th sample of this rank (for a mid-epoch resume)."""
+        self.set_epoch(epoch)
+        self.start = start
+
+    def __iter__(self):
+        indices = list(super().__iter__())[self.start:]
+        return iter([(self.epoch, i) for i in indices])
+
+    def __len__(self) -> int:
+        return self.num_samples - self.start
+
+
+def make_loader(dataset: AugmentedImages, batch_size: int, sampler=None, workers: int = 2,
+                drop_last: bool = True) -> DataLoader:
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+                      drop_last=drop_last, persistent_workers=False, pin_memory=torch.cuda.is_available())
+
+
+def to_device(images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """uint8 [B,H,W,3] on the host -> float [B,3,H,W] in [0,1] on the device (converted there)."""
+    return images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255)

@@ -1,0 +1,236 @@
+"""The pretraining loop. It knows nothing about the task: corrupt, restore, loss, step."""
+import json
+import math
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from timm.optim import param_groups_weight_decay
+from timm.scheduler import CosineLRScheduler
+from tqdm.auto import tqdm
+
+import backbones
+import pretexts
+from pretexts.errors import CheckpointError, DataError
+
+from .checkpoint import FORMAT_VERSION, atomic_save, load_checkpoint, rng_states, set_rng_states
+from .config import PretrainConfig
+from .datasets import build_source
+from .evaluate import figure_columns, restoration_error
+from .figures import loss_curve, restoration_figure
+from .loader import AugmentedImages, EpochSampler, eval_transform, make_loader, pretrain_transform, to_device
+from .restore import restoration_loss, restore
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def amp_dtype(cfg: PretrainConfig, device: torch.device) -> torch.dtype | None:
+    """bf16 on CUDA by default (the paper trains with AMP); full precision on the CPU."""
+    if cfg.amp == "auto":
+        return torch.bfloat16 if device.type == "cuda" else None
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}[cfg.amp]
+
+
+def step_seed(seed: int, global_step: int, rank: int = 0) -> int:
+    """The corruption seed of one optimiser step: a resumed run draws the same corruptions."""
+    return hash((seed, global_step, rank)) & 0x7FFFFFFFFFFF
+
+
+def build_optimizer(model, cfg: PretrainConfig) -> torch.optim.AdamW:
+    """AdamW (betas 0.9/0.95, wd 0.05; paper, Table A); no decay on norms, biases and alpha."""
+    groups = param_groups_weight_decay(model, cfg.weight_decay, no_weight_decay_list=("log_alpha",))
+    for group in groups:
+        group["params"] = [p for p in group["params"] if p is not model.log_alpha]
+    groups.append({"params": [model.log_alpha], "weight_decay": 0.0, "lr_scale": cfg.alpha_lr_scale})
+    return torch.optim.AdamW(groups, lr=cfg.peak_lr, betas=cfg.betas)
+
+
+class Pretrainer:
+    """One pretraining run: `Pretrainer(cfg).run()` returns the held-out results."""
+
+    def __init__(self, cfg: PretrainConfig):
+        self.cfg = cfg
+        self.device = resolve_device(cfg.device)
+        self.rank, self.world = 0, 1
+        self.out = Path(cfg.out)
+        torch.manual_seed(cfg.seed)
+        self.task = pretexts.create_pretext(cfg.task, **cfg.task_args)
+        self.model = backbones.create_energy_model(
+            cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha, head_init_std=cfg.head_init_std,
+            energy_scale=cfg.energy_scale).to(self.device)
+        self.task = self.task.bind(self.model)
+        self.train_set = self._dataset("train", pretrain_transform(cfg.img_size))
+        if len(self.train_set) < cfg.batch_size:
+            raise DataError(f"data '{cfg.data}' has {len(self.train_set)} training images, fewer than one "
+                            f"batch of {cfg.batch_size}; lower --batch-size.")
+        self.val_set = self._dataset("val", eval_transform(cfg.img_size))
+        self.sampler = EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
+        self.batches_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
+        if cfg.max_steps_per_epoch:
+            self.batches_per_epoch = min(self.batches_per_epoch, cfg.max_steps_per_epoch)
+        self.optimizer = build_optimizer(self.model, cfg)
+        total = cfg.epochs * self.batches_per_epoch
+        self.scheduler = CosineLRScheduler(
+            self.optimizer, t_initial=total, lr_min=cfg.min_lr, t_in_epochs=False,
+            warmup_t=min(int(cfg.warmup_epochs * self.batches_per_epoch), total - 1))
+        self.dtype = amp_dtype(cfg, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
+        self.epoch, self.batch, self.global_step = 0, 0, 0
+        self.history: list[tuple[int, float]] = []
+
+    def _dataset(self, split: str, transform) -> AugmentedImages | None:
+        source = build_source(self.cfg.data, split, self.cfg.img_size, self.cfg.seed)
+        return None if source is None else AugmentedImages(source, transform, self.cfg.seed)
+
+    # ---- one step -------------------------------------------------------------------------------
+    def train_step(self, images: torch.Tensor) -> dict:
+        cfg = self.cfg
+        generator = torch.Generator(device=self.device).manual_seed(step_seed(cfg.seed, self.global_step, self.rank))
+        sample = self.task(images, generator)
+        autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
+        with autocast:
+            states = restore(self.model, self.task, sample, cfg.steps)
+        loss = restoration_loss(states, sample.target, cfg.loss)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"loss is {loss.item()} at step {self.global_step}; the last good "
+                                     f"checkpoint is kept in {self.out}. Lower --lr or set --clip-grad.")
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        if cfg.clip_grad:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.global_step += 1
+        self.scheduler.step_update(num_updates=self.global_step)
+        return {"loss": loss.item(), "alpha": self.model.alpha.item(), "lr": self.optimizer.param_groups[0]["lr"]}
+
+    # ---- the run --------------------------------------------------------------------------------
+    def run(self) -> dict:
+        cfg = self.cfg
+        if cfg.resume:
+            self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
+        if self.rank == 0:
+            self.out.mkdir(parents=True, exist_ok=True)
+            (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+        start = time.time()
+        while self.epoch < cfg.epochs:
+            self.train_epoch()
+            self.epoch, self.batch = self.epoch + 1, 0
+            if self.rank == 0:
+                self.save()
+                self.figure(self.out / f"restoration_epoch{self.epoch:03d}.png")
+        results = {"epochs": self.epoch, "optimizer_steps": self.global_step, "seconds": time.time() - start,
+                   "alpha": self.model.alpha.item()}
+        if self.rank == 0:
+            if self.val_set is not None:
+                results["held_out"] = self.held_out_error()
+            self.write_results(results)
+        return results
+
+    def train_epoch(self) -> None:
+        cfg = self.cfg
+        self.model.train()
+        self.sampler.set_position(self.epoch, self.batch * (cfg.batch_size // self.world))
+        loader = make_loader(self.train_set, cfg.batch_size // self.world, self.sampler, cfg.workers)
+        bar = tqdm(total=self.batches_per_epoch, initial=self.batch, desc=f"epoch {self.epoch + 1}/{cfg.epochs}",
+                   disable=self.rank != 0, dynamic_ncols=True, leave=False)
+        with open(self.out / "log.jsonl", "a") if self.rank == 0 else nullcontext() as log:
+            for images, _ in loader:
+                if self.batch >= self.batches_per_epoch:
+                    break
+                stats = self.train_step(to_device(images, self.device))
+                self.batch += 1
+                self.history.append((self.global_step, stats["loss"]))
+                bar.set_postfix(loss=f"{stats['loss']:.4f}", alpha=f"{stats['alpha']:.4f}")
+                bar.update()
+                if log is not None:
+                    if cfg.eval_every and self.global_step % cfg.eval_every == 0 and self.val_set is not None:
+                        stats["held_out"] = self.held_out_error()
+                    log.write(json.dumps({"step": self.global_step, "epoch": self.epoch, **stats}) + "\n")
+        bar.close()
+
+    # ---- evaluation and outputs -----------------------------------------------------------------
+    def val_batches(self, limit: int):
+        """The same seeded subset of held-out images every time, drawn across all classes."""
+        order = torch.randperm(len(self.val_set), generator=torch.Generator().manual_seed(self.cfg.seed))
+        loader = make_loader(self.val_set, min(64, limit), order[:limit].tolist(), self.cfg.workers, drop_last=False)
+        seen = 0
+        for images, _ in loader:
+            if seen >= limit:
+                break
+            yield to_device(images[: limit - seen], self.device)
+            seen += images.shape[0]
+
+    def held_out_error(self) -> dict:
+        return restoration_error(self.model, self.task, self.val_batches(self.cfg.eval_images), self.cfg.steps,
+                                 self.device, seed=self.cfg.seed)
+
+    def figure(self, path: Path) -> None:
+        source = self.val_set if self.val_set is not None else self.train_set
+        images = next(iter(self.val_batches(self.cfg.figure_images))) if self.val_set is not None else \
+            to_device(torch.stack([source[(0, i)][0] for i in range(self.cfg.figure_images)]), self.device)
+        columns = figure_columns(self.model, self.task, images, self.cfg.steps, seed=self.cfg.seed)
+        restoration_figure(columns, path, f"{self.cfg.task} on {self.cfg.backbone}, epoch {self.epoch}")
+
+    def write_results(self, results: dict) -> None:
+        if self.history:
+            steps, losses = zip(*self.history)
+            loss_curve(list(steps), list(losses), self.out / "loss_curve.png",
+                       f"{self.cfg.task} on {self.cfg.backbone}")
+        (self.out / "results.json").write_text(json.dumps(results, indent=2))
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def save(self, path: Path | None = None) -> Path:
+        path = path or self.out / "checkpoint.pt"
+        atomic_save({
+            "format_version": FORMAT_VERSION, "pretexts_version": pretexts.__version__,
+            "config": self.cfg.to_dict(), "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(), "rng": rng_states(), "epoch": self.epoch,
+            "batch": self.batch, "global_step": self.global_step, "history": self.history,
+        }, path)
+        return path
+
+    def load(self, path: Path) -> None:
+        ckpt = load_checkpoint(path, map_location=self.device)
+        saved = ckpt["config"]
+        for key in ("backbone", "task", "img_size"):
+            if saved.get(key) != getattr(self.cfg, key):
+                raise CheckpointError(f"checkpoint '{path}' was trained with {key}={saved.get(key)!r}, "
+                                      f"this run asks for {getattr(self.cfg, key)!r}; resume with the same {key}.")
+        if ckpt["epoch"] > self.cfg.epochs:
+            raise CheckpointError(f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
+                                  f"{self.cfg.epochs} asked; raise --epochs to continue it.")
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.step_update(num_updates=ckpt["global_step"])  # re-planned, so --epochs may grow
+        self.scaler.load_state_dict(ckpt["scaler"])
+        set_rng_states(ckpt["rng"])
+        self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
+        self.history = list(ckpt.get("history", []))
+        self._truncate_log(self.global_step)
+
+    def _truncate_log(self, step: int) -> None:
+        """Drop log lines of steps done after the checkpoint; the resumed run writes them again."""
+        log = self.out / "log.jsonl"
+        if self.rank == 0 and log.exists():
+            lines = [line for line in log.read_text().splitlines() if json.loads(line)["step"] <= step]
+            log.write_text("".join(line + "\n" for line in lines))
+
+
+def pretrain(cfg: PretrainConfig) -> dict:
+    """Run a pretraining job described by `cfg`; returns its results (also in OUT/results.json)."""
+    return Pretrainer(cfg).run()
+
+
+def format_held_out(held: dict) -> str:
+    steps = " -> ".join(f"step {j} {e:.5f}" for j, e in enumerate(held["restored_mse"], 1))
+    ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held["corrupted_mse"] else math.nan
+    return (f"held-out restoration MSE on {held['images']} images: corrupted {held['corrupted_mse']:.5f} -> "
+            f"{steps} ({ratio:.2f}x the corrupted input's error)")

@@ -1,0 +1,41 @@
+"""The `pretexts` command: one click group; each subcommand lives in its own module."""
+import sys
+
+import click
+
+from ..errors import PretextsError
+
+
+class FriendlyGroup(click.Group):
+    """Turns a PretextsError into a one-line message and exit code 2; `--debug` shows the traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except PretextsError as err:
+            if ctx.params.get("debug"):
+                raise
+            click.echo(f"Error: {err}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
+@click.version_option(package_name="pretexts")
+def main(debug: bool) -> None:
+    """Energy-inspired self-supervised pretraining (Wang et al., ICLR 2023): a zoo of pretext tasks."""
+
+
+def parse_task_args(pairs: tuple[str, ...]) -> dict[str, str]:
+    """('scale=16', 'ratio=0.5') -> {'scale': '16', 'ratio': '0.5'}; tasks convert the types."""
+    args = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"'{pair}' is not KEY=VALUE (e.g. --task-arg scale=16).",
+                                     param_hint="--task-arg")
+        args[key.strip().replace("-", "_")] = value.strip()
+    return args
+
+
+from . import list_cmd, train_cmd  # noqa: E402,F401  (subcommands register on import)

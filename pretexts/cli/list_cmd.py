@@ -1,0 +1,25 @@
+"""`pretexts list`: the registered tasks, their parameters and presets, and broken plugins."""
+import click
+
+from ..registry import broken_plugins, get_pretext_class, list_pretexts
+from . import main
+
+
+@main.command("list")
+@click.argument("pattern", default="*")
+@click.option("-v", "--verbose", is_flag=True, help="Show each parameter's range and help, and the presets.")
+def list_command(pattern: str, verbose: bool) -> None:
+    """List pretext tasks matching PATTERN (shell wildcards, default all)."""
+    for name in list_pretexts(pattern):
+        cls = get_pretext_class(name)
+        defaults = ", ".join(f"{k}={p.default}" for k, p in cls.params.items())
+        click.echo(f"{name:<18} {cls.summary()}")
+        if defaults and not verbose:
+            click.echo(f"{'':<18}   {defaults}")
+        if verbose:
+            for key, param in cls.params.items():
+                click.echo(f"{'':<18}   --task-arg {key}=...  {param.describe()}. {param.help}".rstrip())
+            for preset, values in cls.presets.items():
+                click.echo(f"{'':<18}   --preset {preset}: {', '.join(f'{k}={v}' for k, v in values.items())}")
+    for name, error in broken_plugins().items():
+        click.echo(f"{name:<18} BROKEN plugin: {error}")

@@ -1,0 +1,47 @@
+"""`pretexts train`: pretrain a backbone with the energy method on one pretext task."""
+import click
+
+from . import main, parse_task_args
+
+
+@main.command("train")
+@click.option("--task", default=None, help="Pretext task (see `pretexts list`). Default: colorization.")
+@click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
+@click.option("--preset", default=None, help="A named preset of the task (see `pretexts list -v`).")
+@click.option("--backbone", default=None, help="Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.")
+@click.option("--data", default=None, help="'sample' (embedded, default), 'synthetic', an ImageFolder dir "
+              "or a CIFAR-10 folder.")
+@click.option("--img-size", type=int, default=None, help="Training resolution. Default 32.")
+@click.option("--epochs", type=int, default=None)
+@click.option("--batch-size", type=int, default=None, help="Global batch size. Default 64.")
+@click.option("--steps", type=int, default=None, help="Restoration steps N (paper: 2).")
+@click.option("--lr", type=float, default=None, help="Peak lr. Default 1e-4 x batch / 256 (paper).")
+@click.option("--warmup-epochs", type=float, default=None)
+@click.option("--alpha-lr-scale", type=float, default=None, help="alpha's lr relative to the network's.")
+@click.option("--head-init-std", type=float, default=None, help="Std of the energy head's initial weights.")
+@click.option("--energy-scale", type=float, default=None, help="Multiplier of the energy.")
+@click.option("--loss", type=click.Choice(["mse", "smooth_l1"]), default=None)
+@click.option("--amp", type=click.Choice(["auto", "bf16", "fp16", "off"]), default=None)
+@click.option("--clip-grad", type=float, default=None, help="Clip the gradient norm to this value.")
+@click.option("--seed", type=int, default=None)
+@click.option("--workers", type=int, default=None, help="Data loader worker processes. Default 2.")
+@click.option("--device", default=None, help="auto, cpu, cuda, cuda:1, ...")
+@click.option("--max-steps-per-epoch", type=int, default=None, help="Cap the optimiser steps of each epoch.")
+@click.option("--out", default=None, help="Output folder. Default runs/pretrain.")
+@click.option("--resume", is_flag=False, flag_value="auto", default=None,
+              help="Continue from OUT/checkpoint.pt, or from the checkpoint given.")
+def train_command(task_args, preset, **options) -> None:
+    """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
+    from engine import PretrainConfig, Pretrainer, format_held_out
+
+    args = parse_task_args(task_args)
+    if preset is not None:
+        args["preset"] = preset
+    cfg = PretrainConfig(task_args=args, **{k: v for k, v in options.items() if v is not None})
+    trainer = Pretrainer(cfg)
+    click.echo(f"pretraining {cfg.backbone} on '{cfg.task}' with data '{cfg.data}' for {cfg.epochs} epochs "
+               f"-> {cfg.out}")
+    results = trainer.run()
+    if "held_out" in results:
+        click.echo(format_held_out(results["held_out"]))
+    click.echo(f"wrote {cfg.out}/checkpoint.pt, log.jsonl, restoration_epoch*.png, loss_curve.png, results.json")

@@ -1,0 +1,35 @@
+"""Denoising with a diffusion-style noise schedule (paper, Section 4.1 and Table 2)."""
+import torch
+from torch import Tensor
+
+from .base import Corrupted, Pretext, uniform
+from .errors import ParameterError
+from .params import Param
+from .registry import register
+
+
+@register("denoising")
+class Denoising(Pretext):
+    """Mix each image with Gaussian noise, x0 = sqrt(g) x + sqrt(1 - g) e (paper, Table 2: 79.2 top-1).
+
+    g ~ U(gamma_low, gamma_high) per image (the paper draws U(0, 1)) and e ~ N(0, I), applied to
+    images in [0, 1] and not clamped, as in the formula. The generator draws g first ([B]), then e
+    ([B, 3, H, W]); g is returned in info["gamma"].
+    """
+
+    params = {
+        "gamma_low": Param(0.0, float, 0.0, 1.0, help="smallest signal fraction g"),
+        "gamma_high": Param(1.0, float, 0.0, 1.0, help="largest signal fraction g"),
+    }
+
+    def check(self) -> None:
+        if self.gamma_low > self.gamma_high:
+            raise ParameterError(
+                f"{self.name}: gamma_low={self.gamma_low} must be <= gamma_high={self.gamma_high}.")
+
+    def corrupt(self, images: Tensor, generator=None) -> Corrupted:
+        gamma = uniform((images.shape[0],), self.gamma_low, self.gamma_high, generator, images.device)
+        noise = torch.randn(images.shape, generator=generator, device=images.device, dtype=images.dtype)
+        g = gamma.to(images.dtype).view(-1, 1, 1, 1)
+        state = g.sqrt() * images + (1 - g).sqrt() * noise
+        return Corrupted(state=state, target=images, info={"gamma": gamma})

@@ -1,0 +1,100 @@
+"""Patch sorting: restore shuffled position embeddings of a ViT (paper, Section 3.4 and Appendix A.2)."""
+import torch
+from torch import Tensor
+
+from backbones.vit_tokens import sincos_pos_embed, vit_energy_with_pos, vit_geometry
+
+from .base import Corrupted, Pretext, rand
+from .errors import ParameterError
+from .params import Param
+from .registry import register
+
+__all__ = ["PatchSorting", "sincos_pos_embed"]
+
+
+@register("patch-sorting")
+class PatchSorting(Pretext):
+    """Shuffle a ViT's sin-cos position embeddings across patches; restoration sorts them (paper, Table 2).
+
+    ViT only (79.5 top-1 in Table 2). The state is the per-image embeddings [B, L, D] (row i is what
+    patch i is told about its place), the target the true table, the loss MSE between them (Section
+    3.4). The image, in `context`, is intact but for the two regularisers of Appendix A.2:
+    - edge masking: the k outermost pixels of every patch are set to 0 (black, before
+      normalisation), k drawn per image uniformly from 1..edge_max (the paper: 1 or 2, 50 % each);
+    - patch dropout: a random `drop` fraction of each image's tokens (50 % in the paper) does not enter
+      the blocks. The kept indices are drawn with the sample (info["keep"]), so all N restoration
+      steps see the same tokens; they apply only while the model is in training mode. A dropped
+      token's embedding gets no gradient and stays where it was; the loss still averages over all L.
+    Call `bind(model)` first: it reads the patch grid and width from the ViT.
+    """
+
+    params = {
+        "edge_max": Param(2, int, 0, 8, help="edge masking draws k in 1..edge_max per image; 0 turns it off"),
+        "drop": Param(0.5, float, 0.0, 0.95, help="fraction of patch tokens dropped before the blocks (training)"),
+    }
+
+    geometry: dict | None = None  # patch, grid, dim, prefix of the bound ViT; set by bind()
+    table: Tensor | None = None  # the true sin-cos embeddings [L, D]
+
+    def bind(self, model) -> "PatchSorting":
+        name = getattr(model, "backbone_name", type(model.backbone).__name__)
+        geometry = vit_geometry(model.backbone, name, self.name)
+        patch = min(geometry["patch"])
+        if 2 * self.edge_max >= patch:
+            raise ParameterError(
+                f"{self.name}: edge_max={self.edge_max} would blank whole {patch}-pixel patches of {name}; "
+                f"use edge_max <= {(patch - 1) // 2}.")
+        self.geometry = geometry
+        self.table = sincos_pos_embed(geometry["grid"], geometry["dim"])
+        return self
+
+    def corrupt(self, images: Tensor, generator=None) -> Corrupted:
+        if self.geometry is None:
+            raise ParameterError(f"{self.name}: call task.bind(model) first; the task reads the ViT's patch grid.")
+        (rows, cols), (ph, pw) = self.geometry["grid"], self.geometry["patch"]
+        batch, _, height, width = images.shape
+        if (height, width) != (rows * ph, cols * pw):
+            raise ParameterError(
+                f"{self.name}: images are {height}x{width} but the ViT expects {rows * ph}x{cols * pw}.")
+        device, length = images.device, rows * cols
+        table = self.table.to(device)
+        perm = rand((batch, length), generator, device).argsort(1)
+        state = table[perm]  # patch i is told it sits at position perm[b, i]
+        context, edge = images, torch.zeros(batch, dtype=torch.long, device=device)
+        if self.edge_max > 0:
+            edge = 1 + (rand((batch,), generator, device) * self.edge_max).long().clamp(max=self.edge_max - 1)
+            context = images.masked_fill(self._edge_mask(edge, height, width), 0.0)
+        info = {"perm": perm, "edge": edge, "image": images}  # the clean image, for preview
+        if self.drop > 0:
+            kept = max(1, round(length * (1 - self.drop)))
+            info["keep"] = rand((batch, length), generator, device).argsort(1)[:, :kept].sort(1).values
+        target = table.expand(batch, -1, -1).contiguous()
+        return Corrupted(state=state, target=target, context=context, info=info)
+
+    def _edge_mask(self, edge: Tensor, height: int, width: int) -> Tensor:
+        """[B, 1, H, W] True on the `edge[b]` outermost pixel rows and columns of every patch."""
+        ph, pw = self.geometry["patch"]
+        k = edge.view(-1, 1, 1)
+        y = torch.arange(height, device=edge.device) % ph
+        x = torch.arange(width, device=edge.device) % pw
+        rows = (y < k) | (y >= ph - k)  # [B, 1, H]
+        cols = (x < k) | (x >= pw - k)  # [B, 1, W]
+        return rows.unsqueeze(-1) | cols.unsqueeze(-2)
+
+    def energy(self, model, sample: Corrupted, state: Tensor) -> Tensor:
+        keep = sample.info.get("keep") if model.training else None
+        return vit_energy_with_pos(model, sample.context, state, keep)
+
+    def preview(self, sample: Corrupted, state: Tensor) -> Tensor:
+        """The clean image as the state arranges it: each position shows the patch whose embedding is
+        nearest to that position's true embedding (shuffled at step 0, the original once sorted)."""
+        (rows, cols), (ph, pw) = self.geometry["grid"], self.geometry["patch"]
+        image = sample.info.get("image", sample.context)
+        batch = image.shape[0]
+        table = self.table.to(state.device, state.dtype).expand(batch, -1, -1)
+        source = torch.cdist(table, state.detach()).argmin(-1)  # [B, L]: position j shows patch source[j]
+        patches = image.unfold(2, ph, ph).unfold(3, pw, pw)  # [B, 3, rows, cols, ph, pw]
+        patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(batch, rows * cols, -1)
+        picked = patches.gather(1, source.unsqueeze(-1).expand(-1, -1, patches.shape[-1]))
+        picked = picked.view(batch, rows, cols, 3, ph, pw).permute(0, 3, 1, 4, 2, 5)
+        return picked.reshape(batch, 3, rows * ph, cols * pw).clamp(0, 1)

@@ -1,0 +1,83 @@
+"""The energy model and the restoration: double backward reaches the backbone, alpha stays positive."""
+import pytest
+import torch
+
+import backbones
+import pretexts
+from engine import restoration_loss, restore
+from pretexts.errors import ParameterError, UnknownNameError
+
+
+def first_weight(model) -> torch.nn.Parameter:
+    return next(p for n, p in model.backbone.named_parameters() if p.ndim > 1)
+
+
+@pytest.mark.parametrize("name", ["vit_tiny", "resnet18", "swin_t"])
+def test_restoration_loss_trains_backbone_only_with_double_backward(name, real_images):
+    torch.manual_seed(0)
+    model = backbones.create_energy_model(name, img_size=32)
+    task = pretexts.create_pretext("colorization")
+    sample = task(real_images[:4])
+
+    loss = restoration_loss(restore(model, task, sample, steps=2), sample.target)
+    loss.backward()
+    grad = first_weight(model).grad
+    assert grad is not None and grad.abs().sum() > 0, "the loss must reach the backbone's first layer"
+    assert model.log_alpha.grad is not None and model.log_alpha.grad != 0
+
+    model.zero_grad(set_to_none=True)
+    loss = restoration_loss(restore(model, task, sample, steps=2, create_graph=False), sample.target)
+    loss.backward()
+    assert first_weight(model).grad is None, "without create_graph only alpha may train"
+    assert model.log_alpha.grad is not None and model.log_alpha.grad != 0
+
+
+def test_restore_returns_n_states_with_stop_gradient_between_steps(real_images):
+    model = backbones.create_energy_model("resnet18")
+    task = pretexts.create_pretext("colorization")
+    sample = task(real_images[:2])
+    states = restore(model, task, sample, steps=3)
+    assert len(states) == 3
+    assert all(s.shape == sample.state.shape for s in states)
+    assert all(s.requires_grad for s in states)
+    model.eval()
+    with torch.no_grad():
+        assert not any(s.requires_grad for s in restore(model, task, sample, steps=2))
+
+
+def test_alpha_stays_positive_when_pushed_below_zero():
+    model = backbones.create_energy_model("resnet18")
+    opt = torch.optim.SGD([model.log_alpha], lr=10.0)
+    for _ in range(200):
+        opt.zero_grad()
+        model.alpha.backward()  # d(alpha)/d(log_alpha) > 0: the step lowers alpha every time
+        opt.step()
+    assert model.alpha.item() > 0
+    assert torch.isfinite(model.alpha)
+
+
+def test_alpha_is_initialised_at_the_papers_value():
+    assert backbones.create_energy_model("resnet18").alpha.item() == pytest.approx(0.1)
+
+
+def test_energy_is_one_number_per_image(real_images):
+    model = backbones.create_energy_model("vit_tiny", img_size=32)
+    assert model.energy(real_images[:5]).shape == (5,)
+    assert model.head.bias is None and model.head.out_features == 1
+
+
+def test_aliases_and_timm_names_build():
+    vit = backbones.create_backbone("vit_tiny")
+    assert vit.patch_embed.patch_size == (4, 4) and vit.num_classes == 0
+    assert backbones.create_backbone("resnet18", img_size=64).num_features == 512
+    assert backbones.create_backbone("vit_small", img_size=32, patch_size=8).embed_dim == 384
+
+
+def test_unknown_backbone_suggests_close_names():
+    with pytest.raises(UnknownNameError, match="Did you mean: .*resnet18"):
+        backbones.create_backbone("resnet_18")
+
+
+def test_image_size_must_be_a_multiple_of_the_patch():
+    with pytest.raises(ParameterError, match="not divisible by the patch size 4"):
+        backbones.create_backbone("vit_tiny", img_size=30)

@@ -1,0 +1,115 @@
+"""Patch sorting: shuffled sin-cos position embeddings, edge masking, patch dropout (paper, Appendix A.2)."""
+import pytest
+import torch
+
+from backbones import create_energy_model
+from backbones.vit_tokens import vit_energy_with_pos
+from pretexts import ParameterError, create_pretext
+from pretexts.patch_sorting import sincos_pos_embed
+from pretext_images import cifar_batch, tiny_vit
+
+
+def sample_of(images, seed=0, **kwargs):
+    task = create_pretext("patch-sorting", **kwargs).bind(tiny_vit())
+    return task, task(images, torch.Generator().manual_seed(seed))
+
+
+def test_the_shuffle_is_a_permutation_of_the_true_table():
+    task, sample = sample_of(cifar_batch(4))
+    table = sincos_pos_embed(4, 192)  # 32 px / patch 8 = 4 x 4
+    assert sample.state.shape == sample.target.shape == (4, 16, 192)
+    assert torch.equal(sample.target, table.expand(4, -1, -1))
+    match = (sample.state.unsqueeze(2) == sample.target.unsqueeze(1)).all(-1)  # [B, state row, target row]
+    assert (match.sum(2) == 1).all() and (match.sum(1) == 1).all()  # each row used exactly once
+    assert torch.equal(match.float().argmax(2), sample.info["perm"])
+    assert not torch.equal(sample.state, sample.target)
+
+
+def test_edge_masking_zeroes_exactly_k_border_pixels_of_every_patch():
+    images = 0.1 + 0.9 * torch.rand(16, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    _, sample = sample_of(images)
+    edge = sample.info["edge"]
+    assert set(edge.tolist()) == {1, 2}
+    for b, k in enumerate(edge.tolist()):
+        ring = torch.ones(8, 8, dtype=torch.bool)
+        ring[k:8 - k, k:8 - k] = False
+        expected = ring.repeat(4, 4)
+        zero = (sample.context[b] == 0).all(0)
+        assert torch.equal(zero, expected), (b, k)
+        assert torch.equal(sample.context[b][:, ~expected], images[b][:, ~expected])
+
+
+def test_dropout_draws_half_the_tokens_and_only_in_training():
+    model = tiny_vit()
+    task, sample = sample_of(cifar_batch(2))
+    keep = sample.info["keep"]
+    assert keep.shape == (2, 8) and all(len(set(row.tolist())) == 8 for row in keep)
+    for training in (True, False):
+        model.train(training)
+        state = sample.state.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(task.energy(model, sample, state).sum(), state)
+        moved = grad.abs().sum(-1) > 0  # [B, L]
+        if training:
+            expected = torch.zeros_like(moved).scatter_(1, keep, True)
+            assert torch.equal(moved, expected)  # dropped tokens get no gradient
+        else:
+            assert moved.all()
+    model.train()
+
+
+def test_with_the_models_own_embeddings_the_forward_matches_timm():
+    model = tiny_vit().eval()
+    images = cifar_batch(2)
+    own = model.backbone.pos_embed[:, model.backbone.num_prefix_tokens:].expand(2, -1, -1)
+    with torch.no_grad():
+        assert torch.allclose(vit_energy_with_pos(model, images, own), model.energy(images), atol=1e-5)
+    model.train()
+
+
+def test_preview_shows_shuffled_then_sorted_patches():
+    images = cifar_batch(2)
+    task, sample = sample_of(images)
+    assert torch.equal(task.preview(sample, sample.target), images)
+    shuffled = task.preview(sample, sample.state)
+    assert shuffled.shape == images.shape and not torch.equal(shuffled, images)
+    # Position j shows patch i where perm[i] = j.
+    perm = sample.info["perm"][0]
+    source = torch.argsort(perm)
+    patches = images[0].unfold(1, 8, 8).unfold(2, 8, 8).reshape(3, 16, 8, 8)
+    shown = shuffled[0].unfold(1, 8, 8).unfold(2, 8, 8).reshape(3, 16, 8, 8)
+    assert torch.equal(shown, patches[:, source])
+
+
+def test_sincos_table_is_timms():
+    from timm.layers import build_sincos2d_pos_embed
+
+    assert torch.equal(sincos_pos_embed(4, 192), build_sincos2d_pos_embed([4, 4], dim=192))
+    assert sincos_pos_embed((2, 3), 8).shape == (6, 8)
+    with pytest.raises(ParameterError, match="divisible by 4"):
+        sincos_pos_embed(4, 6)
+
+
+def test_a_cnn_backbone_is_a_clear_error():
+    model = create_energy_model("resnet18")
+    with pytest.raises(ParameterError, match=r"needs a ViT backbone with absolute position embeddings "
+                                             r"\(vit_tiny, vit_small, \.\.\.\); got resnet18"):
+        create_pretext("patch-sorting").bind(model)
+
+
+def test_edge_masking_wider_than_a_patch_is_a_clear_error():
+    with pytest.raises(ParameterError, match="edge_max=2 would blank whole 4-pixel patches.*edge_max <= 1"):
+        create_pretext("patch-sorting").bind(tiny_vit(patch_size=4))
+    create_pretext("patch-sorting", edge_max=1).bind(tiny_vit(patch_size=4))
+
+
+def test_corrupting_before_bind_or_at_the_wrong_size_is_a_clear_error():
+    with pytest.raises(ParameterError, match="bind"):
+        create_pretext("patch-sorting")(cifar_batch(1))
+    task = create_pretext("patch-sorting").bind(tiny_vit())
+    with pytest.raises(ParameterError, match="images are 64x64 but the ViT expects 32x32"):
+        task(torch.rand(1, 3, 64, 64))
+
+
+def test_no_regularisers():
+    _, sample = sample_of(cifar_batch(2), edge_max=0, drop=0.0)
+    assert torch.equal(sample.context, cifar_batch(2)) and "keep" not in sample.info

@@ -1,0 +1,57 @@
+"""The example third-party task (examples/plugin) installs, registers by entry point and trains."""
+import importlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.restore import restoration_loss, restore
+from pretexts import create_pretext, list_pretexts, registry
+from pretext_images import cifar_batch, tiny_vit
+
+PLUGIN = Path(__file__).resolve().parents[1] / "examples" / "plugin"
+
+
+@pytest.fixture
+def installed_plugin(tmp_path):
+    """pip-install the example into a temporary target dir (offline, no deps) and put it on sys.path."""
+    source, target = tmp_path / "src", tmp_path / "site"
+    # Build from a copy: setuptools writes build/ and *.egg-info next to the sources.
+    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
+         "--disable-pip-version-check", "--target", str(target), str(source)],
+        capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    sys.path.insert(0, str(target))
+    importlib.invalidate_caches()
+    try:
+        registry.load_plugins(force=True)
+        yield target
+    finally:
+        sys.path.remove(str(target))
+        sys.modules.pop("pretexts_jpeg", None)
+        registry._TASKS.pop("jpeg", None)
+        registry._BROKEN.pop("jpeg", None)
+        importlib.invalidate_caches()
+        registry.load_plugins(force=True)
+
+
+def test_the_plugin_registers_and_trains(installed_plugin):
+    assert "jpeg" in list_pretexts() and "jpeg" not in registry.broken_plugins()
+    model = tiny_vit().train()
+    model.zero_grad()
+    task = create_pretext("jpeg", quality_low=10, quality_high=30).bind(model)
+    images = cifar_batch(4)
+    sample = task(images, torch.Generator().manual_seed(0))
+    assert sample.state.shape == images.shape and not torch.allclose(sample.state, images)
+    assert ((sample.info["quality"] >= 10) & (sample.info["quality"] <= 30)).all()
+    restoration_loss(restore(model, task, sample, steps=2), sample.target).backward()
+    assert model.backbone.patch_embed.proj.weight.grad.abs().sum() > 0
+
+
+def test_the_plugin_is_gone_after_cleanup():
+    assert "jpeg" not in list_pretexts()

@@ -1,0 +1,68 @@
+"""Checkpoints: resume gives the same weights as an uninterrupted run; bad checkpoints are named."""
+import pytest
+import torch
+
+from engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
+from pretexts.errors import CheckpointError
+
+
+def config(out, epochs: int, **kw) -> PretrainConfig:
+    return PretrainConfig(backbone="resnet18", data="sample", epochs=epochs, batch_size=16, workers=0,
+                          max_steps_per_epoch=2, out=str(out), base_lr=1e-3, eval_images=16, figure_images=2,
+                          task_args=kw.pop("task_args", {}), **kw)
+
+
+def weights(path) -> dict:
+    return load_checkpoint(path)["model"]
+
+
+class KilledAfterFirstEpoch(Pretrainer):
+    """Dies as the second epoch starts, after the first epoch's checkpoint, with a step half logged."""
+
+    def train_epoch(self):
+        if self.epoch == 1:
+            with open(self.out / "log.jsonl", "a") as log:
+                log.write('{"step": 99, "loss": 1.0}\n')
+            raise KeyboardInterrupt
+        super().train_epoch()
+
+
+def test_two_epochs_equal_one_epoch_resume_one_epoch(tmp_path):
+    Pretrainer(config(tmp_path / "straight", 2)).run()
+    with pytest.raises(KeyboardInterrupt):
+        KilledAfterFirstEpoch(config(tmp_path / "split", 2)).run()
+    Pretrainer(config(tmp_path / "split", 2, resume="auto")).run()
+    straight, split = weights(tmp_path / "straight/checkpoint.pt"), weights(tmp_path / "split/checkpoint.pt")
+    assert straight.keys() == split.keys()
+    for key in straight:
+        assert torch.equal(straight[key], split[key]), key
+    lines = (tmp_path / "split/log.jsonl").read_text().splitlines()
+    assert len(lines) == 4  # 2 epochs x 2 steps, none repeated
+
+
+def test_run_writes_checkpoint_log_figures_and_results(tmp_path):
+    results = Pretrainer(config(tmp_path, 1)).run()
+    for name in ["checkpoint.pt", "log.jsonl", "restoration_epoch001.png", "loss_curve.png", "results.json",
+                 "config.json"]:
+        assert (tmp_path / name).stat().st_size > 0, name
+    held = results["held_out"]
+    assert held["images"] == 16 and len(held["restored_mse"]) == 2 and held["corrupted_mse"] > 0
+
+
+def test_resume_with_another_backbone_is_refused(tmp_path):
+    Pretrainer(config(tmp_path, 1)).run()
+    cfg = config(tmp_path, 2, resume="auto")
+    cfg.backbone = "vit_tiny"
+    with pytest.raises(CheckpointError, match="backbone='resnet18'"):
+        Pretrainer(cfg).run()
+
+
+def test_missing_and_truncated_checkpoints_are_clear_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "nope.pt")
+    atomic_save({"model": {}, "config": {}, "format_version": 1}, tmp_path / "ok.pt")
+    data = (tmp_path / "ok.pt").read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated"):
+        load_checkpoint(tmp_path / "cut.pt")
+    assert not list(tmp_path.glob(".*.tmp")), "atomic_save leaves no temporary file behind"
