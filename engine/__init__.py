@@ -2,8 +2,8 @@
 from .checkpoint import atomic_save, load_checkpoint
 from .config import PretrainConfig
 from .evaluate import figure_columns, restoration_error
-from .pretrain import Pretrainer, format_held_out, pretrain
+from .pretrain import TRAINERS, Pretrainer, create_trainer, format_held_out, pretrain
 from .restore import restoration_loss, restore
 
-__all__ = ["restore", "restoration_loss", "PretrainConfig", "Pretrainer", "pretrain", "format_held_out",
+__all__ = ["restore", "restoration_loss", "PretrainConfig", "Pretrainer", "TRAINERS", "create_trainer", "pretrain", "format_held_out",
            "restoration_error", "figure_columns", "atomic_save", "load_checkpoint"]

@@ -8,6 +8,7 @@ from pretexts.errors import ParameterError
 class PretrainConfig:
     """Everything `engine.pretrain` needs; the CLI builds one of these, so does the Python API."""
 
+    method: str = "energy"            # "energy" (the paper), or a baseline registered in engine.pretrain.TRAINERS
     task: str = "colorization"
     task_args: dict = field(default_factory=dict)
     backbone: str = "resnet18"

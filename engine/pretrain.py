@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 import backbones
 import pretexts
-from pretexts.errors import CheckpointError, DataError
+from pretexts.errors import CheckpointError, DataError, ParameterError
 
 from .checkpoint import FORMAT_VERSION, atomic_save, load_checkpoint, rng_states, set_rng_states
 from .config import PretrainConfig
@@ -44,9 +44,11 @@ def step_seed(seed: int, global_step: int, rank: int = 0) -> int:
 def build_optimizer(model, cfg: PretrainConfig) -> torch.optim.AdamW:
     """AdamW (betas 0.9/0.95, wd 0.05; paper, Table A); no decay on norms, biases and alpha."""
     groups = param_groups_weight_decay(model, cfg.weight_decay, no_weight_decay_list=("log_alpha",))
-    for group in groups:
-        group["params"] = [p for p in group["params"] if p is not model.log_alpha]
-    groups.append({"params": [model.log_alpha], "weight_decay": 0.0, "lr_scale": cfg.alpha_lr_scale})
+    alpha = getattr(model, "log_alpha", None)
+    if alpha is not None:
+        for group in groups:
+            group["params"] = [p for p in group["params"] if p is not alpha]
+        groups.append({"params": [alpha], "weight_decay": 0.0, "lr_scale": cfg.alpha_lr_scale})
     return torch.optim.AdamW(groups, lr=cfg.peak_lr, betas=cfg.betas)
 
 
@@ -60,9 +62,7 @@ class Pretrainer:
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
         self.task = pretexts.create_pretext(cfg.task, **cfg.task_args)
-        self.model = backbones.create_energy_model(
-            cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha, head_init_std=cfg.head_init_std,
-            energy_scale=cfg.energy_scale).to(self.device)
+        self.model = self.build_model().to(self.device)
         self.task = self.task.bind(self.model)
         self.train_set = self._dataset("train", pretrain_transform(cfg.img_size))
         if len(self.train_set) < cfg.batch_size:
@@ -83,6 +83,19 @@ class Pretrainer:
         self.epoch, self.batch, self.global_step = 0, 0, 0
         self.history: list[tuple[int, float]] = []
 
+    def build_model(self) -> torch.nn.Module:
+        """The energy model; a baseline method (a subclass) builds its own."""
+        cfg = self.cfg
+        return backbones.create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
+                                             head_init_std=cfg.head_init_std, energy_scale=cfg.energy_scale)
+
+    def compute_loss(self, sample) -> torch.Tensor:
+        """The restoration loss of one corrupted batch (paper, eq. 5)."""
+        autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
+        with autocast:
+            states = restore(self.model, self.task, sample, self.cfg.steps)
+        return restoration_loss(states, sample.target, self.cfg.loss)
+
     def _dataset(self, split: str, transform) -> AugmentedImages | None:
         source = build_source(self.cfg.data, split, self.cfg.img_size, self.cfg.seed)
         return None if source is None else AugmentedImages(source, transform, self.cfg.seed)
@@ -91,11 +104,7 @@ class Pretrainer:
     def train_step(self, images: torch.Tensor) -> dict:
         cfg = self.cfg
         generator = torch.Generator(device=self.device).manual_seed(step_seed(cfg.seed, self.global_step, self.rank))
-        sample = self.task(images, generator)
-        autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
-        with autocast:
-            states = restore(self.model, self.task, sample, cfg.steps)
-        loss = restoration_loss(states, sample.target, cfg.loss)
+        loss = self.compute_loss(self.task(images, generator))
         if not torch.isfinite(loss):
             raise FloatingPointError(f"loss is {loss.item()} at step {self.global_step}; the last good "
                                      f"checkpoint is kept in {self.out}. Lower --lr or set --clip-grad.")
@@ -108,7 +117,10 @@ class Pretrainer:
         self.scaler.update()
         self.global_step += 1
         self.scheduler.step_update(num_updates=self.global_step)
-        return {"loss": loss.item(), "alpha": self.model.alpha.item(), "lr": self.optimizer.param_groups[0]["lr"]}
+        stats = {"loss": loss.item(), "lr": self.optimizer.param_groups[0]["lr"]}
+        if hasattr(self.model, "alpha"):
+            stats["alpha"] = self.model.alpha.item()
+        return stats
 
     # ---- the run --------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -125,8 +137,7 @@ class Pretrainer:
             if self.rank == 0:
                 self.save()
                 self.figure(self.out / f"restoration_epoch{self.epoch:03d}.png")
-        results = {"epochs": self.epoch, "optimizer_steps": self.global_step, "seconds": time.time() - start,
-                   "alpha": self.model.alpha.item()}
+        results = {"epochs": self.epoch, "optimizer_steps": self.global_step, "seconds": time.time() - start}
         if self.rank == 0:
             if self.val_set is not None:
                 results["held_out"] = self.held_out_error()
@@ -147,7 +158,7 @@ class Pretrainer:
                 stats = self.train_step(to_device(images, self.device))
                 self.batch += 1
                 self.history.append((self.global_step, stats["loss"]))
-                bar.set_postfix(loss=f"{stats['loss']:.4f}", alpha=f"{stats['alpha']:.4f}")
+                bar.set_postfix({k: f"{v:.4f}" for k, v in stats.items() if k in ("loss", "alpha")})
                 bar.update()
                 if log is not None:
                     if cfg.eval_every and self.global_step % cfg.eval_every == 0 and self.val_set is not None:
@@ -224,9 +235,19 @@ class Pretrainer:
             log.write_text("".join(line + "\n" for line in lines))
 
 
+# method name -> trainer class; baselines register here
+TRAINERS: dict[str, type] = {"energy": Pretrainer}
+
+
+def create_trainer(cfg: PretrainConfig) -> Pretrainer:
+    if cfg.method not in TRAINERS:
+        raise ParameterError(f"unknown method '{cfg.method}'; methods: {', '.join(TRAINERS)}.")
+    return TRAINERS[cfg.method](cfg)
+
+
 def pretrain(cfg: PretrainConfig) -> dict:
     """Run a pretraining job described by `cfg`; returns its results (also in OUT/results.json)."""
-    return Pretrainer(cfg).run()
+    return create_trainer(cfg).run()
 
 
 def format_held_out(held: dict) -> str:

@@ -32,13 +32,13 @@ from . import main, parse_task_args
               help="Continue from OUT/checkpoint.pt, or from the checkpoint given.")
 def train_command(task_args, preset, **options) -> None:
     """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
-    from engine import PretrainConfig, Pretrainer, format_held_out
+    from engine import PretrainConfig, create_trainer, format_held_out
 
     args = parse_task_args(task_args)
     if preset is not None:
         args["preset"] = preset
     cfg = PretrainConfig(task_args=args, **{k: v for k, v in options.items() if v is not None})
-    trainer = Pretrainer(cfg)
+    trainer = create_trainer(cfg)
     click.echo(f"pretraining {cfg.backbone} on '{cfg.task}' with data '{cfg.data}' for {cfg.epochs} epochs "
                f"-> {cfg.out}")
     results = trainer.run()
