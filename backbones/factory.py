@@ -1,5 +1,8 @@
 """timm backbones by name, with the paper's short aliases, built for double backward."""
+import warnings
+
 import timm
+from timm.layers import set_reentrant_ckpt, use_reentrant_ckpt
 from torch import nn
 
 from pretexts.errors import ParameterError, UnknownNameError, suggest
@@ -39,9 +42,29 @@ def resolve(name: str) -> tuple[str, dict]:
 
 def disable_fused_attention(model: nn.Module) -> nn.Module:
     """Fused SDPA kernels have no double backward; timm's attention layers fall back to plain math."""
+    return set_fused_attention(model, False)
+
+
+def set_fused_attention(model: nn.Module, enabled: bool) -> nn.Module:
+    """Switch timm's fused attention; on only where nothing needs a double backward (finite differences)."""
     for module in model.modules():
         if hasattr(module, "fused_attn"):
-            module.fused_attn = False
+            module.fused_attn = enabled
+    return model
+
+
+def set_grad_checkpointing(model: nn.Module, enabled: bool = True) -> nn.Module:
+    """timm's activation checkpointing, non-reentrant: the reentrant kind breaks `torch.autograd.grad`.
+
+    timm picks the kind from a process-wide flag (TIMM_REENTRANT_CKPT=1 turns reentrant on); it is
+    switched off here, with a warning, since no energy model can train with it.
+    """
+    if not hasattr(model, "set_grad_checkpointing"):
+        raise ParameterError(f"backbone {type(model).__name__} has no gradient checkpointing; leave it off.")
+    if enabled and use_reentrant_ckpt():
+        warnings.warn("timm's reentrant checkpointing cannot take torch.autograd.grad; switched to non-reentrant.")
+        set_reentrant_ckpt(False)
+    model.set_grad_checkpointing(enabled)
     return model
 
 

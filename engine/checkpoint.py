@@ -1,13 +1,14 @@
 """Checkpoints written atomically (temporary file, then rename) and loaded with clear errors."""
+import contextlib
 import os
 import random
-import tempfile
+import secrets
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from pretexts.errors import CheckpointError
+from pretexts.errors import CheckpointError, OutputError
 
 FORMAT_VERSION = 1
 
@@ -16,19 +17,37 @@ def atomic_save(obj, path: str | os.PathLike) -> None:
     """torch.save to a temporary file in the same folder, fsync, then rename over `path`.
 
     A process killed at any moment leaves either the old file or the new one, never half of one.
+    The temporary files of earlier killed saves are removed first, so they never fill the disk.
+    A failed write (full disk, no permission) raises OutputError and keeps the old file.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):
+            stale.unlink(missing_ok=True)
+        with open(tmp, "xb") as fh:  # not mkstemp: the file gets the umask's permissions, not 0600
             torch.save(obj, fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        cause = os_error(err)
+        if cause is None:
+            raise
+        kept = "the previous checkpoint is kept" if path.is_file() else "nothing was written"
+        raise OutputError(f"cannot write checkpoint '{path}': {cause.strerror or cause}; {kept}. "
+                          f"Free some space or choose another --out.") from err
+
+
+def os_error(err: BaseException | None) -> OSError | None:
+    """The OSError behind `err`: torch.save reports a failed write (ENOSPC, EFBIG) as a RuntimeError
+    whose context is the OSError."""
+    while err is not None and not isinstance(err, OSError):
+        err = err.__cause__ or err.__context__
+    return err
 
 
 def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
@@ -39,7 +58,8 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as err:
-        raise CheckpointError(f"checkpoint '{path}' cannot be read ({type(err).__name__}: {err}); "
+        cause = " ".join(str(err).split()).split(". ")[0]  # torch adds paragraphs of advice
+        raise CheckpointError(f"checkpoint '{path}' cannot be read ({type(err).__name__}: {cause}); "
                               f"it may be truncated. Use an earlier checkpoint.") from None
     if not isinstance(ckpt, dict) or "model" not in ckpt or "config" not in ckpt:
         raise CheckpointError(f"'{path}' is not a pretexts checkpoint (no model or config inside).")

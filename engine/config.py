@@ -1,4 +1,6 @@
 """The typed configuration of a pretraining run. Defaults are the paper's (Appendix A, Table A)."""
+import os
+import typing
 from dataclasses import asdict, dataclass, field, fields
 
 from pretexts.errors import ParameterError
@@ -11,10 +13,10 @@ class PretrainConfig:
     method: str = "energy"            # "energy" (the paper), or a baseline registered in engine.pretrain.TRAINERS
     task: str = "colorization"
     task_args: dict = field(default_factory=dict)
-    backbone: str = "resnet18"
+    backbone: str = "convnext_atto"   # LayerNorm, 3.7 M params: learns within minutes on a CPU
     data: str = "sample"              # "sample", "synthetic", an ImageFolder dir, or a CIFAR-10 folder
     img_size: int = 32
-    epochs: int = 10
+    epochs: int = 20
     batch_size: int = 64              # global batch (split across ranks under torchrun)
     steps: int = 2                    # restoration steps N (paper: 2)
     lr: float | None = None           # None: base_lr * batch_size / 256
@@ -29,6 +31,11 @@ class PretrainConfig:
     head_init_std: float | None = None  # None: PyTorch's default Linear init
     energy_scale: float = 1.0
     amp: str = "auto"                 # "auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off"
+    grad_mode: str = "exact"          # "exact" (double backward, paper) or "finite-difference" (engine/grad_modes.py)
+    fd_delta: float = 1e-2            # finite-difference perturbation, RMS per element of the state
+    compile: str | None = None        # a torch.compile backend ("inductor", "aot_eager"); finite-difference only
+    grad_checkpointing: bool = False  # timm's non-reentrant activation checkpointing: less memory, more time
+    channels_last: bool = False       # NHWC memory format for convolutional backbones
     clip_grad: float | None = None
     seed: int = 0
     out: str = "runs/pretrain"
@@ -39,22 +46,32 @@ class PretrainConfig:
     figure_images: int = 8
     eval_images: int = 256            # held-out images for the restoration-error report
     eval_every: int | None = None     # also log the held-out error every this many optimiser steps
+    skip_nonfinite: bool = False      # skip (and count) a step whose loss is NaN/inf instead of stopping
 
     def __post_init__(self):
+        check_field_types(self)
         positive = {"epochs": self.epochs, "batch_size": self.batch_size, "steps": self.steps,
                     "img_size": self.img_size, "base_lr": self.base_lr, "alpha": self.alpha,
-                    "alpha_lr_scale": self.alpha_lr_scale, "energy_scale": self.energy_scale}
-        if self.lr is not None:
-            positive["lr"] = self.lr
+                    "alpha_lr_scale": self.alpha_lr_scale, "energy_scale": self.energy_scale,
+                    "fd_delta": self.fd_delta}
+        for name in ("lr", "max_steps_per_epoch", "clip_grad", "head_init_std", "eval_every"):
+            if getattr(self, name) is not None:
+                positive[name] = getattr(self, name)
         for name, value in positive.items():
             if not value > 0:
-                raise ParameterError(f"{name} must be > 0, got {value}.")
-        if self.workers < 0:
-            raise ParameterError(f"workers must be >= 0, got {self.workers}.")
+                raise ParameterError(f"{name} must be > 0, got {value}; give a positive value.")
+        for name in ("workers", "warmup_epochs", "min_lr", "weight_decay", "eval_images", "figure_images"):
+            if not getattr(self, name) >= 0:
+                raise ParameterError(f"{name} must be >= 0, got {getattr(self, name)}.")
         if self.loss not in ("mse", "smooth_l1"):
             raise ParameterError(f"loss must be 'mse' or 'smooth_l1', got {self.loss!r}.")
         if self.amp not in ("auto", "bf16", "fp16", "off"):
             raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {self.amp!r}.")
+        if self.grad_mode not in ("exact", "finite-difference"):
+            raise ParameterError(f"grad_mode must be 'exact' or 'finite-difference', got {self.grad_mode!r}.")
+        if self.compile and self.grad_mode == "exact":
+            raise ParameterError("torch.compile has no double backward; use compile with "
+                                 "--grad-mode finite-difference, or leave it off.")
         self.betas = tuple(self.betas)
 
     @property
@@ -69,3 +86,21 @@ class PretrainConfig:
     def from_dict(cls, values: dict) -> "PretrainConfig":
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def check_field_types(cfg) -> None:
+    """Each field holds its declared type, so the Python API gets a ParameterError, not a TypeError
+    deep in the loop. An int may stand for a float, a list for a tuple (JSON), a Path for a str."""
+    for f in fields(cfg):
+        allowed = typing.get_args(f.type) or (f.type,)
+        value = getattr(cfg, f.name)
+        if not all(isinstance(t, type) for t in allowed) or isinstance(value, bool) and bool in allowed:
+            continue
+        if float in allowed and isinstance(value, int) and not isinstance(value, bool) \
+                or tuple in allowed and isinstance(value, list):
+            continue
+        if str in allowed and isinstance(value, os.PathLike):
+            setattr(cfg, f.name, os.fspath(value))
+        elif not isinstance(value, allowed) or isinstance(value, bool):
+            names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
+            raise ParameterError(f"{f.name} must be {names}, got {value!r}.")

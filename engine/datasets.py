@@ -11,6 +11,8 @@ from torchvision import datasets
 
 from pretexts.errors import DataError
 
+from .image_check import keep_readable, load_rgb
+
 SAMPLE_DIR = Path(str(files("engine") / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
 
@@ -25,7 +27,7 @@ def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0) -> Da
     - a folder holding torchvision's `cifar-10-batches-py`.
     """
     if spec == "sample":
-        return image_folder(SAMPLE_DIR / split)
+        return image_folder(SAMPLE_DIR / split, img_size)
     if spec == "synthetic":
         return datasets.FakeData(size=512 if split == "train" else 64, image_size=(3, img_size, img_size),
                                  num_classes=10, random_offset=0 if split == "train" else 10_000)
@@ -33,19 +35,25 @@ def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0) -> Da
     if not root.exists():
         raise DataError(f"data path '{spec}' does not exist; give an ImageFolder directory, "
                         f"a CIFAR-10 folder, 'sample' or 'synthetic'.")
+    if not root.is_dir():
+        raise DataError(f"data path '{spec}' is a file; give the folder that holds the class folders.")
     if (root / "cifar-10-batches-py").is_dir():
         return datasets.CIFAR10(str(root), train=split == "train", download=False)
     if (root / "train").is_dir():
-        return image_folder(root / split) if (root / split).is_dir() else None
-    return held_out_split(image_folder(root), split, seed)
+        return image_folder(root / split, img_size) if (root / split).is_dir() else None
+    return held_out_split(image_folder(root, img_size), split, seed)
 
 
-def image_folder(root: Path) -> datasets.ImageFolder:
+def image_folder(root: Path, img_size: int = 0) -> datasets.ImageFolder:
+    """An ImageFolder of the readable images under `root`; `dataset.scan` lists the skipped ones."""
     try:
-        return datasets.ImageFolder(str(root))
-    except (FileNotFoundError, RuntimeError) as err:
-        raise DataError(f"no images found under '{root}': {err}. Expected class folders holding "
-                        f"{', '.join(IMAGE_EXTENSIONS)} files (the ImageNet layout).") from None
+        dataset = datasets.ImageFolder(str(root), loader=load_rgb, allow_empty=True)
+    except FileNotFoundError:  # no class folder at all
+        loose = root.is_dir() and any(p.suffix.lower() in IMAGE_EXTENSIONS for p in root.iterdir())
+        hint = (f"its images lie directly in it: move them into a subfolder such as {root / 'images'}"
+                if loose else f"expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files")
+        raise DataError(f"no images found under '{root}': {hint} (the ImageNet layout).") from None
+    return keep_readable(dataset, root, img_size)
 
 
 def held_out_split(dataset: Dataset, split: str, seed: int, fraction: float = 0.05) -> Subset:

@@ -4,6 +4,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from .image_check import read_or_substitute
+from .interrupt import ignore_stop_signals
+
 
 def pretrain_transform(img_size: int) -> A.Compose:
     """The paper's only pretraining augmentations: RandomResizedCrop and horizontal flip (Section 4)."""
@@ -29,7 +32,7 @@ class AugmentedImages(Dataset):
 
     def __getitem__(self, key):
         epoch, index = key if isinstance(key, tuple) else (0, key)
-        image, label = self.source[index]
+        image, label = read_or_substitute(self.source, index)
         array = np.asarray(image.convert("RGB"), dtype=np.uint8)
         self.transform.set_random_seed(hash((self.seed, epoch, index)) & 0x7FFFFFFF)
         return torch.from_numpy(np.array(self.transform(image=array)["image"], copy=True)), label
@@ -59,8 +62,11 @@ class EpochSampler(DistributedSampler):
 
 def make_loader(dataset: AugmentedImages, batch_size: int, sampler=None, workers: int = 2,
                 drop_last: bool = True) -> DataLoader:
+    # Its own generator: creating a loader leaves the global RNG (dropout, drop-path) untouched, so a
+    # run resumed mid-epoch draws the same numbers as one that was never stopped.
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      drop_last=drop_last, persistent_workers=False, pin_memory=torch.cuda.is_available())
+                      drop_last=drop_last, persistent_workers=False, pin_memory=torch.cuda.is_available(),
+                      worker_init_fn=ignore_stop_signals, generator=torch.Generator().manual_seed(0))
 
 
 def to_device(images: torch.Tensor, device: torch.device) -> torch.Tensor:

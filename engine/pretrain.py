@@ -1,6 +1,8 @@
 """The pretraining loop. It knows nothing about the task: corrupt, restore, loss, step."""
 import json
 import math
+import signal
+import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -15,18 +17,18 @@ import pretexts
 from pretexts.errors import CheckpointError, DataError, ParameterError
 
 from .checkpoint import FORMAT_VERSION, atomic_save, load_checkpoint, rng_states, set_rng_states
+from . import distributed
 from .config import PretrainConfig
 from .datasets import build_source
 from .evaluate import figure_columns, restoration_error
 from .figures import loss_curve, restoration_figure
+from .image_check import report_skipped
+from .interrupt import StopSignals
 from .loader import AugmentedImages, EpochSampler, eval_transform, make_loader, pretrain_transform, to_device
+from .nonfinite import NonFiniteGuard
+from .preflight import check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes, resolve_device
 from .restore import restoration_loss, restore
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+from .speedups import apply_speedups
 
 
 def amp_dtype(cfg: PretrainConfig, device: torch.device) -> torch.dtype | None:
@@ -57,13 +59,15 @@ class Pretrainer:
 
     def __init__(self, cfg: PretrainConfig):
         self.cfg = cfg
-        self.device = resolve_device(cfg.device)
-        self.rank, self.world = 0, 1
+        self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size)
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
         self.task = pretexts.create_pretext(cfg.task, **cfg.task_args)
-        self.model = self.build_model().to(self.device)
+        self.model = apply_speedups(self.build_model().to(self.device), cfg)
         self.task = self.task.bind(self.model)
+        self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
+        check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device)
+        check_task_fits(self.task, cfg.img_size, self.device)
         self.train_set = self._dataset("train", pretrain_transform(cfg.img_size))
         if len(self.train_set) < cfg.batch_size:
             raise DataError(f"data '{cfg.data}' has {len(self.train_set)} training images, fewer than one "
@@ -82,6 +86,8 @@ class Pretrainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
         self.epoch, self.batch, self.global_step = 0, 0, 0
         self.history: list[tuple[int, float]] = []
+        self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
+        self.stop = StopSignals()
 
     def build_model(self) -> torch.nn.Module:
         """The energy model; a baseline method (a subclass) builds its own."""
@@ -93,7 +99,8 @@ class Pretrainer:
         """The restoration loss of one corrupted batch (paper, eq. 5)."""
         autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
         with autocast:
-            states = restore(self.model, self.task, sample, self.cfg.steps)
+            states = restore(self.model, self.task, sample, self.cfg.steps, grad_mode=self.cfg.grad_mode,
+                             fd_delta=self.cfg.fd_delta)
         return restoration_loss(states, sample.target, self.cfg.loss)
 
     def _dataset(self, split: str, transform) -> AugmentedImages | None:
@@ -104,10 +111,14 @@ class Pretrainer:
     def train_step(self, images: torch.Tensor) -> dict:
         cfg = self.cfg
         generator = torch.Generator(device=self.device).manual_seed(step_seed(cfg.seed, self.global_step, self.rank))
-        loss = self.compute_loss(self.task(images, generator))
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"loss is {loss.item()} at step {self.global_step}; the last good "
-                                     f"checkpoint is kept in {self.out}. Lower --lr or set --clip-grad.")
+        sample = self.task(images, generator)
+        # under DDP the loss runs inside the wrapper's forward, which arms the gradient all-reduce
+        loss = self.replicated(self.compute_loss, sample) if self.replicated else self.compute_loss(sample)
+        value = distributed.global_mean(loss, self.world)  # the global batch's loss: every rank decides alike
+        if self.nonfinite.should_skip(value, self.global_step + 1):
+            self.global_step += 1  # a skipped step still counts, so the schedule and the log stay aligned
+            self.scheduler.step_update(num_updates=self.global_step)
+            return {"loss": value, "skipped": True}
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         if cfg.clip_grad:
@@ -117,7 +128,7 @@ class Pretrainer:
         self.scaler.update()
         self.global_step += 1
         self.scheduler.step_update(num_updates=self.global_step)
-        stats = {"loss": loss.item(), "lr": self.optimizer.param_groups[0]["lr"]}
+        stats = {"loss": value, "lr": self.optimizer.param_groups[0]["lr"]}
         if hasattr(self.model, "alpha"):
             stats["alpha"] = self.model.alpha.item()
         return stats
@@ -128,21 +139,39 @@ class Pretrainer:
         if cfg.resume:
             self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
         if self.rank == 0:
-            self.out.mkdir(parents=True, exist_ok=True)
+            check_output_dir(self.out, checkpoint_bytes(self.model))
             (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+            note = report_skipped([self.train_set, self.val_set], self.out)
+            if note:
+                print(note, file=sys.stderr, flush=True)
         start = time.time()
-        while self.epoch < cfg.epochs:
-            self.train_epoch()
-            self.epoch, self.batch = self.epoch + 1, 0
+        with self.stop:
+            while self.epoch < cfg.epochs and not self.stop_requested():
+                self.train_epoch()
+                if self.stop_requested() and self.batch < self.batches_per_epoch:
+                    break  # part-way through the epoch: the checkpoint keeps the position
+                self.epoch, self.batch = self.epoch + 1, 0
+                if self.rank == 0:
+                    self.save()
+                    self.figure(self.out / f"restoration_epoch{self.epoch:03d}.png")
+        results = {"epochs": self.epoch, "optimizer_steps": self.global_step, "seconds": time.time() - start,
+                   "skipped_nonfinite_steps": self.nonfinite.skipped}
+        if self.stop_requested() and self.epoch < cfg.epochs:
             if self.rank == 0:
                 self.save()
-                self.figure(self.out / f"restoration_epoch{self.epoch:03d}.png")
-        results = {"epochs": self.epoch, "optimizer_steps": self.global_step, "seconds": time.time() - start}
+            return {**results, "interrupted": self.stop.signal.name, "exit_code": self.stop.exit_code}
         if self.rank == 0:
             if self.val_set is not None:
                 results["held_out"] = self.held_out_error()
             self.write_results(results)
         return results
+
+    def stop_requested(self) -> bool:
+        """SIGTERM or Ctrl-C arrived; checked between optimiser steps (all ranks must agree under DDP)."""
+        requested = distributed.any_rank(self.stop.requested, self.device, self.world)
+        if requested and not self.stop.requested:
+            self.stop.signal = signal.SIGTERM  # another rank was signalled: stop at the same step
+        return requested
 
     def train_epoch(self) -> None:
         cfg = self.cfg
@@ -151,7 +180,7 @@ class Pretrainer:
         loader = make_loader(self.train_set, cfg.batch_size // self.world, self.sampler, cfg.workers)
         bar = tqdm(total=self.batches_per_epoch, initial=self.batch, desc=f"epoch {self.epoch + 1}/{cfg.epochs}",
                    disable=self.rank != 0, dynamic_ncols=True, leave=False)
-        with open(self.out / "log.jsonl", "a") if self.rank == 0 else nullcontext() as log:
+        with open(self.out / "log.jsonl", "a", buffering=1) if self.rank == 0 else nullcontext() as log, bar:
             for images, _ in loader:
                 if self.batch >= self.batches_per_epoch:
                     break
@@ -164,7 +193,8 @@ class Pretrainer:
                     if cfg.eval_every and self.global_step % cfg.eval_every == 0 and self.val_set is not None:
                         stats["held_out"] = self.held_out_error()
                     log.write(json.dumps({"step": self.global_step, "epoch": self.epoch, **stats}) + "\n")
-        bar.close()
+                if self.stop_requested():
+                    break
 
     # ---- evaluation and outputs -----------------------------------------------------------------
     def val_batches(self, limit: int):
@@ -205,10 +235,14 @@ class Pretrainer:
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(), "rng": rng_states(), "epoch": self.epoch,
             "batch": self.batch, "global_step": self.global_step, "history": self.history,
+            "nonfinite_skipped": self.nonfinite.skipped,
         }, path)
         return path
 
     def load(self, path: Path) -> None:
+        if self.cfg.resume == "auto" and not path.is_file():
+            raise CheckpointError(f"--resume: there is no checkpoint in '{self.out}' to continue; start without "
+                                  f"--resume, or give --resume PATH.")
         ckpt = load_checkpoint(path, map_location=self.device)
         saved = ckpt["config"]
         for key in ("backbone", "task", "img_size"):
@@ -218,13 +252,18 @@ class Pretrainer:
         if ckpt["epoch"] > self.cfg.epochs:
             raise CheckpointError(f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
                                   f"{self.cfg.epochs} asked; raise --epochs to continue it.")
-        self.model.load_state_dict(ckpt["model"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
+        try:
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise CheckpointError(f"checkpoint '{path}' does not fit this model ({' '.join(str(err).split())[:300]}); "
+                                  f"resume with the settings it was trained with.") from None
         self.scheduler.step_update(num_updates=ckpt["global_step"])  # re-planned, so --epochs may grow
         self.scaler.load_state_dict(ckpt["scaler"])
         set_rng_states(ckpt["rng"])
         self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
         self.history = list(ckpt.get("history", []))
+        self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
         self._truncate_log(self.global_step)
 
     def _truncate_log(self, step: int) -> None:
@@ -247,7 +286,10 @@ def create_trainer(cfg: PretrainConfig) -> Pretrainer:
 
 def pretrain(cfg: PretrainConfig) -> dict:
     """Run a pretraining job described by `cfg`; returns its results (also in OUT/results.json)."""
-    return create_trainer(cfg).run()
+    try:
+        return create_trainer(cfg).run()
+    finally:
+        distributed.teardown()
 
 
 def format_held_out(held: dict) -> str:

@@ -5,14 +5,18 @@ from torch import Tensor
 
 from pretexts.base import Corrupted
 
+from .grad_modes import FD_DELTA, energy_gradient
 
-def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool | None = None) -> list[Tensor]:
+
+def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool | None = None,
+            grad_mode: str = "exact", fd_delta: float = FD_DELTA) -> list[Tensor]:
     """Return the N restored states x_1..x_N, with x_j = SG(x_{j-1}) - alpha * dE/dx(SG(x_{j-1})).
 
     `create_graph` (default: whenever autograd is on and the model is in training mode) keeps the
     inner gradient differentiable, so the loss reaches the backbone through dE/dx (double
     backward). Without it only alpha receives a gradient. The inner gradient is taken with
-    `torch.autograd.grad`, so DDP's all-reduce fires once, on the outer backward.
+    `torch.autograd.grad`, so DDP's all-reduce fires once, on the outer backward. `grad_mode`
+    "finite-difference" replaces the double backward by two first-order passes (engine/grad_modes.py).
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
@@ -22,9 +26,8 @@ def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool |
     states = []
     for _ in range(steps):
         state = state.detach().requires_grad_(True)  # SG between steps (paper, eq. 5)
-        with torch.enable_grad():
-            energy = task.energy(model, sample, state)
-            (grad,) = torch.autograd.grad(energy.sum(), state, create_graph=create_graph)
+        grad = energy_gradient(lambda s: task.energy(model, sample, s), state, model, grad_mode, create_graph,
+                               fd_delta)
         state = state - model.alpha.to(grad.dtype) * grad
         if not torch.is_grad_enabled():
             state = state.detach()

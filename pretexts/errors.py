@@ -26,6 +26,14 @@ class CheckpointError(PretextsError, ValueError):
     """A checkpoint that is missing, truncated or does not match the run."""
 
 
+class OutputError(PretextsError, OSError):
+    """An output folder that cannot be written: no permission, not a folder, or a full disk."""
+
+
+class NonFiniteLossError(PretextsError, FloatingPointError):
+    """A training loss that became NaN or infinite (usually a too high learning rate)."""
+
+
 def suggest(name: str, choices, n: int = 3) -> str:
     """' Did you mean: a, b?' for the closest names, or '' when none is close."""
     close = difflib.get_close_matches(str(name), list(choices), n=n, cutoff=0.5)

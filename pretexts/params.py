@@ -46,11 +46,13 @@ class Param:
             if not isinstance(items, (list, tuple)) or not items:
                 raise ParameterError(f"{where} must be a non-empty list of names, got {value!r}.")
             return tuple(str(v).strip() for v in items)
-        if self.kind is bool and isinstance(value, str):
-            if value.lower() in ("1", "true", "yes", "on"):
+        if self.kind is bool:  # bool("no") is True, so only these spellings count
+            spelled = str(value).lower() if isinstance(value, (str, int)) else None
+            if spelled in ("1", "true", "yes", "on"):
                 return True
-            if value.lower() in ("0", "false", "no", "off"):
+            if spelled in ("0", "false", "no", "off"):
                 return False
+            raise ParameterError(f"{where} must be true or false, got {value!r}.")
         if isinstance(value, bool) and self.kind is not bool:
             raise ParameterError(f"{where} must be {self.kind.__name__}, got a bool ({value}).")
         try:

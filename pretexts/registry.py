@@ -45,7 +45,7 @@ def load_plugins(force: bool = False) -> None:
             continue
         try:
             ep.load()
-        except Exception as err:  # a plugin's bug must not break the built-in tasks
+        except (Exception, SystemExit) as err:  # a plugin's bug (or its sys.exit) must not break the built-ins
             _BROKEN[ep.name] = f"{ep.value}: {type(err).__name__}: {err}"
         else:
             _BROKEN.pop(ep.name, None)

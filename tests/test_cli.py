@@ -41,3 +41,19 @@ def test_bad_task_argument_names_the_valid_ones():
 def test_non_positive_settings_are_refused():
     result = CliRunner().invoke(main, ["train", "--batch-size", "0"])
     assert result.exit_code == 2 and "batch_size must be > 0" in result.output
+
+
+def test_restore_draws_the_figure_for_any_task(tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "run"
+    result = runner.invoke(main, ["train", "--epochs", "1", "--batch-size", "16", "--max-steps-per-epoch", "1",
+                                  "--workers", "0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    fig = tmp_path / "sr.png"
+    result = runner.invoke(main, ["restore", "--checkpoint", str(out / "checkpoint.pt"), "--task",
+                                  "super-resolution", "--task-arg", "scale=4", "--images", "4", "--out", str(fig)])
+    assert result.exit_code == 0, result.output
+    assert fig.stat().st_size > 0
+    numbers = json.loads(fig.with_suffix(".json").read_text())
+    assert numbers["task"] == "super-resolution" and numbers["task_args"]["scale"] == 4
+    assert numbers["images"] == 4 and len(numbers["restored_mse"]) == 2

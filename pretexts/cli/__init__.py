@@ -7,15 +7,26 @@ from ..errors import PretextsError
 
 
 class FriendlyGroup(click.Group):
-    """Turns a PretextsError into a one-line message and exit code 2; `--debug` shows the traceback."""
+    """Turns a PretextsError into a one-line message and exit code 2; `--debug` shows the traceback.
+
+    So are a NaN loss (FloatingPointError) and a file-system error naming a path (a read-only or
+    missing folder, a full disk). Ctrl-C outside a training loop, which saves and exits by itself,
+    ends with "Interrupted." and code 130.
+    """
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except PretextsError as err:
-            if ctx.params.get("debug"):
+        except (PretextsError, FloatingPointError, OSError, KeyboardInterrupt) as err:
+            path_error = isinstance(err, OSError) and not isinstance(err, PretextsError)
+            if ctx.params.get("debug") or path_error and err.filename is None:
                 raise
-            click.echo(f"Error: {err}", err=True)
+            if isinstance(err, KeyboardInterrupt):
+                click.echo("Interrupted.", err=True)
+                sys.exit(130)
+            if path_error:
+                err = f"{err.strerror}: '{err.filename}'; check the path, its permissions and the free space."
+            click.echo(f"Error: {' '.join(str(err).split())}", err=True)  # one line, whatever the message
             sys.exit(2)
 
 
@@ -38,4 +49,4 @@ def parse_task_args(pairs: tuple[str, ...]) -> dict[str, str]:
     return args
 
 
-from . import list_cmd, train_cmd  # noqa: E402,F401  (subcommands register on import)
+from . import energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd, train_cmd  # noqa: E402,F401  (subcommands register on import)

@@ -1,4 +1,6 @@
 """`pretexts train`: pretrain a backbone with the energy method on one pretext task."""
+import sys
+
 import click
 
 from . import main, parse_task_args
@@ -6,6 +8,7 @@ from . import main, parse_task_args
 
 @main.command("train")
 @click.option("--task", default=None, help="Pretext task (see `pretexts list`). Default: colorization.")
+@click.option("--method", default=None, help="energy (the paper, default) or ae (the autoencoder baseline).")
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option("--preset", default=None, help="A named preset of the task (see `pretexts list -v`).")
 @click.option("--backbone", default=None, help="Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.")
@@ -30,18 +33,40 @@ from . import main, parse_task_args
 @click.option("--out", default=None, help="Output folder. Default runs/pretrain.")
 @click.option("--resume", is_flag=False, flag_value="auto", default=None,
               help="Continue from OUT/checkpoint.pt, or from the checkpoint given.")
+@click.option("--grad-mode", type=click.Choice(["exact", "finite-difference"]), default=None,
+              help="exact: double backward (paper). finite-difference: two first-order passes per step, "
+              "allows fused attention and --compile; smooth backbones only (ViT, Swin, ConvNeXt).")
+@click.option("--fd-delta", type=float, default=None, help="Finite-difference perturbation (RMS per element). "
+              "Default 1e-2.")
+@click.option("--compile", is_flag=False, flag_value="inductor", default=None, metavar="[BACKEND]",
+              help="torch.compile the backbone (default backend inductor); finite-difference mode only.")
+@click.option("--grad-checkpointing", is_flag=True, default=None, help="Recompute activations in the "
+              "backward (non-reentrant): less memory, more time.")
+@click.option("--channels-last", is_flag=True, default=None, help="NHWC memory format (convolutional backbones).")
+@click.option("--skip-nonfinite", is_flag=True, default=None,
+              help="Skip (and count) a step whose loss is NaN or inf, instead of stopping the run.")
 def train_command(task_args, preset, **options) -> None:
     """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
-    from engine import PretrainConfig, create_trainer, format_held_out
+    from engine import PretrainConfig, create_trainer, distributed, format_held_out
 
     args = parse_task_args(task_args)
     if preset is not None:
         args["preset"] = preset
     cfg = PretrainConfig(task_args=args, **{k: v for k, v in options.items() if v is not None})
     trainer = create_trainer(cfg)
-    click.echo(f"pretraining {cfg.backbone} on '{cfg.task}' with data '{cfg.data}' for {cfg.epochs} epochs "
-               f"-> {cfg.out}")
-    results = trainer.run()
+    echo = click.echo if trainer.rank == 0 else lambda *args, **kwargs: None  # under torchrun rank 0 speaks
+    echo(f"pretraining {cfg.backbone} on '{cfg.task}' with data '{cfg.data}' for {cfg.epochs} epochs "
+         f"-> {cfg.out}")
+    try:
+        results = trainer.run()
+    finally:
+        distributed.teardown()
+    if "interrupted" in results:
+        echo(f"stopped by {results['interrupted']} after step {results['optimizer_steps']}; saved "
+             f"{cfg.out}/checkpoint.pt. Continue with the same command and --resume.", err=True)
+        sys.exit(results["exit_code"])
+    if results.get("skipped_nonfinite_steps"):
+        echo(f"skipped {results['skipped_nonfinite_steps']} steps with a NaN or infinite loss.", err=True)
     if "held_out" in results:
-        click.echo(format_held_out(results["held_out"]))
-    click.echo(f"wrote {cfg.out}/checkpoint.pt, log.jsonl, restoration_epoch*.png, loss_curve.png, results.json")
+        echo(format_held_out(results["held_out"]))
+    echo(f"wrote {cfg.out}/checkpoint.pt, log.jsonl, restoration_epoch*.png, loss_curve.png, results.json")

@@ -1,0 +1,189 @@
+"""Step time and peak memory of the energy method against a supervised step, all in one run.
+
+    python benchmarks/throughput.py --backbone vit_tiny --size 32 --batch 32 --repeats 5
+    python benchmarks/throughput.py --backbone vit_small --size 224 --batch 64 --device cuda --compile inductor
+
+Rows are timed interleaved (one step of each row, then again, `repeats` times; the median is shown),
+so load from other processes hits all rows alike. Peak memory is measured in a separate pass, at the
+batch and at half of it; the slope gives memory per image and the largest batch that fits in
+--fit-gib GiB beside the weights, their gradients and AdamW's two moments (an estimate, not a run).
+Target: the project's energy step (Pretrainer.train_step, exact, N = 2) at most 1.05x the bare loop
+of the paper's pseudo code (appendix "Pseudo Code in PyTorch Style") on the same model.
+"""
+import argparse
+import fnmatch
+import statistics
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import pretexts
+from backbones import create_backbone, create_energy_model
+from backbones.factory import set_fused_attention
+from corruption import timed
+from engine import PretrainConfig
+from engine.pretrain import TRAINERS, create_trainer
+from peak_memory import peak_bytes, pin_mmap_threshold
+from pretexts.errors import ParameterError
+
+TARGET = 1.05
+MIN_SLOPE_BYTES = 4 * 2**20
+ENERGY = "energy N=2 exact (Pretrainer.train_step)"
+BARE = "paper pseudo code N=2 (bare loop)"
+SUPERVISED = "supervised (CE, linear classifier)"
+
+
+def supervised(args, device, task):
+    """Backbone + linear classifier, cross-entropy, AdamW: a supervised step as one would run it (fused attention)."""
+    torch.manual_seed(0)
+    backbone = set_fused_attention(create_backbone(args.backbone, img_size=args.size), True)
+    model = nn.Sequential(backbone, nn.Linear(backbone.num_features, 1000)).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    labels = torch.randint(1000, (args.batch,), device=device)
+
+    def step(images):
+        loss = F.cross_entropy(model(images), labels[: len(images)])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return step, model
+
+
+def bare_loop(args, device, task):
+    """The appendix pseudo code, line for line (MSE as eq. 5), on the project's energy model."""
+    torch.manual_seed(0)
+    model = create_energy_model(args.backbone, img_size=args.size).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.05)
+
+    def step(images):
+        corrupted, loss = task(images).state, 0
+        for _ in range(2):
+            corrupted = corrupted.detach().requires_grad_(True)
+            energy = model.head(model.backbone(model.normalize(corrupted)))
+            (grad,) = torch.autograd.grad(energy.sum(), corrupted, create_graph=True)
+            corrupted = corrupted - model.alpha * grad
+            loss = loss + F.mse_loss(corrupted, images)
+        optimizer.zero_grad()
+        (loss / 2).backward()
+        optimizer.step()
+    return step, model
+
+
+def corruption(args, device, task):
+    generator = torch.Generator(device).manual_seed(0)
+    return (lambda images: task(images, generator)), None
+
+
+def trainer_row(unfused: bool = False, **overrides):
+    def build(args, device, task):
+        cfg = PretrainConfig(backbone=args.backbone, img_size=args.size, batch_size=args.batch, task=args.task,
+                             data="synthetic", workers=0, device=str(device), out=args.out, **overrides)
+        trainer = create_trainer(cfg)
+        if unfused:  # what finite differences gain from fused attention
+            set_fused_attention(trainer.model.backbone, False)
+            trainer.model.math_attention = True
+        return trainer.train_step, trainer.model
+    return build
+
+
+def rows(args) -> dict:
+    fd = {"grad_mode": "finite-difference"}
+    table = {
+        SUPERVISED: supervised,
+        "corruption alone": corruption,
+        BARE: bare_loop,
+        "energy N=1 exact": trainer_row(steps=1),
+        ENERGY: trainer_row(steps=2),
+        "energy N=1 finite-difference": trainer_row(steps=1, **fd),
+        "energy N=2 finite-difference": trainer_row(steps=2, **fd),
+        "energy N=2 finite-difference, unfused attention": trainer_row(unfused=True, **fd),
+        "energy N=2 exact + grad checkpointing": trainer_row(grad_checkpointing=True),
+        "energy N=2 finite-difference + grad checkpointing": trainer_row(grad_checkpointing=True, **fd),
+        "energy N=2 exact + channels_last": trainer_row(channels_last=True),
+        "energy N=2 exact + bf16 autocast": trainer_row(amp="bf16"),
+        "energy N=2 finite-difference + bf16 autocast": trainer_row(amp="bf16", **fd),
+    }
+    if args.compile:
+        table[f"energy N=2 finite-difference + compile ({args.compile})"] = trainer_row(compile=args.compile, **fd)
+    if TRAINERS.get("ae") is not None:
+        table["AE baseline (method ae)"] = trainer_row(method="ae")
+    return {k: v for k, v in table.items() if fnmatch.fnmatch(k, args.only)}
+
+
+def resident_bytes(model) -> int:
+    """Weights, gradients and AdamW's two moments: what stays allocated between steps."""
+    return 0 if model is None else 4 * sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backbone", default="vit_tiny")
+    parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--task", default="colorization", help="a pixel task (the bare loop moves pixels)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--compile", default=None, help="also time finite-difference with this torch.compile backend")
+    parser.add_argument("--fit-gib", type=float, default=80.0, help="memory budget for the largest-batch estimate")
+    parser.add_argument("--only", default="*", help="wildcard over row names")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (1 is steadiest on a shared machine)")
+    args = parser.parse_args(argv)
+    pin_mmap_threshold()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as args.out:  # trainers need a folder; train_step writes nothing there
+        measure(args)
+
+
+def measure(args) -> None:
+    device = torch.device(args.device)
+    task = pretexts.create_pretext(args.task)
+    steps, models, skipped = {}, {}, {}
+    for name, build in rows(args).items():
+        try:
+            steps[name], models[name] = build(args, device, task)
+        except ParameterError as err:
+            skipped[name] = str(err)
+    torch.manual_seed(0)
+    images = torch.rand(args.batch, 3, args.size, args.size, device=device)
+    for name, step in steps.items():  # warm-up: optimiser state, compilation, allocator
+        print(f"warming up: {name}", file=sys.stderr, flush=True)
+        step(images), step(images)
+    times = {name: [] for name in steps}
+    for _ in range(args.repeats):
+        for name, step in steps.items():
+            times[name].append(timed(lambda: step(images), device))
+    half = images[: max(1, args.batch // 2)]
+    memory = {name: (peak_bytes(lambda: step(images), device), peak_bytes(lambda: step(half), device))
+              for name, step in steps.items()}
+
+    what = "CUDA max_memory_allocated" if device.type == "cuda" else "resident-set high-water mark (VmHWM)"
+    print(f"{args.backbone} at {args.size} px, batch {args.batch}, task {args.task}, on {device} "
+          f"({torch.get_num_threads()} threads), torch {torch.__version__}; median of {args.repeats} interleaved "
+          f"steps; peak memory of one step above the resting state: {what}")
+    reference = SUPERVISED if SUPERVISED in times else next(iter(times))
+    base = statistics.median(times[reference])
+    print(f"| step | ms | x {reference.split(' (')[0]} | peak MiB | MiB / image | "
+          f"est. max batch in {args.fit_gib:g} GiB |")
+    print("|---|---|---|---|---|---|")
+    for name, samples in times.items():
+        ms = statistics.median(samples)
+        full, part = memory[name]
+        cells = ["n/a"] * 3 if full is None else [f"{full / 2**20:.0f}", "n/a", "n/a"]
+        if full is not None and part is not None and full - part >= MIN_SLOPE_BYTES:  # else noise, not a slope
+            per_image = (full - part) / (args.batch - len(half))
+            fit = (args.fit_gib * 2**30 - resident_bytes(models[name]) - (full - per_image * args.batch)) / per_image
+            cells[1:] = [f"{per_image / 2**20:.2f}", f"{int(fit):,}" if models[name] else "-"]
+        print(f"| {name} | {ms * 1e3:.1f} | {ms / base:.2f} | " + " | ".join(cells) + " |", flush=True)
+    for name, why in skipped.items():
+        print(f"| {name} | skipped: {why} | | | | |")
+    if ENERGY in times and BARE in times:
+        ratio = statistics.median(times[ENERGY]) / statistics.median(times[BARE])
+        print(f"\n{ENERGY} / {BARE}: {ratio:.3f} (target <= {TARGET}): {'ok' if ratio <= TARGET else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""The autoencoder baseline (`--method ae`): same backbone, data and corruption as the energy method,
+but a light decoder reconstructs the target (the paper's "AE + SR", "AE + denoising", "AE + sorting" rows)."""
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import backbones
+
+from .autoencoder_model import AutoencoderModel
+from .evaluate import eval_mode
+from .figures import restoration_figure
+from .loader import to_device
+from .pretrain import TRAINERS, Pretrainer
+from .restore import restoration_loss
+
+
+def reconstruction_error(model: AutoencoderModel, task, batches, device, seed: int = 0) -> dict:
+    """MSE to the target of the corrupted input and of the reconstruction, in `restoration_error`'s format
+    (the reconstruction is the one entry of restored_mse), on the same seeded corruptions."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    corrupted = reconstructed = 0.0
+    count = 0
+    with eval_mode(model), torch.no_grad():
+        for images in batches:
+            sample = task(images.to(device), generator)
+            prediction, target = model.reconstruct(sample)
+            n = images.shape[0]
+            corrupted += F.mse_loss(sample.state.float(), sample.target.float()).item() * n
+            reconstructed += F.mse_loss(prediction.float(), target.float()).item() * n
+            count += n
+    if count == 0:
+        raise ValueError("no held-out images to evaluate")
+    return {"corrupted_mse": corrupted / count, "restored_mse": [reconstructed / count], "images": count,
+            "method": "ae"}
+
+
+def reconstruction_columns(model: AutoencoderModel, task, images: torch.Tensor, seed: int = 0) -> dict:
+    """{'corrupted', 'reconstructed', 'original'} images for `restoration_figure`."""
+    generator = torch.Generator(device=images.device).manual_seed(seed)
+    with eval_mode(model), torch.no_grad():
+        sample = task(images, generator)
+        prediction, _ = model.reconstruct(sample)
+    return {"corrupted": task.preview(sample, sample.state), "reconstructed": task.preview(sample, prediction),
+            "original": images}
+
+
+class AutoencoderTrainer(Pretrainer):
+    """`Pretrainer` with the autoencoder in place of the energy model; loop, data and outputs are shared."""
+
+    def build_model(self) -> torch.nn.Module:
+        cfg = self.cfg
+        backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size)
+        return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone)
+
+    def compute_loss(self, sample) -> torch.Tensor:
+        autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
+        with autocast:
+            prediction, target = self.model.reconstruct(sample)
+        return restoration_loss([prediction], target, self.cfg.loss)
+
+    def held_out_error(self) -> dict:
+        return reconstruction_error(self.model, self.task, self.val_batches(self.cfg.eval_images), self.device,
+                                    seed=self.cfg.seed)
+
+    def figure(self, path: Path) -> None:
+        count = self.cfg.figure_images
+        if self.val_set is not None:
+            images = next(iter(self.val_batches(count)))
+        else:
+            images = to_device(torch.stack([self.train_set[(0, i)][0] for i in range(count)]), self.device)
+        columns = reconstruction_columns(self.model, self.task, images, seed=self.cfg.seed)
+        restoration_figure(columns, path, f"AE {self.cfg.task} on {self.cfg.backbone}, epoch {self.epoch}")
+
+
+TRAINERS["ae"] = AutoencoderTrainer

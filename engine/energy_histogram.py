@@ -1,0 +1,99 @@
+"""Energies of real images, of corrupted ones and of each restoration step (paper, Appendix: "Histograms of energy scores")."""
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from pretexts.errors import CheckpointError, DataError  # noqa: E402
+
+from .datasets import build_source  # noqa: E402
+from .evaluate import eval_mode  # noqa: E402
+from .loader import AugmentedImages, eval_transform, make_loader, to_device  # noqa: E402
+from .pretrain import resolve_device  # noqa: E402
+from .from_checkpoint import load_energy_model, task_for  # noqa: E402
+from .restore import restore  # noqa: E402
+
+
+def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> dict[str, torch.Tensor]:
+    """{'real', 'corrupted', 'step 1', ..., 'step N'}: energies [images] on the same seeded corruptions.
+
+    'real' is the energy of the target (the clean image; for patch sorting, the true position embeddings).
+    """
+    generator = torch.Generator(device=device).manual_seed(seed)
+    scores: dict[str, list] = {"real": [], "corrupted": [], **{f"step {j}": [] for j in range(1, steps + 1)}}
+    with eval_mode(model), torch.no_grad():
+        for images in batches:
+            sample = task(images.to(device), generator)
+            states = restore(model, task, sample, steps)  # takes its own gradients inside
+            for name, state in zip(scores, [sample.target, sample.state, *states]):
+                scores[name].append(task.energy(model, sample, state).float().cpu())
+    if not scores["real"]:
+        raise DataError("no images to score")
+    return {name: torch.cat(values) for name, values in scores.items()}
+
+
+def summarise(scores: dict[str, torch.Tensor]) -> dict:
+    """Mean, std and median of each group, and how often the real / last restored state beats the corrupted one."""
+    last = list(scores)[-1]
+    summary = {name: {"mean": v.mean().item(), "std": v.std().item(), "median": v.median().item()}
+               for name, v in scores.items()}
+    summary["real_below_corrupted"] = (scores["real"] < scores["corrupted"]).float().mean().item()
+    summary[f"{last}_below_corrupted"] = (scores[last] < scores["corrupted"]).float().mean().item()
+    summary["images"] = scores["real"].numel()
+    return summary
+
+
+def histogram_figure(scores: dict[str, torch.Tensor], path, title: str = "") -> None:
+    """Overlaid histograms on shared bins, one per group."""
+    values = torch.cat(list(scores.values()))
+    bins = torch.linspace(values.min().item(), values.max().item(), 41).tolist()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, v in scores.items():
+        ax.hist(v.numpy(), bins=bins, alpha=0.5, label=name)
+    ax.set_xlabel("energy")
+    ax.set_ylabel("images")
+    ax.set_title(title, fontsize=10)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def held_out_images(data: str, img_size: int, count: int, seed: int, device, workers: int = 2):
+    """A seeded subset of `count` images of the val split (the train split when there is none)."""
+    source = build_source(data, "val", img_size, seed) or build_source(data, "train", img_size, seed)
+    dataset = AugmentedImages(source, eval_transform(img_size), seed)
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:count].tolist()
+    for images, _ in make_loader(dataset, 64, order, workers, drop_last=False):
+        yield to_device(images, device)
+
+
+def energy_histogram(checkpoint: str, out: str, data: str | None = None, task: str | None = None,
+                     task_args: dict | None = None, images: int = 512, steps: int | None = None, seed: int = 0,
+                     device: str = "auto", workers: int = 2) -> dict:
+    """Score held-out images with a pretrained energy model; write OUT (png) and OUT with suffix .json.
+
+    The task, its arguments, the data and the number of steps default to the checkpoint's own.
+    """
+    device = resolve_device(device)
+    try:
+        model, cfg = load_energy_model(checkpoint, device)
+    except RuntimeError as err:  # an autoencoder checkpoint has a decoder and no energy head
+        raise CheckpointError(f"checkpoint '{checkpoint}' holds no energy model ({str(err).splitlines()[0]}); "
+                              f"give a checkpoint of `pretexts train --method energy`.") from None
+    corruption = task_for(cfg, task or cfg.task, task_args, model) if (task or task_args) else task_for(cfg, model=model)
+    steps = steps or cfg.steps
+    data = data or cfg.data
+    batches = held_out_images(data, cfg.img_size, images, seed, device, workers)
+    scores = energy_scores(model, corruption, batches, steps, device, seed)
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    histogram_figure(scores, path, f"energy of {corruption.name} on {cfg.backbone} ({scores['real'].numel()} images)")
+    results = {"checkpoint": str(checkpoint), "task": corruption.name, "task_args": corruption.values(), "data": data,
+               "steps": steps, **summarise(scores), "figure": str(path)}
+    path.with_suffix(".json").write_text(json.dumps(results, indent=2))
+    return results

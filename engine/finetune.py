@@ -1,0 +1,168 @@
+"""Fine-tuning a pretrained (or random) backbone with the paper's recipe (Appendix A, Table A) through timm."""
+import json
+import random
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Callable
+
+import torch
+from timm.data import Mixup
+from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+from timm.optim import create_optimizer_v2
+from timm.scheduler import CosineLRScheduler
+from torch.utils.data import DataLoader
+
+from pretexts.errors import DataError
+
+from .checkpoint import atomic_save
+from .finetune_config import FinetuneConfig
+from .labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
+                            labels_of, normalisation, train_transform)
+from .pretrain import amp_dtype, resolve_device
+from .pretrained import create_classifier, timm_spec
+
+
+def build_finetune_optimizer(model: torch.nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:
+    """AdamW with layer-wise lr decay (timm's param_groups_layer_decay): group lr = lr x lr_scale."""
+    return create_optimizer_v2(model, "adamw", lr=cfg.peak_lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
+                               layer_decay=cfg.layer_decay if cfg.layer_decay < 1 else None)
+
+
+def build_criterion(cfg: FinetuneConfig) -> torch.nn.Module:
+    """Soft-target CE under mixup/cutmix (they carry the smoothing), else label smoothing (MAE's choice)."""
+    if cfg.mixing:
+        return SoftTargetCrossEntropy()
+    if cfg.smoothing > 0:
+        return LabelSmoothingCrossEntropy(cfg.smoothing)
+    return torch.nn.CrossEntropyLoss()
+
+
+@torch.no_grad()
+def top1_accuracy(model: torch.nn.Module, loader, device, dtype=None) -> float:
+    """Top-1 accuracy in percent."""
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    autocast = torch.autocast(device.type, dtype) if dtype else nullcontext()
+    for images, labels in loader:
+        with autocast:
+            logits = model(images.to(device))
+        correct += (logits.argmax(-1).cpu() == labels).sum().item()
+        total += labels.numel()
+    model.train(was_training)
+    return 100.0 * correct / max(total, 1)
+
+
+class Finetuner:
+    """One fine-tuning run: `Finetuner(cfg).run()` returns the results (also in OUT/results.json)."""
+
+    def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = print):
+        self.cfg, self.echo = cfg, echo
+        self.device = resolve_device(cfg.device)
+        self.out = Path(cfg.out)
+        torch.manual_seed(cfg.seed)
+        random.seed(cfg.seed)  # timm's RandAugment draws from Python's random in the main process
+        train, val = labelled_splits(cfg.data, cfg.img_size or 32, cfg.seed)  # the size matters to 'synthetic' only
+        self.classes = class_names(train)
+        self.model, self.pretraining = create_classifier(
+            cfg.checkpoint, cfg.backbone, cfg.img_size, num_classes=len(self.classes), drop_path_rate=cfg.drop_path)
+        self.model.to(self.device)
+        self.img_size = self.pretraining.get("img_size") or cfg.img_size or 32
+        self.backbone_name = self.pretraining.get("backbone") or cfg.backbone
+        mean, std = normalisation(self.model)
+        indices = class_balanced_subset(labels_of(train), cfg.label_fraction, cfg.seed) if cfg.label_fraction else None
+        self.train_set = LabelledImages(train, train_transform(self.img_size, mean, std, cfg.randaug_policy,
+                                                               cfg.crop_min_scale), indices)
+        if len(self.train_set) < cfg.batch_size:
+            raise DataError(f"data '{cfg.data}' has {len(self.train_set)} training images"
+                            f"{' after --label-fraction' if indices else ''}, fewer than one batch of "
+                            f"{cfg.batch_size}; lower --batch-size.")
+        self.val_set = LabelledImages(val, eval_transform(self.img_size, mean, std, cfg.crop_pct))
+        self.steps_per_epoch = len(self.train_set) // cfg.batch_size
+        if cfg.max_steps_per_epoch:
+            self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
+        total = cfg.epochs * self.steps_per_epoch
+        self.optimizer = build_finetune_optimizer(self.model, cfg)
+        self.scheduler = CosineLRScheduler(self.optimizer, t_initial=total, lr_min=cfg.min_lr, t_in_epochs=False,
+                                           warmup_t=min(int(cfg.warmup_epochs * self.steps_per_epoch), total - 1))
+        self.mixup = Mixup(mixup_alpha=cfg.mixup, cutmix_alpha=cfg.cutmix, prob=cfg.mixup_prob,
+                           switch_prob=cfg.mixup_switch_prob, label_smoothing=cfg.smoothing,
+                           num_classes=len(self.classes)) if cfg.mixing else None
+        self.criterion = build_criterion(cfg)
+        self.dtype = amp_dtype(cfg, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
+        self.global_step = 0
+
+    def loader(self, dataset, train: bool) -> DataLoader:
+        generator = torch.Generator().manual_seed(self.cfg.seed + self.global_step)
+        return DataLoader(dataset, batch_size=self.cfg.batch_size if train else 256, shuffle=train,
+                          drop_last=train, num_workers=self.cfg.workers, generator=generator,
+                          pin_memory=torch.cuda.is_available())
+
+    def train_epoch(self) -> float:
+        self.model.train()
+        autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
+        losses = []
+        for batch, (images, labels) in enumerate(self.loader(self.train_set, train=True)):
+            if batch >= self.steps_per_epoch:
+                break
+            images, labels = images.to(self.device), labels.to(self.device)
+            if self.mixup is not None:
+                images, labels = self.mixup(images, labels)
+            with autocast:
+                loss = self.criterion(self.model(images), labels)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"loss is {loss.item()} at step {self.global_step}; lower --lr or set --clip-grad.")
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+            if self.cfg.clip_grad:
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.global_step += 1
+            self.scheduler.step_update(num_updates=self.global_step)
+            losses.append(loss.item())
+        return sum(losses) / max(len(losses), 1)
+
+    def run(self) -> dict:
+        cfg = self.cfg
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+        start, history = time.time(), []
+        val_loader = self.loader(self.val_set, train=False)
+        with open(self.out / "log.jsonl", "w") as log:
+            for epoch in range(1, cfg.epochs + 1):
+                loss = self.train_epoch()
+                top1 = top1_accuracy(self.model, val_loader, self.device, self.dtype)
+                row = {"epoch": epoch, "step": self.global_step, "loss": loss, "top1": top1,
+                       "lr": max(g["lr"] for g in self.optimizer.param_groups)}
+                history.append(row)
+                log.write(json.dumps(row) + "\n")
+                log.flush()
+                self.echo(f"epoch {epoch}/{cfg.epochs}: train loss {loss:.4f}, val top-1 {top1:.2f}%")
+        results = {"top1": [r["top1"] for r in history], "final_top1": history[-1]["top1"],
+                   "best_top1": max(r["top1"] for r in history), "epochs": cfg.epochs,
+                   "optimizer_steps": self.global_step, "seconds": time.time() - start,
+                   "train_images": len(self.train_set), "val_images": len(self.val_set), "classes": len(self.classes),
+                   "backbone": self.backbone_name, "checkpoint": cfg.checkpoint,
+                   "pretraining": {k: self.pretraining.get(k) for k in ("method", "task", "task_args")}
+                   if self.pretraining else None}
+        self.save()
+        (self.out / "results.json").write_text(json.dumps(results, indent=2))
+        return results
+
+    def save(self) -> Path:
+        """OUT/finetuned.pt: timm state dict under 'model' (timm's load_checkpoint reads it) and how to build it."""
+        timm_name, kwargs = timm_spec(self.backbone_name, self.img_size, self.model)
+        path = self.out / "finetuned.pt"
+        atomic_save({"model": self.model.state_dict(), "timm_name": timm_name,
+                     "timm_kwargs": {**kwargs, "num_classes": len(self.classes)}, "classes": self.classes,
+                     "config": self.cfg.to_dict()}, path)
+        return path
+
+
+def finetune(cfg: FinetuneConfig, echo: Callable[[str], None] = print) -> dict:
+    """Run a fine-tuning job described by `cfg`; returns its results (also in OUT/results.json)."""
+    return Finetuner(cfg, echo).run()

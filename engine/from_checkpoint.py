@@ -1,0 +1,23 @@
+"""Rebuild the energy model and its task from a pretraining checkpoint."""
+import backbones
+import pretexts
+
+from .checkpoint import load_checkpoint
+from .config import PretrainConfig
+
+
+def load_energy_model(path, device="cpu"):
+    """(EnergyModel in eval mode on `device`, the run's PretrainConfig) from a checkpoint.pt."""
+    ckpt = load_checkpoint(path, map_location="cpu")
+    cfg = PretrainConfig.from_dict(ckpt["config"])
+    model = backbones.create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
+                                          head_init_std=cfg.head_init_std, energy_scale=cfg.energy_scale)
+    model.load_state_dict(ckpt["model"])
+    return model.to(device).eval(), cfg
+
+
+def task_for(cfg: PretrainConfig, name: str | None = None, task_args: dict | None = None, model=None):
+    """The run's own task (or `name` with `task_args`), bound to `model` when given."""
+    task = pretexts.create_pretext(name, **(task_args or {})) if name else \
+        pretexts.create_pretext(cfg.task, **cfg.task_args)
+    return task.bind(model) if model is not None else task

@@ -1,0 +1,50 @@
+"""Graceful stop: SIGTERM or Ctrl-C asks the training loop to save a checkpoint and exit.
+
+The handler only sets a flag; the loop checks it between optimiser steps and saves from there
+(saving inside a signal handler could interrupt a half-written checkpoint or optimiser step).
+A second Ctrl-C raises KeyboardInterrupt at once, for a loop that hangs.
+"""
+import signal
+import threading
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopSignals:
+    """`with StopSignals() as stop:` ... `if stop.requested: save and leave`; the previous handlers
+    come back on exit. Outside the main thread (where Python allows no handlers) it never triggers."""
+
+    def __init__(self):
+        self.signal: signal.Signals | None = None
+        self._previous: dict = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a process ended by a signal: 128 + its number (130, 143)."""
+        return 128 + int(self.signal) if self.signal is not None else 0
+
+    def _handle(self, signum, frame) -> None:
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C
+        self.signal = signal.Signals(signum)
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        self._previous = {}
+
+
+def ignore_stop_signals(worker_id: int | None = None) -> None:
+    """DataLoader workers leave SIGINT and SIGTERM to the main process, which shuts them down after
+    saving; a worker killed by the terminal's Ctrl-C would otherwise fail the batch being loaded."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)

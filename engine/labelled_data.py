@@ -1,0 +1,92 @@
+"""Labelled images for fine-tuning and probing: timm transforms, class names, class-balanced subsets."""
+from collections import defaultdict
+
+import torch
+from timm.data import create_transform
+from torch.utils.data import Dataset, Subset
+
+from pretexts.errors import DataError
+
+from .datasets import build_source
+
+
+def labelled_splits(data: str, img_size: int, seed: int = 0) -> tuple[Dataset, Dataset]:
+    """(train, val) sources of (PIL image, label); val is required, accuracy is measured on it."""
+    train = build_source(data, "train", img_size, seed)
+    val = build_source(data, "val", img_size, seed)
+    if val is None:
+        raise DataError(f"data '{data}' has train/ but no val/ folder; accuracy is measured on val/. "
+                        f"Add a val/ ImageFolder tree beside train/.")
+    return train, val
+
+
+def labels_of(source: Dataset) -> list[int]:
+    """Every image's label, read from the dataset's index where it has one (no image is decoded)."""
+    if isinstance(source, Subset):
+        parent = labels_of(source.dataset)
+        return [parent[i] for i in source.indices]
+    targets = getattr(source, "targets", None)
+    if targets is not None:
+        return [int(t) for t in targets]
+    return [int(source[i][1]) for i in range(len(source))]
+
+
+def class_names(source: Dataset) -> list[str]:
+    while isinstance(source, Subset):
+        source = source.dataset
+    if getattr(source, "classes", None):
+        return list(source.classes)
+    if getattr(source, "num_classes", None):
+        return [str(i) for i in range(source.num_classes)]
+    return [str(i) for i in range(max(labels_of(source)) + 1)]
+
+
+def class_balanced_subset(labels: list[int], fraction: float, seed: int = 0) -> list[int]:
+    """Indices of a seeded `fraction` of each class (at least one image per class), sorted.
+
+    The paper's 1 % and 10 % semi-supervised rows (Appendix, Table B) follow SimCLR's class-balanced subsets.
+    """
+    by_class: dict[int, list[int]] = defaultdict(list)
+    for index, label in enumerate(labels):
+        by_class[label].append(index)
+    generator = torch.Generator().manual_seed(seed)
+    chosen = []
+    for label in sorted(by_class):
+        members = by_class[label]
+        keep = max(1, round(fraction * len(members)))
+        order = torch.randperm(len(members), generator=generator)[:keep]
+        chosen.extend(members[i] for i in order.tolist())
+    return sorted(chosen)
+
+
+class LabelledImages(Dataset):
+    """(PIL, label) -> (transformed tensor, label), optionally over a subset of indices."""
+
+    def __init__(self, source: Dataset, transform, indices: list[int] | None = None):
+        self.source, self.transform = source, transform
+        self.indices = list(range(len(source))) if indices is None else list(indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i):
+        image, label = self.source[self.indices[i]]
+        return self.transform(image.convert("RGB")), label
+
+
+def train_transform(img_size: int, mean, std, randaug: str | None, crop_min_scale: float = 0.08):
+    """timm's training transform: RandomResizedCrop, flip, RandAugment (the paper's fine-tuning, Table A)."""
+    return create_transform(img_size, is_training=True, scale=(crop_min_scale, 1.0), auto_augment=randaug,
+                            color_jitter=None, interpolation="bicubic", re_prob=0.0, mean=mean, std=std)
+
+
+def eval_transform(img_size: int, mean, std, crop_pct: float = 0.875):
+    """Resize to img_size / crop_pct, centre crop, normalise (timm's, MAE's evaluation)."""
+    return create_transform(img_size, is_training=False, crop_pct=crop_pct, interpolation="bicubic",
+                            mean=mean, std=std)
+
+
+def normalisation(model) -> tuple[tuple, tuple]:
+    """The model's mean and std, the ones the energy model used in pretraining."""
+    cfg = getattr(model, "pretrained_cfg", None) or {}
+    return cfg.get("mean", (0.485, 0.456, 0.406)), cfg.get("std", (0.229, 0.224, 0.225))

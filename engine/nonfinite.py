@@ -1,0 +1,32 @@
+"""What a NaN or infinite loss does: stop the run (the default) or skip the step (--skip-nonfinite)."""
+import math
+from pathlib import Path
+
+from pretexts.errors import NonFiniteLossError
+
+
+class NonFiniteGuard:
+    """Raises NonFiniteLossError naming the step, before the optimiser step, so the weights and the
+    last checkpoint stay good. With `skip`, the step is counted and skipped instead; `patience`
+    skipped steps in a row still stop the run, since then the weights themselves have diverged."""
+
+    def __init__(self, skip: bool, out: Path, patience: int = 10):
+        self.skip, self.out, self.patience = skip, out, patience
+        self.skipped = 0
+        self.in_a_row = 0
+
+    def should_skip(self, loss: float, step: int) -> bool:
+        """False for a finite loss; True to skip this step; raises to stop the run."""
+        if math.isfinite(loss):
+            self.in_a_row = 0
+            return False
+        kept = (f"the last good checkpoint is kept in {self.out}" if (Path(self.out) / "checkpoint.pt").exists()
+                else "no checkpoint was written yet")
+        hint = f"{kept}. Lower --lr or set --clip-grad"
+        if not self.skip:
+            raise NonFiniteLossError(f"loss is {loss} at step {step}; {hint}, or pass --skip-nonfinite.")
+        self.skipped += 1
+        self.in_a_row += 1
+        if self.in_a_row >= self.patience:
+            raise NonFiniteLossError(f"loss is {loss} at {self.in_a_row} steps in a row (up to step {step}); {hint}.")
+        return True

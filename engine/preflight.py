@@ -1,0 +1,71 @@
+"""Checks made before training starts, so a bad setting fails in seconds, not at the first save."""
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from pretexts.errors import OutputError, ParameterError
+
+from .evaluate import eval_mode
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' (CUDA when there is one), 'cpu', 'cuda', 'cuda:1', ...; ParameterError for a device
+    this machine lacks, instead of torch's error at the first tensor moved there."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ParameterError(f"unknown device '{name}'; use auto, cpu, cuda or cuda:N.") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ParameterError(f"device '{name}' asked, but no CUDA GPU is available; use --device cpu.")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ParameterError(f"device '{name}' asked, but there are {torch.cuda.device_count()} GPUs "
+                             f"(cuda:0 to cuda:{torch.cuda.device_count() - 1}).")
+    return device
+
+
+def check_backbone_fits(model: torch.nn.Module, name: str, img_size: int, device: torch.device) -> None:
+    """One forward pass of two blank images, so an image too small for the backbone's downsampling
+    fails now with a clear message instead of a convolution error at the first step."""
+    images = torch.zeros(2, 3, img_size, img_size, device=device)
+    with eval_mode(model), torch.no_grad(), torch.compiler.set_stance("force_eager"):  # compile once, later
+        try:
+            getattr(model, "energy", model)(images)  # a baseline's model may have no energy()
+        except RuntimeError as err:
+            raise ParameterError(f"backbone '{name}' cannot run at image size {img_size} "
+                                 f"({' '.join(str(err).split())[:200]}); use a larger --img-size.") from None
+
+
+def check_task_fits(task, img_size: int, device: torch.device) -> None:
+    """Corrupt two blank images once, so a parameter that does not fit the image size (a mask grid or
+    a super-resolution scale larger than the image) fails now; each sub-task of a mixture is tried."""
+    images = torch.zeros(2, 3, img_size, img_size, device=device)
+    for part in getattr(task, "subtasks", None) or [task]:
+        part(images, torch.Generator(device=device).manual_seed(0))
+
+
+def checkpoint_bytes(model: torch.nn.Module) -> int:
+    """About the size of a checkpoint: the weights, AdamW's two moments per weight, and 16 MB more."""
+    weights = sum(t.numel() * t.element_size() for t in model.parameters())
+    buffers = sum(t.numel() * t.element_size() for t in model.buffers())
+    return 3 * weights + buffers + (16 << 20)
+
+
+def check_output_dir(out: Path, needed: int) -> None:
+    """OUT can be created and written (a file is made and removed) and has room for one more
+    checkpoint (the new one is written beside the old before the rename)."""
+    probe = Path(out) / f".write-test.{os.getpid()}"
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as err:
+        raise OutputError(f"output folder '{out}' cannot be written: {err.strerror or err}; "
+                          f"choose another --out.") from None
+    free = shutil.disk_usage(out).free
+    if free < needed:
+        raise OutputError(f"output folder '{out}' has {free / 2**20:.0f} MB free, but a checkpoint needs "
+                          f"about {needed / 2**20:.0f} MB; free some space or choose another --out.")

@@ -1,0 +1,83 @@
+"""A pretraining checkpoint's backbone as a plain timm model: for fine-tuning, probing and export."""
+from torch import nn
+
+import backbones
+from backbones.vit_tokens import sincos_pos_embed
+from pretexts.errors import CheckpointError, ParameterError
+
+from .checkpoint import load_checkpoint
+
+PREFIX = "backbone."
+
+
+def timm_spec(name: str, img_size: int, backbone: nn.Module | None = None) -> tuple[str, dict]:
+    """(timm name, kwargs) that `timm.create_model` needs to rebuild the backbone `name` at `img_size`.
+
+    img_size reaches only models that take it (ViT, Swin have a patch embedding); CNNs take any size.
+    """
+    timm_name, kwargs = backbones.resolve(name)
+    backbone = backbone if backbone is not None else backbones.create_backbone(name, img_size=img_size)
+    if getattr(getattr(backbone, "patch_embed", None), "img_size", None) is not None:
+        kwargs["img_size"] = img_size
+    else:
+        kwargs.pop("img_size", None)
+    return timm_name, kwargs
+
+
+def backbone_weights(ckpt: dict, backbone: nn.Module) -> dict:
+    """The `backbone.*` weights of a checkpoint, as the backbone alone saw them in pretraining.
+
+    Patch sorting never reads the ViT's learnable patch position embeddings: the energy method feeds
+    the fixed 2D sin-cos table (which fine-tuning starts from, Appendix A.2) and the autoencoder
+    baseline's encoder has no position embedding at all (zeros, as the paper adds them back, Section 4.1).
+    """
+    state = {k[len(PREFIX):]: v for k, v in ckpt["model"].items() if k.startswith(PREFIX)}
+    if not state:
+        raise CheckpointError("the checkpoint holds no backbone weights (no 'backbone.*' keys).")
+    saved = ckpt["config"]
+    if saved.get("task") == "patch-sorting" and "pos_embed" in state:
+        pos = state["pos_embed"].clone()
+        if saved.get("method", "energy") == "ae":
+            pos.zero_()
+        else:
+            grid = tuple(backbone.patch_embed.grid_size)
+            prefix = pos.shape[1] - grid[0] * grid[1]
+            pos[:, prefix:] = sincos_pos_embed(grid, pos.shape[-1]).to(pos.dtype)
+        state["pos_embed"] = pos
+    return state
+
+
+def classifier_prefix(model: nn.Module) -> str:
+    """'head', 'head.fc' or 'fc': where timm keeps a model's classifier."""
+    return (getattr(model, "pretrained_cfg", None) or {}).get("classifier", "head")
+
+
+def load_pretrained(model: nn.Module, ckpt: dict, path) -> nn.Module:
+    """Load a checkpoint's backbone into `model` (a timm model), strict apart from its classifier."""
+    result = model.load_state_dict(backbone_weights(ckpt, model), strict=False)
+    head = classifier_prefix(model)
+    missing = [k for k in result.missing_keys if not k.startswith(head + ".")]
+    if missing or result.unexpected_keys:
+        raise CheckpointError(
+            f"checkpoint '{path}' does not fit backbone '{ckpt['config'].get('backbone')}': missing "
+            f"{missing[:4]}, unexpected {result.unexpected_keys[:4]}. Was it written by another version?")
+    return model
+
+
+def create_classifier(checkpoint: str | None, backbone: str | None = None, img_size: int | None = None,
+                      **kwargs) -> tuple[nn.Module, dict]:
+    """A timm model (kwargs: num_classes, drop_path_rate, ...) and the pretraining config it came from.
+
+    With a checkpoint, the backbone name and image size are the checkpoint's; without one, `backbone`
+    is built at random (the from-scratch baseline) and the config is {}.
+    """
+    if checkpoint is None:
+        return backbones.create_backbone(backbone, img_size=img_size or 32, **kwargs), {}
+    ckpt = load_checkpoint(checkpoint)
+    saved = ckpt["config"]
+    if img_size is not None and img_size != saved.get("img_size"):
+        raise ParameterError(f"checkpoint '{checkpoint}' was pretrained at {saved.get('img_size')} px; "
+                             f"use that size (leave out --img-size).")
+    model = backbones.create_backbone(saved["backbone"], img_size=saved.get("img_size"), **kwargs)
+    return load_pretrained(model, ckpt, checkpoint), saved
+

@@ -1,0 +1,128 @@
+"""Frozen-feature evaluation: linear probe, the paper's MLP head, and kNN, on features extracted once."""
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from timm.scheduler import CosineLRScheduler
+from torch import Tensor, nn
+from torch.utils.data import DataLoader
+
+from pretexts.errors import ParameterError
+
+from .config import check_field_types
+from .knn import knn_accuracy
+from .labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
+from .pretrain import resolve_device
+from .pretrained import create_classifier
+
+METHODS = ("linear", "mlp", "knn")
+
+
+@dataclass
+class ProbeConfig:
+    """Frozen backbone of `checkpoint`; heads train on cached features, so many epochs are cheap."""
+
+    checkpoint: str
+    data: str = "sample"
+    methods: tuple = ("linear",)
+    epochs: int = 100
+    batch_size: int = 256
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    hidden: int = 768                 # the paper's MLP head: three layers, 768 channels, ReLU (Appendix, Table B)
+    knn_k: tuple = (20, 200)
+    knn_temperature: float = 0.07     # weights exp(sim / T), as lightly and solo-learn
+    crop_pct: float = 0.875
+    seed: int = 0
+    workers: int = 2
+    device: str = "auto"
+    out: str = "runs/probe"
+
+    def __post_init__(self):
+        check_field_types(self)
+        self.methods, self.knn_k = tuple(self.methods), tuple(int(k) for k in self.knn_k)
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ParameterError(f"unknown probe method {unknown or '(none)'}; methods: {', '.join(METHODS)}.")
+        if min(self.epochs, self.batch_size, self.hidden, *self.knn_k) < 1 or not self.knn_temperature > 0:
+            raise ParameterError("epochs, batch_size, hidden and knn_k must be >= 1 and knn_temperature > 0.")
+
+
+def probe_head(method: str, dim: int, num_classes: int, hidden: int = 768) -> nn.Module:
+    """A BatchNorm without affine (MAE's linear probe) then a linear layer, or the paper's 3-layer MLP."""
+    if method == "linear":
+        return nn.Sequential(nn.BatchNorm1d(dim, affine=False), nn.Linear(dim, num_classes))
+    return nn.Sequential(nn.BatchNorm1d(dim, affine=False), nn.Linear(dim, hidden), nn.ReLU(),
+                         nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+
+@torch.no_grad()
+def extract_features(model: nn.Module, dataset, device, batch_size: int = 256, workers: int = 2) -> tuple[Tensor, Tensor]:
+    """Pooled features [N, D] and labels [N] of a dataset through a frozen model, in eval mode."""
+    model.eval()
+    features, labels = [], []
+    for images, target in DataLoader(dataset, batch_size=batch_size, num_workers=workers):
+        features.append(model(images.to(device)).float().cpu())
+        labels.append(target)
+    return torch.cat(features), torch.cat(labels)
+
+
+def train_head(head: nn.Module, train: tuple[Tensor, Tensor], val: tuple[Tensor, Tensor], cfg: ProbeConfig) -> float:
+    """AdamW with cosine decay on cached features; returns the final val top-1 in percent."""
+    generator = torch.Generator().manual_seed(cfg.seed)
+    features, labels = train
+    steps = -(-features.shape[0] // cfg.batch_size)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = CosineLRScheduler(optimizer, t_initial=cfg.epochs * steps, t_in_epochs=False)
+    head.train()
+    for epoch in range(cfg.epochs):
+        order = torch.randperm(features.shape[0], generator=generator)
+        for i, start in enumerate(range(0, features.shape[0], cfg.batch_size)):
+            batch = order[start:start + cfg.batch_size]
+            if batch.numel() < 2:  # BatchNorm needs two samples
+                continue
+            loss = nn.functional.cross_entropy(head(features[batch]), labels[batch])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            scheduler.step_update(epoch * steps + i + 1)
+    head.eval()
+    with torch.no_grad():
+        return 100.0 * (head(val[0]).argmax(1) == val[1]).float().mean().item()
+
+
+def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
+    """Extract features once, then evaluate every method in `cfg.methods`; writes OUT/results.json."""
+    device = resolve_device(cfg.device)
+    torch.manual_seed(cfg.seed)
+    backbone, saved = create_classifier(cfg.checkpoint, num_classes=0)
+    backbone.to(device)
+    train_source, val_source = labelled_splits(cfg.data, saved["img_size"], cfg.seed)
+    classes = class_names(train_source)
+    transform = eval_transform(saved["img_size"], *normalisation(backbone), cfg.crop_pct)
+    start = time.time()
+    train = extract_features(backbone, LabelledImages(train_source, transform), device, workers=cfg.workers)
+    val = extract_features(backbone, LabelledImages(val_source, transform), device, workers=cfg.workers)
+    results = {"checkpoint": cfg.checkpoint, "backbone": saved["backbone"], "feature_dim": train[0].shape[1],
+               "train_images": train[0].shape[0], "val_images": val[0].shape[0], "classes": len(classes),
+               "feature_seconds": time.time() - start}
+    echo(f"features: {train[0].shape[0]} train, {val[0].shape[0]} val images, {train[0].shape[1]} dims")
+    for method in cfg.methods:
+        if method == "knn":
+            results["knn"] = {f"k={k}": knn_accuracy(*train, *val, len(classes), k, cfg.knn_temperature)
+                              for k in cfg.knn_k}
+            results["knn"]["temperature"] = cfg.knn_temperature
+            echo("kNN top-1: " + ", ".join(f"{k} {v:.2f}%" for k, v in results["knn"].items() if k != "temperature"))
+        else:
+            torch.manual_seed(cfg.seed)
+            head = probe_head(method, train[0].shape[1], len(classes), cfg.hidden)
+            results[method] = {"top1": train_head(head, train, val, cfg), "epochs": cfg.epochs}
+            echo(f"{method} probe top-1: {results[method]['top1']:.2f}%")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    return results

@@ -1,0 +1,47 @@
+"""Shared inputs of the CLI tests: the fastest real `train` arguments, a tiny ImageFolder (so a run
+evaluates 2 held-out images, not 80), and a runner that returns the one error line."""
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from engine.datasets import SAMPLE_DIR
+from pretexts.cli import main
+
+# A 0.2M-parameter ConvNeXt: LayerNorm, so a batch of 8 is fine, and among timm's fastest double backward.
+TRAIN = ["train", "--backbone", "test_convnext", "--batch-size", "8"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny models gain nothing from a second thread, and on a shared CPU two OpenMP threads were seen
+    waiting on each other 20x longer than the work takes (a depthwise conv's backward). Put back after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def run_cli(args: list) -> tuple:
+    """(click's result, the 'Error: ...' line or '')."""
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    return result, errors[0] if errors else ""
+
+
+def copy_sample_images(folder: Path, count: int, classes=("a", "b"), split: str = "train") -> Path:
+    """`count` embedded CIFAR-10 images per class, copied into folder/<class>/."""
+    for cls in classes:
+        (folder / cls).mkdir(parents=True, exist_ok=True)
+        for path in sorted((SAMPLE_DIR / split).glob("*/*.png"))[:count]:
+            shutil.copy(path, folder / cls / f"{path.parent.name}_{path.name}")
+    return folder
+
+
+def tiny_image_folder(root: Path) -> Path:
+    """32 training images (4 batches of 8) and 2 held-out ones."""
+    copy_sample_images(root / "train", 16)
+    copy_sample_images(root / "val", 1, split="val")
+    return root

@@ -1,0 +1,35 @@
+"""Pretraining checkpoints of fresh models, in `Pretrainer.save`'s format, for the downstream tests."""
+from pathlib import Path
+
+import pytest
+import torch
+
+import backbones
+import pretexts
+from engine import PretrainConfig, atomic_save
+from engine.autoencoder_model import AutoencoderModel
+from engine.checkpoint import FORMAT_VERSION
+
+
+def write_checkpoint(path: Path, backbone: str = "convnext_atto", task: str = "colorization", method: str = "energy",
+                     task_args: dict | None = None, seed: int = 0) -> tuple[Path, torch.nn.Module]:
+    """Write `path` with a seeded, untrained model of `method` at 32 px; returns it and the model."""
+    torch.manual_seed(seed)
+    cfg = PretrainConfig(backbone=backbone, task=task, method=method, task_args=task_args or {})
+    if method == "ae":
+        model = AutoencoderModel(backbones.create_backbone(backbone, img_size=32),
+                                 pretexts.create_pretext(task, **cfg.task_args), 32, backbone)
+    else:
+        model = backbones.create_energy_model(backbone, img_size=32)
+    atomic_save({"format_version": FORMAT_VERSION, "config": cfg.to_dict(), "model": model.state_dict()}, path)
+    return path, model.eval()
+
+
+@pytest.fixture
+def single_thread():
+    """One intra-op thread for a test: on a busy 2-core machine OpenMP's second thread waits more than it works
+    (fine-tuning took 6x longer with two)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -1,0 +1,112 @@
+"""The autoencoder baseline: same backbone and corruption, a light decoder, gradients into the backbone."""
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import backbones
+import pretexts
+from engine import PretrainConfig, create_trainer
+from engine.autoencoder import AutoencoderTrainer
+from engine.autoencoder_model import AutoencoderModel
+from pretexts.base import Corrupted, Pretext
+from pretexts.cli import main
+from pretexts.errors import ParameterError
+from pretrained_checkpoints import single_thread  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
+
+
+def trainer(tmp_path, backbone: str, task: str, **task_args) -> AutoencoderTrainer:
+    cfg = PretrainConfig(method="ae", backbone=backbone, task=task, task_args=task_args, batch_size=8, workers=0,
+                         lr=1e-3, warmup_epochs=0, out=str(tmp_path), eval_images=16, figure_images=2)
+    return create_trainer(cfg)
+
+
+@pytest.mark.parametrize("backbone, task, args", [
+    ("convnext_atto", "colorization", {}),
+    ("vit_tiny", "super-resolution", {"scale": 4}),
+    ("vit_tiny", "patch-sorting", {"edge_max": 1}),
+])
+def test_a_training_step_reaches_the_backbone(tmp_path, real_images, backbone, task, args):
+    run = trainer(tmp_path, backbone, task, **args)
+    assert isinstance(run, AutoencoderTrainer) and not hasattr(run.model, "alpha")
+    before = {n: p.detach().clone() for n, p in run.model.backbone.named_parameters()}
+    stats = run.train_step(real_images[:8])
+    assert torch.isfinite(torch.tensor(stats["loss"]))
+    grads = [p.grad for p in run.model.backbone.parameters() if p.grad is not None]
+    assert grads and sum(g.abs().sum() for g in grads) > 0
+    changed = [n for n, p in run.model.backbone.named_parameters() if not torch.equal(before[n], p)]
+    assert len(changed) > len(before) // 2
+
+
+def test_reconstruction_loss_falls_on_a_fixed_batch(tmp_path, real_images):
+    run = trainer(tmp_path, "convnext_atto", "denoising")
+    losses = [run.train_step(real_images[:8])["loss"] for _ in range(8)]
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_pixel_decoder_rebuilds_an_image_and_sorting_decoder_predicts_positions(real_images):
+    images = real_images[:2]
+    for name, kwargs in [("convnext_atto", {}), ("vit_tiny", {"patch_size": 8, "depth": 2})]:
+        task = pretexts.create_pretext("gridded-mask", grid=8)
+        model = AutoencoderModel(backbones.create_backbone(name, img_size=32, **kwargs), task, 32, name)
+        prediction, target = model.reconstruct(task(images))
+        assert prediction.shape == target.shape == images.shape
+    vit = backbones.create_backbone("vit_tiny", img_size=32, patch_size=8, depth=2)
+    sorting = pretexts.create_pretext("patch-sorting", edge_max=1, drop=0.5)
+    model = AutoencoderModel(vit, sorting, 32, "vit_tiny")
+    sorting.bind(model)
+    sample = sorting(images)
+    prediction, target = model.train().reconstruct(sample)
+    assert prediction.shape == target.shape == (2, 8, 192)  # the kept half of 16 patches
+    prediction, target = model.eval().reconstruct(sample)
+    assert prediction.shape == target.shape == (2, 16, 192)
+
+
+def test_sorting_encoder_ignores_the_vit_position_embedding(real_images):
+    vit = backbones.create_backbone("vit_tiny", img_size=32, patch_size=8, depth=2)
+    sorting = pretexts.create_pretext("patch-sorting", edge_max=1)
+    model = AutoencoderModel(vit, sorting, 32, "vit_tiny").eval()
+    sample = sorting.bind(model)(real_images[:2])
+    first, _ = model.reconstruct(sample)
+    with torch.no_grad():
+        vit.pos_embed.normal_()
+    torch.testing.assert_close(model.reconstruct(sample)[0], first)
+
+
+class TurnRight(Pretext):
+    """A task whose state is not pixels (an angle), which no decoder here reconstructs."""
+
+    name = "turn-right"
+
+    def corrupt(self, images, generator=None):
+        return Corrupted(state=torch.zeros(images.shape[0]), target=torch.ones(images.shape[0]), context=images)
+
+    def energy(self, model, sample, state):
+        return state
+
+
+def test_tasks_without_a_decoder_target_are_refused():
+    with pytest.raises(ParameterError, match="reconstructs pixels"):
+        AutoencoderModel(backbones.create_backbone("resnet18"), TurnRight(), 32, "resnet18")
+    with pytest.raises(ParameterError, match="ViT"):
+        AutoencoderModel(backbones.create_backbone("resnet18"), pretexts.create_pretext("patch-sorting"), 32, "resnet18")
+
+
+def test_cli_train_method_ae_writes_checkpoint_figure_and_reconstruction_error(tmp_path):
+    out = tmp_path / "ae"
+    result = CliRunner().invoke(main, [
+        "train", "--method", "ae", "--task", "colorization", "--backbone", "convnext_atto", "--epochs", "1",
+        "--batch-size", "16", "--max-steps-per-epoch", "2", "--workers", "0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "held-out restoration MSE on 80 images: corrupted" in result.output
+    held = json.loads((out / "results.json").read_text())["held_out"]
+    assert held["method"] == "ae" and len(held["restored_mse"]) == 1
+    assert (out / "restoration_epoch001.png").stat().st_size > 0 and (out / "checkpoint.pt").is_file()
+
+
+def test_cli_unknown_method_is_a_one_line_error():
+    result = CliRunner().invoke(main, ["train", "--method", "vae"])
+    assert result.exit_code == 2 and "unknown method 'vae'" in result.output and "ae" in result.output

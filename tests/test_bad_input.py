@@ -1,0 +1,219 @@
+"""Bad input through the CLI: one line saying what was wrong and what to do, exit code 2, no traceback."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from engine.checkpoint import load_checkpoint
+from engine.datasets import SAMPLE_DIR
+from pretexts.cli import main
+from pretexts.errors import PretextsError
+from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401
+
+FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]  # one step
+
+
+def fails_cleanly(args, *expected) -> str:
+    result, error = run_cli(args)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert sum(line.startswith("Error:") for line in result.output.splitlines()) == 1, result.output
+    for text in expected:
+        assert text in error, error
+    return error
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--task", "colorisation"], ["unknown pretext task 'colorisation'", "Did you mean: colorization"]),
+    (["--backbone", "resnet181"], ["unknown backbone 'resnet181'", "Did you mean:", "resnet18"]),
+    (["--task", "super-resolution", "--task-arg", "scale=0"], ["'scale' is 0", "allowed range is [1, 1024]"]),
+    (["--task", "super-resolution", "--task-arg", "scale=abc"], ["'scale' must be int, got 'abc'"]),
+    (["--task", "denoising", "--task-arg", "ratio=0.5"],
+     ["unknown parameter 'ratio'", "valid parameters: gamma_low, gamma_high"]),
+    (["--task", "random-mask", "--preset", "huge"], ["unknown preset 'huge'", "presets: small, large"]),
+    (["--task", "gridded-mask", "--task-arg", "grid=64"], ["'grid' is 64 but the images are 32x32", "grid <= 32"]),
+    (["--task", "patch-sorting"], ["needs a ViT backbone", "test_convnext"]),
+    (["--backbone", "vit_tiny", "--img-size", "30"], ["not divisible by the patch size 4", "e.g. 28"]),
+    (["--img-size", "16"], ["backbone 'test_convnext' cannot run at image size 16", "use a larger --img-size"]),
+    (["--steps", "0"], ["steps must be > 0, got 0"]),
+    (["--lr", "0"], ["lr must be > 0, got 0.0"]),
+    (["--lr", "-1e-3"], ["lr must be > 0, got -0.001"]),
+    (["--batch-size", "-8"], ["batch_size must be > 0"]),
+    (["--epochs", "0"], ["epochs must be > 0"]),
+    (["--max-steps-per-epoch", "0"], ["max_steps_per_epoch must be > 0"]),
+    (["--clip-grad", "-1"], ["clip_grad must be > 0"]),
+    (["--warmup-epochs", "-1"], ["warmup_epochs must be >= 0"]),
+    (["--batch-size", "512"], ["320 training images, fewer than one batch of 512", "lower --batch-size"]),
+    (["--device", "tpu0"], ["unknown device 'tpu0'"]),
+])
+def test_bad_settings(args, expected):
+    fails_cleanly(FAST + args, *expected)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_cuda_without_a_gpu():
+    fails_cleanly(FAST + ["--device", "cuda"], "no CUDA GPU is available", "--device cpu")
+
+
+def test_debug_shows_the_traceback():
+    result, _ = run_cli(["--debug"] + FAST + ["--task", "colorisation"])
+    assert isinstance(result.exception, PretextsError) and result.exit_code != 2
+
+
+# ---- data ---------------------------------------------------------------------------------------
+def test_missing_empty_and_misshapen_data_folders(tmp_path):
+    fails_cleanly(FAST + ["--data", str(tmp_path / "nope")], "does not exist", "'sample' or 'synthetic'")
+    (tmp_path / "file.png").write_bytes(b"x")
+    fails_cleanly(FAST + ["--data", str(tmp_path / "file.png")], "is a file")
+    (tmp_path / "empty").mkdir()
+    fails_cleanly(FAST + ["--data", str(tmp_path / "empty")], "no images found", "expected class folders")
+    loose = tmp_path / "loose"
+    copy_sample_images(loose, 2, classes=("x",))
+    for path in (loose / "x").iterdir():
+        path.rename(loose / path.name)
+    (loose / "x").rmdir()
+    fails_cleanly(FAST + ["--data", str(loose)], "lie directly in it", "subfolder")
+    copy_sample_images(tmp_path / "oneempty", 5, classes=("a",))
+    (tmp_path / "oneempty" / "b").mkdir()
+    fails_cleanly(FAST + ["--data", str(tmp_path / "oneempty")], "no images found in class folder",
+                  "oneempty/b", "remove the folder")
+
+
+def test_a_folder_with_no_readable_image(tmp_path):
+    (tmp_path / "bad" / "a").mkdir(parents=True)
+    (tmp_path / "bad" / "a" / "zero.png").write_bytes(b"")
+    (tmp_path / "bad" / "a" / "text.jpg").write_text("not an image")
+    fails_cleanly(FAST + ["--data", str(tmp_path / "bad")], "none of the 2 image files", "zero.png: empty file")
+
+
+def write_bad_and_odd_images(folder):
+    """Three unreadable files, and readable ones in every mode a user may have."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "zero.png").write_bytes(b"")
+    (folder / "notes.png").write_text("not an image")
+    good = sorted(SAMPLE_DIR.glob("train/*/*.png"))[0].read_bytes()
+    (folder / "cut.png").write_bytes(good[: len(good) // 2])
+    ramp = np.linspace(0, 65535, 40 * 40).reshape(40, 40).astype(np.uint16)
+    Image.fromarray(ramp).save(folder / "gray16.png")
+    Image.new("L", (40, 40), 128).save(folder / "gray.png")
+    Image.new("RGBA", (40, 40), (255, 0, 0, 0)).save(folder / "transparent.png")
+    Image.new("P", (40, 40), 3).save(folder / "palette.gif")
+    Image.new("CMYK", (40, 40), (0, 255, 0, 0)).save(folder / "cmyk.jpg")
+    Image.new("RGB", (7, 5), (0, 0, 255)).save(folder / "tiny.png")
+
+
+def test_unreadable_images_are_skipped_and_listed_and_odd_modes_train(tmp_path):
+    data, out = tmp_path / "data", tmp_path / "run"
+    copy_sample_images(data, 6)
+    write_bad_and_odd_images(data / "a")
+    result, _ = run_cli(FAST + ["--data", data, "--out", out])
+    assert result.exit_code == 0, result.output
+    assert "skipped 3 unreadable images" in result.output and "skipped_images.txt" in result.output
+    assert "1 images are smaller than 32 px; the random crop upscales them" in result.output
+    listed = dict(line.split("\t") for line in (out / "skipped_images.txt").read_text().splitlines())
+    assert {p.rsplit("/", 1)[1] for p in listed} == {"zero.png", "notes.png", "cut.png"}
+    assert "empty file (0 bytes)" in listed[str(data / "a" / "zero.png")]
+    assert "cannot identify image file" in listed[str(data / "a" / "notes.png")]
+    assert load_checkpoint(out / "checkpoint.pt")["global_step"] == 1
+
+
+def test_conversion_to_8bit_rgb(tmp_path):
+    from engine.image_check import load_rgb
+
+    write_bad_and_odd_images(tmp_path)
+    rgb = {p.name: np.asarray(load_rgb(str(p))) for p in tmp_path.iterdir() if p.stem not in ("zero", "notes", "cut")}
+    assert all(a.dtype == np.uint8 and a.ndim == 3 and a.shape[2] == 3 for a in rgb.values())
+    ramp = rgb["gray16.png"][..., 0].ravel()
+    assert ramp[0] == 0 and ramp[-1] == 255 and 120 <= np.median(ramp) <= 135  # scaled, not clipped at 255
+    assert (rgb["gray.png"] == 128).all()
+    assert (rgb["transparent.png"] == 255).all()  # fully transparent -> the white background
+    assert rgb["cmyk.jpg"][..., 1].mean() < 30 and rgb["cmyk.jpg"][..., 0].mean() > 220  # magenta
+    assert rgb["tiny.png"].shape == (5, 7, 3)
+
+
+def test_a_file_that_fails_only_when_decoded_is_replaced_by_the_next(tmp_path, capsys):
+    """A JPEG cut in its pixel data passes the scan; at load it is reported and the next image served."""
+    from engine.datasets import build_source
+    from engine.image_check import read_or_substitute
+
+    copy_sample_images(tmp_path, 3, classes=("a",))
+    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    Image.fromarray(noise).save(tmp_path / "a" / "0000_cut.jpg", quality=95)
+    data = (tmp_path / "a" / "0000_cut.jpg").read_bytes()
+    (tmp_path / "a" / "0000_cut.jpg").write_bytes(data[: int(len(data) * 0.7)])
+    source = build_source(str(tmp_path / "a" / ".."), "train")
+    names = [p.rsplit("/", 1)[1] for p, _ in source.dataset.samples]
+    assert "0000_cut.jpg" in names and not source.dataset.scan.bad  # the scan cannot see it
+    cut = names.index("0000_cut.jpg")
+    image, _ = read_or_substitute(source.dataset, cut)
+    assert np.array_equal(np.asarray(image), np.asarray(source.dataset[cut + 1][0]))
+    assert "0000_cut.jpg' cannot be read: image file is truncated" in capsys.readouterr().err
+
+
+# ---- checkpoints --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A two-epoch run of one step each."""
+    out = tmp_path_factory.mktemp("trained")
+    data = tiny_image_folder(tmp_path_factory.mktemp("data"))
+    args = FAST + ["--epochs", "2", "--data", str(data), "--out", str(out)]
+    result, _ = run_cli(args)
+    assert result.exit_code == 0, result.output
+    return out / "checkpoint.pt"
+
+
+def test_bad_checkpoints(trained, tmp_path):
+    resume = FAST + ["--epochs", "3", "--out", str(tmp_path / "resumed"), "--resume"]
+    fails_cleanly(resume + [str(tmp_path / "nope.pt")], "nope.pt' does not exist")
+    fails_cleanly(FAST + ["--out", str(tmp_path / "fresh"), "--resume"], "no checkpoint in", "start without --resume")
+    data = trained.read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    fails_cleanly(resume + [str(tmp_path / "cut.pt")], "cannot be read", "truncated")
+    fails_cleanly(resume + [str(trained), "--backbone", "test_resnet"], "backbone='test_convnext'",
+                  "resume with the same backbone")
+    fails_cleanly(resume + [str(trained), "--task", "denoising"], "task='colorization'")
+    fails_cleanly(FAST + ["--epochs", "1", "--out", str(tmp_path / "r"), "--resume", str(trained)],
+                  "has done 2 epochs, more than the 1 asked", "raise --epochs")
+    ckpt = torch.load(trained, weights_only=False)
+    torch.save({**ckpt, "format_version": 99}, tmp_path / "future.pt")
+    fails_cleanly(resume + [str(tmp_path / "future.pt")], "format version 99", "reads version 1")
+    torch.save({"state_dict": ckpt["model"]}, tmp_path / "foreign.pt")
+    fails_cleanly(resume + [str(tmp_path / "foreign.pt")], "is not a pretexts checkpoint")
+    model = {k: v for k, v in ckpt["model"].items() if "head" not in k}
+    torch.save({**ckpt, "model": model}, tmp_path / "mismatch.pt")
+    fails_cleanly(resume + [str(tmp_path / "mismatch.pt")], "does not fit this model", "head.weight")
+
+
+# ---- the other commands: the same machinery, their own bad inputs ------------------------------
+OTHER_COMMANDS = [
+    (["finetune", "--checkpoint", "{missing}"], ["missing.pt' does not exist"]),
+    (["finetune", "--checkpoint", "{cut}"], ["cannot be read", "truncated"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--epochs", "0"], ["epochs must be > 0"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--label-fraction", "2"], ["label_fraction must be in (0, 1]"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--data", "{missing}"], ["data path", "does not exist"]),
+    (["finetune", "--from-scratch", "--backbone", "resnet181"], ["Did you mean: resnet18"]),
+    (["finetune"], ["give --checkpoint"]),
+    (["probe", "--checkpoint", "{cut}"], ["truncated"]),
+    (["probe", "--checkpoint", "{ckpt}", "--method", "knn", "--knn-k", "0"], ["knn_k must be >= 1"]),
+    (["export", "--checkpoint", "{foreign}", "--out", "{tmp}/x.pth"], ["is not a pretexts checkpoint"]),
+    (["export", "--checkpoint", "{ckpt}", "--out", "{file}/x.pth"], ["'{file}'", "check the path"]),
+    (["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--task", "colorisation"],
+     ["Did you mean: colorization"]),
+    (["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--images", "0"], ["--images and --steps must be >= 1"]),
+    (["restore", "--checkpoint", "{ckpt}", "--out", "{tmp}/r.png", "--task", "gridded-mask", "--task-arg", "grid=64"],
+     ["use grid <= 32"]),
+    (["restore", "--checkpoint", "{ckpt}", "--out", "{file}/r.png", "--images", "2"],
+     ["Not a directory: '{file}/r.png'"]),
+]
+
+
+@pytest.mark.parametrize("args, expected", OTHER_COMMANDS, ids=[f"{a[0]}{i}" for i, (a, _) in enumerate(OTHER_COMMANDS)])
+def test_other_commands_bad_input(trained, tmp_path, args, expected):
+    if args[0] not in main.commands:
+        pytest.skip(f"`pretexts {args[0]}` has not landed")
+    data = trained.read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    torch.save({"weights": torch.ones(2)}, tmp_path / "foreign.pt")
+    (tmp_path / "file").write_text("")
+    paths = {"missing": tmp_path / "missing.pt", "cut": tmp_path / "cut.pt", "ckpt": trained,
+             "foreign": tmp_path / "foreign.pt", "tmp": tmp_path, "file": tmp_path / "file"}
+    fails_cleanly([a.format(**paths) for a in args], *(e.format(**paths) for e in expected))

@@ -1,0 +1,160 @@
+"""Faults lose nothing: NaN losses, unwritable folders, full disks, and broken plugins."""
+import errno
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
+from engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
+from engine.nonfinite import NonFiniteGuard
+from pretexts.cli import main
+from pretexts.errors import NonFiniteLossError, OutputError
+from test_registry import _install_distribution as install_distribution, clean_registry  # noqa: F401 (fixture)
+
+RUN = TRAIN + ["--max-steps-per-epoch", "1", "--workers", "0"]
+
+
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory) -> Path:
+    """A run of one epoch of one step, on 32 training images and 2 held-out ones."""
+    out = tmp_path_factory.mktemp("run")
+    data = tiny_image_folder(tmp_path_factory.mktemp("data"))
+    result, _ = run_cli(RUN + ["--epochs", "1", "--data", data, "--out", out])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def copy_of(run: Path, tmp_path: Path) -> Path:
+    shutil.copytree(run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+# ---- NaN losses ---------------------------------------------------------------------------------
+def test_nan_loss_stops_with_the_step_and_keeps_the_checkpoint(one_epoch, tmp_path):
+    out = copy_of(one_epoch, tmp_path)
+    good = (out / "checkpoint.pt").read_bytes()
+    # An energy scaled by 1e38 overflows: the restored images, and the loss, are not finite.
+    result, error = run_cli(RUN + ["--epochs", "2", "--out", out, "--resume", "--energy-scale", "1e38"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "loss is nan at step 2" in error and "last good checkpoint is kept" in error and "--skip-nonfinite" in error
+    assert (out / "checkpoint.pt").read_bytes() == good
+
+
+class NanAtStep2(Pretrainer):
+    def compute_loss(self, sample):
+        loss = super().compute_loss(sample)
+        return loss * float("nan") if self.global_step == 1 else loss
+
+
+def test_skip_nonfinite_counts_the_skipped_steps(tmp_path):
+    cfg = PretrainConfig(backbone="test_convnext", epochs=1, batch_size=8, max_steps_per_epoch=3, workers=0,
+                         out=str(tmp_path), eval_images=8, figure_images=2, skip_nonfinite=True)
+    results = NanAtStep2(cfg).run()
+    assert results["skipped_nonfinite_steps"] == 1 and results["optimizer_steps"] == 3
+    assert json.loads((tmp_path / "results.json").read_text())["skipped_nonfinite_steps"] == 1
+    rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r.get("skipped", False) for r in rows] == [False, True, False]
+    assert all(torch.isfinite(w).all() for w in load_checkpoint(tmp_path / "checkpoint.pt")["model"].values())
+
+
+def test_skipping_gives_up_after_many_nonfinite_steps_in_a_row():
+    guard = NonFiniteGuard(skip=True, out=Path("run"), patience=3)
+    assert guard.should_skip(float("nan"), 1) and guard.should_skip(float("inf"), 2)
+    assert not guard.should_skip(1.0, 3)  # a good step resets the run of bad ones
+    guard.should_skip(float("nan"), 4), guard.should_skip(float("nan"), 5)
+    with pytest.raises(NonFiniteLossError, match="3 steps in a row"):
+        guard.should_skip(float("nan"), 6)
+    assert guard.skipped == 5
+
+
+# ---- output folders and full disks --------------------------------------------------------------
+def test_unwritable_output_folder_fails_before_training(tmp_path):
+    (tmp_path / "file").write_text("")
+    result, error = run_cli(RUN + ["--epochs", "1", "--out", tmp_path / "file" / "run"])
+    assert result.exit_code == 2 and "cannot be written: Not a directory" in error and "choose another --out" in error
+
+
+def test_too_little_free_space_fails_before_training(tmp_path, monkeypatch):
+    from engine import preflight
+
+    monkeypatch.setattr(preflight.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 << 30, 10 << 30, 1 << 20))
+    result, error = run_cli(RUN + ["--epochs", "1", "--out", tmp_path])
+    assert result.exit_code == 2 and "has 1 MB free, but a checkpoint needs about 18 MB" in error
+    assert not (tmp_path / "log.jsonl").exists()
+
+
+def test_a_failed_checkpoint_write_names_the_path_and_keeps_the_old_one(one_epoch, tmp_path, monkeypatch):
+    out = copy_of(one_epoch, tmp_path)
+    good = (out / "checkpoint.pt").read_bytes()
+
+    def full_disk(obj, fh):
+        fh.write(b"partial")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    result, error = run_cli(RUN + ["--epochs", "2", "--out", out, "--resume"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"cannot write checkpoint '{out / 'checkpoint.pt'}': No space left on device" in error
+    assert "previous checkpoint is kept" in error
+    assert (out / "checkpoint.pt").read_bytes() == good and not list(out.glob(".*.tmp"))
+
+
+@contextmanager
+def file_size_limit(limit: int):
+    """The kernel refuses to grow any file of this process past `limit` bytes (EFBIG): a real failed write."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def test_a_real_write_failure_becomes_an_output_error(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    atomic_save({"weights": torch.ones(4)}, path)
+    with pytest.raises(OutputError, match=f"cannot write checkpoint '{path}': File too large"):
+        with file_size_limit(1 << 20):
+            atomic_save({"weights": torch.zeros(1 << 20)}, path)
+    assert torch.equal(torch.load(path)["weights"], torch.ones(4)) and not list(tmp_path.glob(".*.tmp"))
+
+
+# ---- plugins ------------------------------------------------------------------------------------
+def test_broken_and_duplicate_plugins_are_listed_and_break_nothing(tmp_path, clean_registry):
+    import pretexts
+    from pretexts import registry
+
+    install_distribution(tmp_path, "plugin_dup", """
+        import pretexts
+
+        @pretexts.register("colorization")
+        class Colour(pretexts.Pretext):
+            '''A second colorization.'''
+        """, "colorization = plugin_dup:Colour")
+    install_distribution(tmp_path, "plugin_exit", "import sys\nsys.exit('cannot run here')\n",
+                         "quitter = plugin_exit:Task")
+    try:
+        registry.load_plugins(force=True)
+        result = CliRunner().invoke(main, ["list"])
+        assert result.exit_code == 0, result.output
+        assert "colorization       BROKEN plugin: plugin_dup:Colour: DuplicateNameError" in result.output
+        assert "registered twice" in result.output and "quitter            BROKEN plugin" in result.output
+        assert "Grayscale input, colour target" in result.output  # the built-in still listed
+        assert type(pretexts.create_pretext("colorization")).__module__ == "pretexts.colorization"
+    finally:
+        while str(tmp_path) in sys.path:
+            sys.path.remove(str(tmp_path))
+        for name in ("plugin_dup", "plugin_exit"):
+            sys.modules.pop(name, None)
+

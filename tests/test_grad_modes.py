@@ -1,0 +1,140 @@
+"""The finite-difference gradient mode matches the exact double backward; speed options keep the gradient."""
+import pytest
+import torch
+import torch.nn.functional as F
+from timm.layers import set_reentrant_ckpt, use_reentrant_ckpt
+
+import backbones
+import pretexts
+from backbones.factory import set_grad_checkpointing
+from engine import PretrainConfig, Pretrainer, restoration_loss, restore
+from engine.speedups import apply_speedups
+from pretexts.errors import ParameterError
+
+
+def tiny_vit(**kwargs):
+    torch.manual_seed(0)
+    return backbones.create_energy_model("vit_tiny", img_size=32, patch_size=8, depth=2, **kwargs)
+
+
+def gradients(model, task, sample, mode: str, seed: int = 0, amp: torch.dtype | None = None):
+    """(flattened parameter gradient without alpha, alpha's gradient) of the two-step restoration loss."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)  # the same dropout masks in both modes
+    with torch.autocast("cpu", amp, enabled=amp is not None):
+        states = restore(model, task, sample, steps=2, grad_mode=mode)
+    restoration_loss(states, sample.target).backward()
+    params = [p.grad if p.grad is not None else torch.zeros_like(p)
+              for name, p in model.named_parameters() if name != "log_alpha"]
+    return torch.cat([g.flatten() for g in params]), model.log_alpha.grad.clone()
+
+
+def assert_same_direction(model, task, sample, **kwargs):
+    exact, exact_alpha = gradients(model, task, sample, "exact", **kwargs)
+    estimate, estimate_alpha = gradients(model, task, sample, "finite-difference", **kwargs)
+    assert exact.norm() > 0
+    assert F.cosine_similarity(exact, estimate, dim=0) >= 0.99
+    assert estimate.norm() / exact.norm() == pytest.approx(1.0, rel=0.05)
+    torch.testing.assert_close(estimate_alpha, exact_alpha, rtol=1e-4, atol=1e-12)  # alpha's is exact
+
+
+@pytest.mark.parametrize("task_name", ["colorization", "denoising", "patch-sorting"])
+def test_finite_difference_gradient_matches_exact_on_a_vit(task_name, real_images):
+    model = tiny_vit()
+    task = pretexts.create_pretext(task_name, **({"edge_max": 1} if task_name == "patch-sorting" else {}))
+    task = task.bind(model)
+    assert_same_direction(model, task, task(real_images[:8], torch.Generator().manual_seed(0)))
+
+
+def test_finite_difference_gradient_matches_exact_on_convnext(real_images):
+    torch.manual_seed(0)
+    model = backbones.create_energy_model("convnext_atto")
+    task = pretexts.create_pretext("colorization")
+    assert_same_direction(model, task, task(real_images[:8]))
+
+
+def test_an_images_estimate_does_not_depend_on_its_batch(real_images):
+    """eps is per image, so a batch split over DDP ranks averages to the whole batch's gradient."""
+    model = tiny_vit()
+    task = pretexts.create_pretext("colorization")
+    whole, _ = gradients(model, task, task(real_images[:8]), "finite-difference")
+    halves = [gradients(model, task, task(part), "finite-difference")[0] for part in real_images[:8].split(4)]
+    torch.testing.assert_close(whole, (halves[0] + halves[1]) / 2, rtol=1e-3, atol=1e-9)
+
+
+def test_difference_passes_replay_the_dropout_masks(real_images):
+    model = tiny_vit(drop_path_rate=0.3, proj_drop_rate=0.1)
+    task = pretexts.create_pretext("colorization")
+    assert_same_direction(model, task, task(real_images[:8]), seed=3)
+
+
+def test_finite_difference_under_bf16_autocast_stays_accurate(real_images):
+    model = tiny_vit()
+    task = pretexts.create_pretext("colorization")
+    assert_same_direction(model, task, task(real_images[:8]), amp=torch.bfloat16)
+
+
+def test_evaluation_takes_the_same_first_order_gradient_in_both_modes(real_images):
+    model = tiny_vit().eval()
+    task = pretexts.create_pretext("colorization")
+    sample = task(real_images[:4])
+    with torch.no_grad():
+        exact = restore(model, task, sample, steps=2)
+        estimate = restore(model, task, sample, steps=2, grad_mode="finite-difference")
+    for a, b in zip(exact, estimate):
+        assert torch.equal(a, b)
+
+
+class TinyVitTrainer(Pretrainer):
+    def build_model(self):
+        return tiny_vit()
+
+
+def test_compiled_model_trains_a_step_in_finite_difference_mode(tmp_path, real_images):
+    cfg = PretrainConfig(backbone="vit_tiny", grad_mode="finite-difference", compile="aot_eager", batch_size=8,
+                         workers=0, lr=1e-3, warmup_epochs=0, out=str(tmp_path))
+    trainer = TinyVitTrainer(cfg)
+    assert trainer.model.math_attention is False  # fused attention is allowed without a double backward
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    stats = trainer.train_step(real_images[:8])
+    assert stats["loss"] > 0 and torch.isfinite(torch.tensor(stats["loss"]))
+    after = trainer.model.state_dict()
+    assert before.keys() == after.keys(), "compiling in place keeps the checkpoint's keys"
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert "backbone.blocks.0.attn.qkv.weight" in changed and "head.weight" in changed
+
+
+def test_compile_with_the_exact_mode_and_unknown_modes_are_refused():
+    with pytest.raises(ParameterError, match="double backward"):
+        PretrainConfig(compile="inductor")
+    with pytest.raises(ParameterError, match="grad_mode"):
+        PretrainConfig(grad_mode="approximate")
+
+
+def test_finite_difference_refuses_relu_and_batchnorm_backbones():
+    model = backbones.create_energy_model("resnet18")
+    with pytest.raises(ParameterError, match="smooth, per-image energy"):
+        apply_speedups(model, PretrainConfig(backbone="resnet18", grad_mode="finite-difference"))
+
+
+@pytest.mark.parametrize("option", ["grad_checkpointing", "channels_last"])
+def test_memory_options_keep_the_exact_gradient(option, real_images):
+    task = pretexts.create_pretext("colorization")
+    sample = task(real_images[:4])
+    plain = tiny_vit()
+    optioned = apply_speedups(tiny_vit(), PretrainConfig(**{option: True}))
+    optioned.load_state_dict(plain.state_dict())
+    expected, _ = gradients(plain, task, sample, "exact")
+    got, _ = gradients(optioned, task, sample, "exact")
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-9)
+
+
+def test_grad_checkpointing_is_forced_non_reentrant():
+    saved = use_reentrant_ckpt()
+    try:
+        set_reentrant_ckpt(True)
+        with pytest.warns(UserWarning, match="non-reentrant"):
+            set_grad_checkpointing(tiny_vit().backbone)
+        assert use_reentrant_ckpt() is False
+    finally:
+        set_reentrant_ckpt(saved)

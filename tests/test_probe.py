@@ -1,0 +1,80 @@
+"""Frozen-feature evaluation: weighted kNN, linear and MLP heads on cached features, the probe command."""
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from click.testing import CliRunner
+from torch import nn
+
+from engine import ProbeConfig, knn_predict
+from engine.knn import knn_accuracy
+from engine.probe import probe_head, train_head
+from pretexts.cli import main
+from pretexts.errors import ParameterError
+from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
+
+
+def test_knn_on_one_hot_label_features_is_perfect():
+    generator = torch.Generator().manual_seed(0)
+    train_labels, val_labels = torch.randint(10, (500,), generator=generator), torch.randint(10, (100,), generator=generator)
+    train, val = F.one_hot(train_labels, 10).float(), F.one_hot(val_labels, 10).float()
+    for k in (20, 200):
+        assert knn_accuracy(train, train_labels, val, val_labels, 10, k) == 100.0
+
+
+def test_knn_votes_are_weighted_by_exp_similarity_over_temperature():
+    # one neighbour at cosine 1 with label 0, two at cosine 0.6 with label 1: the majority says 1,
+    # the temperature-weighted vote (exp(1/0.07) > 2 exp(0.6/0.07)) says 0
+    bank = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.6, -0.8]])
+    labels = torch.tensor([0, 1, 1])
+    scores = knn_predict(torch.tensor([[1.0, 0.0]]), bank, labels, num_classes=2, k=3, temperature=0.07)
+    assert scores.argmax(1).item() == 0
+    torch.testing.assert_close(scores[0, 1] / scores[0, 0], 2 * torch.exp(torch.tensor((0.6 - 1) / 0.07)))
+    assert knn_predict(torch.tensor([[1.0, 0.0]]), bank, labels, 2, k=3, temperature=10.0).argmax(1).item() == 1
+
+
+def test_k_larger_than_the_bank_uses_every_neighbour():
+    bank, labels = torch.eye(3), torch.tensor([0, 1, 2])
+    assert knn_predict(torch.ones(1, 3), bank, labels, 3, k=200).shape == (1, 3)
+
+
+def test_linear_and_mlp_heads_learn_separable_features():
+    generator = torch.Generator().manual_seed(0)
+    centres = torch.randn(5, 32, generator=generator) * 3
+    labels = torch.randint(5, (600,), generator=generator)
+    features = centres[labels] + torch.randn(600, 32, generator=generator)
+    cfg = ProbeConfig(checkpoint="unused", epochs=100, hidden=64)
+    for method in ("linear", "mlp"):
+        torch.manual_seed(0)
+        head = probe_head(method, 32, 5, cfg.hidden)
+        accuracy = train_head(head, (features[:500], labels[:500]), (features[500:], labels[500:]), cfg)
+        assert accuracy > 90, (method, accuracy)
+
+
+def test_mlp_head_is_three_layers_with_relu():
+    head = probe_head("mlp", 192, 10, hidden=768)
+    linears = [m for m in head if isinstance(m, nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(192, 768), (768, 768), (768, 10)]
+    assert sum(isinstance(m, nn.ReLU) for m in head) == 2
+
+
+def test_unknown_probe_method_is_refused():
+    with pytest.raises(ParameterError, match="unknown probe method"):
+        ProbeConfig(checkpoint="x", methods=("svm",))
+
+
+def test_cli_probe_extracts_once_and_reports_every_method(tmp_path):
+    path, _ = write_checkpoint(tmp_path / "ckpt.pt")
+    out = tmp_path / "probe"
+    result = CliRunner().invoke(main, ["probe", "--checkpoint", str(path), "--method", "linear", "--method", "mlp",
+                                       "--method", "knn", "--epochs", "5", "--hidden", "64", "--workers", "0",
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("features: 320 train, 80 val images") == 1
+    results = json.loads((out / "results.json").read_text())
+    assert results["feature_dim"] == 320 and results["classes"] == 10
+    assert 0 <= results["linear"]["top1"] <= 100 and 0 <= results["mlp"]["top1"] <= 100
+    assert set(results["knn"]) == {"k=20", "k=200", "temperature"} and results["knn"]["temperature"] == 0.07
