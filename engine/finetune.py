@@ -13,7 +13,7 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
 from torch.utils.data import DataLoader
 
-from pretexts.errors import DataError
+from pretexts.errors import DataError, NonFiniteLossError
 
 from .checkpoint import atomic_save
 from .finetune_config import FinetuneConfig
@@ -86,6 +86,7 @@ class Finetuner:
         self.optimizer = build_finetune_optimizer(self.model, cfg)
         self.scheduler = CosineLRScheduler(self.optimizer, t_initial=total, lr_min=cfg.min_lr, t_in_epochs=False,
                                            warmup_t=min(int(cfg.warmup_epochs * self.steps_per_epoch), total - 1))
+        self.scheduler.step_update(num_updates=0)  # sets each group's lr x its layer scale even without warm-up
         self.mixup = Mixup(mixup_alpha=cfg.mixup, cutmix_alpha=cfg.cutmix, prob=cfg.mixup_prob,
                            switch_prob=cfg.mixup_switch_prob, label_smoothing=cfg.smoothing,
                            num_classes=len(self.classes)) if cfg.mixing else None
@@ -113,7 +114,7 @@ class Finetuner:
             with autocast:
                 loss = self.criterion(self.model(images), labels)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"loss is {loss.item()} at step {self.global_step}; lower --lr or set --clip-grad.")
+                raise NonFiniteLossError(f"fine-tuning loss is {loss.item()} at step {self.global_step + 1}; lower --lr or set --clip-grad.")
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
             if self.cfg.clip_grad:

@@ -34,7 +34,7 @@ class FinetuneConfig:
     betas: tuple = (0.9, 0.999)       # Table A
     layer_decay: float = 0.75         # Table A; 1.0 turns it off
     drop_path: float = 0.1            # Table A
-    randaug: str = "rand-m9-mstd0.5"  # RandAugment (9, 0.5), Table A; "none" turns it off
+    randaug: str = "rand-m9-mstd0.5-inc1"  # RandAugment (9, 0.5), Table A, as MAE writes it; "none" turns it off
     crop_min_scale: float = 0.08      # RandomResizedCrop's smallest area (timm's default)
     crop_pct: float = 0.875           # evaluation: resize to img_size / crop_pct, centre crop
     smoothing: float = 0.1            # label smoothing, Table A

@@ -2,6 +2,7 @@
 from torch import nn
 
 import backbones
+from backbones.factory import set_fused_attention
 from backbones.vit_tokens import sincos_pos_embed
 from pretexts.errors import CheckpointError, ParameterError
 
@@ -69,15 +70,19 @@ def create_classifier(checkpoint: str | None, backbone: str | None = None, img_s
     """A timm model (kwargs: num_classes, drop_path_rate, ...) and the pretraining config it came from.
 
     With a checkpoint, the backbone name and image size are the checkpoint's; without one, `backbone`
-    is built at random (the from-scratch baseline) and the config is {}.
+    is built at random (the from-scratch baseline) and the config is {}. Fused attention is back on:
+    nothing downstream of pretraining needs a double backward.
     """
     if checkpoint is None:
-        return backbones.create_backbone(backbone, img_size=img_size or 32, **kwargs), {}
+        return set_fused_attention(backbones.create_backbone(backbone, img_size=img_size or 32, **kwargs), True), {}
     ckpt = load_checkpoint(checkpoint)
     saved = ckpt["config"]
+    if backbone is not None and backbone != saved.get("backbone"):
+        raise ParameterError(f"checkpoint '{checkpoint}' holds a {saved.get('backbone')} backbone, not {backbone}; "
+                             f"leave out --backbone (it is the checkpoint's).")
     if img_size is not None and img_size != saved.get("img_size"):
         raise ParameterError(f"checkpoint '{checkpoint}' was pretrained at {saved.get('img_size')} px; "
                              f"use that size (leave out --img-size).")
     model = backbones.create_backbone(saved["backbone"], img_size=saved.get("img_size"), **kwargs)
-    return load_pretrained(model, ckpt, checkpoint), saved
+    return set_fused_attention(load_pretrained(model, ckpt, checkpoint), True), saved
 

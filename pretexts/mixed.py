@@ -7,7 +7,8 @@ from .errors import ParameterError, PretextsError
 from .params import Param
 from .registry import get_pretext_class, register
 
-DEFAULT_TASKS = ("gridded-mask", "random-mask", "super-resolution", "denoising", "colorization")
+# the paper's four families, drawn uniformly (Section 4.2); masking is random-mask, its best row (Table 1: 79.7)
+DEFAULT_TASKS = ("random-mask", "super-resolution", "denoising", "colorization")
 
 
 def is_pixel_task(task: Pretext) -> bool:

@@ -15,8 +15,8 @@ class SuperResolution(Pretext):
     """Bicubic downsampling by `scale`, nearest-neighbour upsampling back (paper, Table 2: SR 16x best).
 
     Table 2 tries scales 8, 14, 16, 24 and 32; 16 gives 79.6 top-1. Downsampling is Kornia's bicubic
-    resize with antialiasing (each low-resolution pixel summarises its whole block, as PIL's bicubic
-    does), clamped to [0, 1] against bicubic overshoot. For a size not divisible by `scale` the
+    resize with antialiasing (a Gaussian pre-blur of sigma (scale - 1) / 2, then a bicubic sample, so each
+    low-resolution pixel summarises its block rather than aliasing), clamped to [0, 1] against bicubic overshoot. For a size not divisible by `scale` the
     low-resolution image has ceil(size / scale) pixels; it is upsampled by exactly `scale` and
     cropped, so blocks are scale x scale from the top-left corner and the last row and column of
     blocks are cut short.

@@ -1,15 +1,29 @@
 """The `pretexts` command through click's CliRunner."""
 import json
 
+import pytest
 from click.testing import CliRunner
 
+from pretexts import list_pretexts
 from pretexts.cli import main
+from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 
 def test_list_shows_tasks_with_parameters():
     result = CliRunner().invoke(main, ["list"])
     assert result.exit_code == 0, result.output
     assert "colorization" in result.output and "Grayscale input" in result.output
+
+
+def test_list_verbose_shows_ranges_defaults_and_presets():
+    result = CliRunner().invoke(main, ["list", "-v"])
+    assert result.exit_code == 0, result.output
+    assert "--task-arg ratio=...  float in [0.0, 1.0], default 0.7" in result.output
+    assert "--preset small: count=75, low=0.01, high=0.025" in result.output
+    assert "--preset large: count=25, low=0.02, high=0.05" in result.output
+    result = CliRunner().invoke(main, ["list", "*-mask"])
+    assert [line.split()[0] for line in result.output.splitlines() if not line.startswith(" ")] == \
+        ["gridded-mask", "random-mask"]
 
 
 def test_train_writes_checkpoint_log_figure_and_reports_held_out_error(tmp_path):
@@ -57,3 +71,22 @@ def test_restore_draws_the_figure_for_any_task(tmp_path):
     numbers = json.loads(fig.with_suffix(".json").read_text())
     assert numbers["task"] == "super-resolution" and numbers["task_args"]["scale"] == 4
     assert numbers["images"] == 4 and len(numbers["restored_mse"]) == 2
+
+
+@pytest.fixture(scope="module")
+def vit_checkpoint(tmp_path_factory):
+    """An untrained vit_tiny (patch 4 at 32 px): every task, patch sorting included, can restore with it."""
+    return write_checkpoint(tmp_path_factory.mktemp("vit") / "checkpoint.pt", "vit_tiny")[0]
+
+
+@pytest.mark.usefixtures("single_thread")
+@pytest.mark.parametrize("task", [t for t in list_pretexts() if t != "jpeg"])
+def test_restore_works_for_every_task(tmp_path, vit_checkpoint, task):
+    fig = tmp_path / f"{task}.png"
+    extra = ["--task-arg", "edge_max=1"] if task == "patch-sorting" else []
+    result = CliRunner().invoke(main, ["restore", "--checkpoint", str(vit_checkpoint), "--task", task, *extra,
+                                       "--images", "3", "--steps", "1", "--out", str(fig)])
+    assert result.exit_code == 0, result.output
+    numbers = json.loads(fig.with_suffix(".json").read_text())
+    assert numbers["task"] == task and numbers["images"] == 3 and len(numbers["restored_mse"]) == 1
+    assert numbers["corrupted_mse"] > 0 and fig.stat().st_size > 10_000

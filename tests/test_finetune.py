@@ -55,6 +55,29 @@ def test_layer_decay_gives_deeper_blocks_larger_learning_rates():
     assert no_decay[0]["weight_decay"] == 0.0
 
 
+def test_defaults_are_the_papers_fine_tuning_recipe():
+    """Appendix A, Table A (fine-tuning column); RandAugment written as MAE writes it."""
+    cfg = FinetuneConfig(from_scratch=True, backbone="resnet18")
+    recipe = (cfg.base_lr, cfg.weight_decay, cfg.betas, cfg.layer_decay, cfg.drop_path, cfg.smoothing, cfg.mixup,
+              cfg.cutmix, cfg.randaug)
+    assert recipe == (1e-3, 0.05, (0.9, 0.999), 0.75, 0.1, 0.1, 0.8, 1.0, "rand-m9-mstd0.5-inc1")
+    assert cfg.peak_lr == pytest.approx(1e-3 * 64 / 256)
+
+
+def test_layer_scales_hold_from_the_first_step_without_warm_up(tmp_path):
+    cfg = FinetuneConfig(from_scratch=True, backbone="vit_tiny", img_size=32, epochs=1, out=str(tmp_path),
+                         **{**SMALL_DATA, "layer_decay": 0.5, "warmup_epochs": 0.0})
+    trainer = Finetuner(cfg, echo=lambda line: None)
+    lrs = sorted({round(g["lr"], 12) for g in trainer.optimizer.param_groups})
+    assert len(lrs) > 3 and lrs[-1] == pytest.approx(cfg.peak_lr) and lrs[0] < cfg.peak_lr * 0.5 ** 10
+
+
+def test_a_checkpoint_with_another_backbone_name_is_refused(tmp_path):
+    path, _ = write_checkpoint(tmp_path / "ckpt.pt")
+    with pytest.raises(ParameterError, match="leave out --backbone"):
+        create_classifier(str(path), backbone="resnet18", num_classes=10)
+
+
 def test_label_fraction_subset_is_class_balanced_and_seeded():
     labels = labels_of(build_source("sample", "train"))
     subset = class_balanced_subset(labels, 0.1, seed=0)

@@ -6,6 +6,10 @@ from pretexts import ParameterError, create_pretext
 from pretexts.mixed import DEFAULT_TASKS
 
 
+def test_default_is_the_papers_four_families():
+    assert DEFAULT_TASKS == ("random-mask", "super-resolution", "denoising", "colorization")
+
+
 def test_each_task_is_drawn_about_equally_often():
     task = create_pretext("mixed")
     images = torch.rand(2000, 3, 16, 16, generator=torch.Generator().manual_seed(0))

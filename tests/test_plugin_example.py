@@ -1,5 +1,7 @@
 """The example third-party task (examples/plugin) installs, registers by entry point and trains."""
 import importlib
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -8,7 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from click.testing import CliRunner
+
+from cli_runs import tiny_image_folder
 from engine.restore import restoration_loss, restore
+from pretexts.cli import main
 from pretexts import create_pretext, list_pretexts, registry
 from pretext_images import cifar_batch, tiny_vit
 
@@ -51,6 +57,22 @@ def test_the_plugin_registers_and_trains(installed_plugin):
     assert ((sample.info["quality"] >= 10) & (sample.info["quality"] <= 30)).all()
     restoration_loss(restore(model, task, sample, steps=2), sample.target).backward()
     assert model.backbone.patch_embed.proj.weight.grad.abs().sum() > 0
+
+
+def test_pretexts_list_and_train_see_the_plugin(installed_plugin, tmp_path):
+    """A fresh `pretexts` process finds the plugin through its entry point alone."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(installed_plugin), os.environ.get("PYTHONPATH", "")])}
+    listed = subprocess.run([sys.executable, "-m", "pretexts", "list", "-v", "jp*"], capture_output=True, text=True,
+                            env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("jpeg") and "quality_low" in listed.stdout and "BROKEN" not in listed.stdout
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", "--task", "jpeg", "--backbone", "test_convnext", "--batch-size", "8",
+                                       "--epochs", "1", "--max-steps-per-epoch", "2", "--workers", "0",
+                                       "--data", str(tiny_image_folder(tmp_path / "data")), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and json.loads((out / "config.json").read_text())["task"] == "jpeg"
 
 
 def test_the_plugin_is_gone_after_cleanup():

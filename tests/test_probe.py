@@ -36,6 +36,13 @@ def test_knn_votes_are_weighted_by_exp_similarity_over_temperature():
     assert knn_predict(torch.tensor([[1.0, 0.0]]), bank, labels, 2, k=3, temperature=10.0).argmax(1).item() == 1
 
 
+def test_knn_compares_directions_not_lengths():
+    """Cosine similarity: a long vector far away in Euclidean distance is still the nearest in angle."""
+    bank, labels = torch.tensor([[3.0, 2.0], [0.0, 10.0]]), torch.tensor([0, 1])
+    assert knn_predict(torch.tensor([[0.0, 1.0]]), bank, labels, num_classes=2, k=1).argmax(1).item() == 1
+    assert knn_predict(torch.tensor([[1.0, 0.6]]), bank, labels, num_classes=2, k=1).argmax(1).item() == 0
+
+
 def test_k_larger_than_the_bank_uses_every_neighbour():
     bank, labels = torch.eye(3), torch.tensor([0, 1, 2])
     assert knn_predict(torch.ones(1, 3), bank, labels, 3, k=200).shape == (1, 3)
