@@ -74,7 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.task} on {args.backbone}, {args.img_size} px, batch {args.batch_size}, data {args.data}, "
           f"{args.max_steps} steps per setting, held-out error every {args.eval_every} steps")
-    print(f"| setting | optimiser steps | s | first step restored < corrupted | final restored/corrupted | alpha |")
+    print("| setting | optimiser steps | s | first step restored < corrupted | final restored/corrupted | alpha |")
     print("|---|---|---|---|---|---|")
     for name in args.settings.split(","):
         r = measure(name, SETTINGS[name], args)

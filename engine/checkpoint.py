@@ -13,8 +13,8 @@ from pretexts.errors import CheckpointError, OutputError
 FORMAT_VERSION = 1
 
 
-def atomic_save(obj, path: str | os.PathLike) -> None:
-    """torch.save to a temporary file in the same folder, fsync, then rename over `path`.
+def atomic_save(obj, path: str | os.PathLike, write=None) -> None:
+    """`write(obj, file)` (torch.save) to a temporary file in the same folder, fsync, then rename over `path`.
 
     A process killed at any moment leaves either the old file or the new one, never half of one.
     The temporary files of earlier killed saves are removed first, so they never fill the disk.
@@ -27,7 +27,7 @@ def atomic_save(obj, path: str | os.PathLike) -> None:
         for stale in path.parent.glob(f".{path.name}.*.tmp"):
             stale.unlink(missing_ok=True)
         with open(tmp, "xb") as fh:  # not mkstemp: the file gets the umask's permissions, not 0600
-            torch.save(obj, fh)
+            (write or torch.save)(obj, fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -50,19 +50,10 @@ class PretrainConfig:
 
     def __post_init__(self):
         check_field_types(self)
-        positive = {"epochs": self.epochs, "batch_size": self.batch_size, "steps": self.steps,
-                    "img_size": self.img_size, "base_lr": self.base_lr, "alpha": self.alpha,
-                    "alpha_lr_scale": self.alpha_lr_scale, "energy_scale": self.energy_scale,
-                    "fd_delta": self.fd_delta}
-        for name in ("lr", "max_steps_per_epoch", "clip_grad", "head_init_std", "eval_every"):
-            if getattr(self, name) is not None:
-                positive[name] = getattr(self, name)
-        for name, value in positive.items():
-            if not value > 0:
-                raise ParameterError(f"{name} must be > 0, got {value}; give a positive value.")
-        for name in ("workers", "warmup_epochs", "min_lr", "weight_decay", "eval_images", "figure_images"):
-            if not getattr(self, name) >= 0:
-                raise ParameterError(f"{name} must be >= 0, got {getattr(self, name)}.")
+        check_ranges(self, positive=("epochs", "batch_size", "steps", "img_size", "base_lr", "alpha", "alpha_lr_scale",
+                                     "energy_scale", "fd_delta", "lr", "max_steps_per_epoch", "clip_grad",
+                                     "head_init_std", "eval_every"),
+                     non_negative=("workers", "warmup_epochs", "min_lr", "weight_decay", "eval_images", "figure_images"))
         if self.loss not in ("mse", "smooth_l1"):
             raise ParameterError(f"loss must be 'mse' or 'smooth_l1', got {self.loss!r}.")
         if self.amp not in ("auto", "bf16", "fp16", "off"):
@@ -86,6 +77,16 @@ class PretrainConfig:
     def from_dict(cls, values: dict) -> "PretrainConfig":
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def check_ranges(cfg, positive=(), non_negative=(), fractions=()) -> None:
+    """ParameterError naming the first field out of its range: > 0, >= 0, or in (0, 1]. None is skipped."""
+    for names, ok, allowed in ((positive, lambda v: v > 0, "> 0"), (non_negative, lambda v: v >= 0, ">= 0"),
+                               (fractions, lambda v: 0 < v <= 1, "in (0, 1]")):
+        for name in names:
+            value = getattr(cfg, name)
+            if value is not None and not ok(value):
+                raise ParameterError(f"{name} must be {allowed}, got {value}.")
 
 
 def check_field_types(cfg) -> None:

@@ -8,11 +8,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from pretexts.errors import CheckpointError, DataError  # noqa: E402
+from pretexts.errors import DataError  # noqa: E402
 
 from .datasets import build_source  # noqa: E402
 from .evaluate import eval_mode  # noqa: E402
-from .loader import AugmentedImages, eval_transform, make_loader, to_device  # noqa: E402
+from .loader import AugmentedImages, batches, eval_transform, make_loader, to_device  # noqa: E402
 from .pretrain import resolve_device  # noqa: E402
 from .from_checkpoint import load_energy_model, task_for  # noqa: E402
 from .restore import restore  # noqa: E402
@@ -68,8 +68,9 @@ def held_out_images(data: str, img_size: int, count: int, seed: int, device, wor
     source = build_source(data, "val", img_size, seed) or build_source(data, "train", img_size, seed)
     dataset = AugmentedImages(source, eval_transform(img_size), seed)
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:count].tolist()
-    for images, _ in make_loader(dataset, 64, order, workers, drop_last=False):
-        yield to_device(images, device)
+    with batches(make_loader(dataset, 64, order, workers, drop_last=False)) as images_and_labels:
+        for images, _ in images_and_labels:
+            yield to_device(images, device)
 
 
 def energy_histogram(checkpoint: str, out: str, data: str | None = None, task: str | None = None,
@@ -80,11 +81,7 @@ def energy_histogram(checkpoint: str, out: str, data: str | None = None, task: s
     The task, its arguments, the data and the number of steps default to the checkpoint's own.
     """
     device = resolve_device(device)
-    try:
-        model, cfg = load_energy_model(checkpoint, device)
-    except RuntimeError as err:  # an autoencoder checkpoint has a decoder and no energy head
-        raise CheckpointError(f"checkpoint '{checkpoint}' holds no energy model ({str(err).splitlines()[0]}); "
-                              f"give a checkpoint of `pretexts train --method energy`.") from None
+    model, cfg = load_energy_model(checkpoint, device)
     corruption = task_for(cfg, task or cfg.task, task_args, model) if (task or task_args) else task_for(cfg, model=model)
     steps = steps or cfg.steps
     data = data or cfg.data

@@ -2,9 +2,10 @@
 import json
 from pathlib import Path
 
-import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 
+from .checkpoint import atomic_save
+from .preflight import check_output_dir
 from .pretrained import create_classifier, timm_spec
 
 
@@ -27,11 +28,11 @@ def export_backbone(checkpoint: str, out: str) -> dict:
     timm_name, kwargs = timm_spec(saved["backbone"], saved["img_size"], model)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_output_dir(path.parent, sum(t.numel() * t.element_size() for t in state.values()))
     if path.suffix == ".safetensors":
-        save_file(state, str(path), metadata={"timm_name": timm_name})
+        atomic_save(state, path, lambda tensors, fh: fh.write(save(tensors, metadata={"timm_name": timm_name})))
     else:
-        torch.save(state, path)
+        atomic_save(state, path)
     info = {"file": str(path), "timm_name": timm_name, "kwargs": kwargs, "tensors": len(state),
             "parameters": sum(p.numel() for p in model.parameters()),
             "load": timm_load_line(timm_name, kwargs, str(path)), "checkpoint": str(checkpoint),

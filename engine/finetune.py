@@ -19,6 +19,7 @@ from .checkpoint import atomic_save
 from .finetune_config import FinetuneConfig
 from .labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
                             labels_of, normalisation, train_transform)
+from .preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
 from .pretrain import amp_dtype, resolve_device
 from .pretrained import create_classifier, timm_spec
 
@@ -70,6 +71,8 @@ class Finetuner:
         self.model.to(self.device)
         self.img_size = self.pretraining.get("img_size") or cfg.img_size or 32
         self.backbone_name = self.pretraining.get("backbone") or cfg.backbone
+        check_backbone_fits(self.model, self.backbone_name, self.img_size, self.device)
+        check_output_dir(self.out, checkpoint_bytes(self.model))
         mean, std = normalisation(self.model)
         indices = class_balanced_subset(labels_of(train), cfg.label_fraction, cfg.seed) if cfg.label_fraction else None
         self.train_set = LabelledImages(train, train_transform(self.img_size, mean, std, cfg.randaug_policy,

@@ -1,9 +1,11 @@
 """The typed configuration of a fine-tuning run. Defaults are the paper's (Appendix A, Table A)."""
 from dataclasses import asdict, dataclass
 
+from timm.data.auto_augment import rand_augment_transform
+
 from pretexts.errors import ParameterError
 
-from .config import check_field_types
+from .config import check_field_types, check_ranges
 
 RANDAUG_OFF = ("", "none", "off", "0")
 
@@ -60,18 +62,17 @@ class FinetuneConfig:
             raise ParameterError("--from-scratch needs --backbone NAME (e.g. resnet18, convnext_atto, vit_tiny).")
         if self.label_fraction is not None and not 0 < self.label_fraction <= 1:
             raise ParameterError(f"label_fraction must be in (0, 1] (0.01 or 0.1 in the paper), got {self.label_fraction}.")
-        for name in ("epochs", "batch_size", "base_lr"):
-            if not getattr(self, name) > 0:
-                raise ParameterError(f"{name} must be > 0, got {getattr(self, name)}.")
-        if self.lr is not None and not self.lr > 0:
-            raise ParameterError(f"lr must be > 0, got {self.lr}.")
-        for name in ("smoothing", "mixup", "cutmix", "drop_path", "warmup_epochs", "weight_decay"):
-            if getattr(self, name) < 0:
-                raise ParameterError(f"{name} must be >= 0, got {getattr(self, name)}.")
-        if not 0 < self.layer_decay <= 1:
-            raise ParameterError(f"layer_decay must be in (0, 1], got {self.layer_decay}.")
-        if not 0 < self.crop_min_scale <= 1 or not 0 < self.crop_pct <= 1:
-            raise ParameterError("crop_min_scale and crop_pct must be in (0, 1].")
+        check_ranges(self, positive=("epochs", "batch_size", "base_lr", "lr", "img_size", "max_steps_per_epoch",
+                                     "clip_grad"),
+                     non_negative=("smoothing", "mixup", "cutmix", "drop_path", "warmup_epochs", "weight_decay",
+                                   "min_lr", "workers"),
+                     fractions=("layer_decay", "crop_min_scale", "crop_pct", "mixup_prob", "mixup_switch_prob"))
+        if self.randaug_policy:
+            try:
+                rand_augment_transform(self.randaug_policy, {})
+            except (AssertionError, ValueError, IndexError, KeyError):
+                raise ParameterError(f"randaug '{self.randaug}' is not a timm RandAugment policy; use e.g. "
+                                     f"rand-m9-mstd0.5-inc1 (the paper's), or none.") from None
         if self.mixing and self.batch_size % 2:
             raise ParameterError(f"mixup/cutmix mix pairs of images and need an even batch size, got {self.batch_size}.")
         if self.amp not in ("auto", "bf16", "fp16", "off"):

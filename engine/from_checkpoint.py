@@ -2,6 +2,8 @@
 import backbones
 import pretexts
 
+from pretexts.errors import CheckpointError
+
 from .checkpoint import load_checkpoint
 from .config import PretrainConfig
 
@@ -10,9 +12,16 @@ def load_energy_model(path, device="cpu"):
     """(EnergyModel in eval mode on `device`, the run's PretrainConfig) from a checkpoint.pt."""
     ckpt = load_checkpoint(path, map_location="cpu")
     cfg = PretrainConfig.from_dict(ckpt["config"])
+    if cfg.method != "energy":
+        raise CheckpointError(f"checkpoint '{path}' was trained with --method {cfg.method} and holds no energy "
+                              f"model; give a checkpoint of `pretexts train` (--method energy).")
     model = backbones.create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
                                           head_init_std=cfg.head_init_std, energy_scale=cfg.energy_scale)
-    model.load_state_dict(ckpt["model"])
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as err:
+        raise CheckpointError(f"checkpoint '{path}' does not fit a {cfg.backbone} energy model "
+                              f"({' '.join(str(err).split())[:200]}); was it written by another version?") from None
     return model.to(device).eval(), cfg
 
 

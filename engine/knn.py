@@ -1,5 +1,4 @@
 """Weighted k-nearest-neighbour classification of frozen features (InstDisc; lightly's and solo-learn's kNN)."""
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 

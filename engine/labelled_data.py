@@ -8,6 +8,7 @@ from torch.utils.data import Dataset, Subset
 from pretexts.errors import DataError
 
 from .datasets import build_source
+from .image_check import read_or_substitute
 
 
 def labelled_splits(data: str, img_size: int, seed: int = 0) -> tuple[Dataset, Dataset]:
@@ -70,7 +71,7 @@ class LabelledImages(Dataset):
         return len(self.indices)
 
     def __getitem__(self, i):
-        image, label = self.source[self.indices[i]]
+        image, label = read_or_substitute(self.source, self.indices[i])  # a file that fails to decode is reported
         return self.transform(image.convert("RGB")), label
 
 

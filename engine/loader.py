@@ -1,4 +1,6 @@
 """CPU-side augmentation (albumentations) and the seeded, resumable, shardable sampler."""
+from contextlib import contextmanager
+
 import albumentations as A
 import numpy as np
 import torch
@@ -58,6 +60,19 @@ class EpochSampler(DistributedSampler):
 
     def __len__(self) -> int:
         return self.num_samples - self.start
+
+
+@contextmanager
+def batches(loader: DataLoader):
+    """Iterate `loader`; its workers are shut down on any exit, an error included. They ignore SIGTERM
+    (the main process saves first), so the exit-time terminate() would otherwise wait on them forever."""
+    iterator = iter(loader)
+    try:
+        yield iterator
+    finally:
+        shutdown = getattr(iterator, "_shutdown_workers", None)  # multi-process iterators only
+        if shutdown is not None:
+            shutdown()
 
 
 def make_loader(dataset: AugmentedImages, batch_size: int, sampler=None, workers: int = 2,

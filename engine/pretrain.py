@@ -24,7 +24,8 @@ from .evaluate import figure_columns, restoration_error
 from .figures import loss_curve, restoration_figure
 from .image_check import report_skipped
 from .interrupt import StopSignals
-from .loader import AugmentedImages, EpochSampler, eval_transform, make_loader, pretrain_transform, to_device
+from .loader import (AugmentedImages, EpochSampler, batches, eval_transform, make_loader, pretrain_transform,
+                     to_device)
 from .nonfinite import NonFiniteGuard
 from .preflight import check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes, resolve_device
 from .restore import restoration_loss, restore
@@ -180,8 +181,9 @@ class Pretrainer:
         loader = make_loader(self.train_set, cfg.batch_size // self.world, self.sampler, cfg.workers)
         bar = tqdm(total=self.batches_per_epoch, initial=self.batch, desc=f"epoch {self.epoch + 1}/{cfg.epochs}",
                    disable=self.rank != 0, dynamic_ncols=True, leave=False)
-        with open(self.out / "log.jsonl", "a", buffering=1) if self.rank == 0 else nullcontext() as log, bar:
-            for images, _ in loader:
+        with open(self.out / "log.jsonl", "a", buffering=1) if self.rank == 0 else nullcontext() as log, bar, \
+                batches(loader) as images_and_labels:
+            for images, _ in images_and_labels:
                 if self.batch >= self.batches_per_epoch:
                     break
                 stats = self.train_step(to_device(images, self.device))
@@ -202,11 +204,12 @@ class Pretrainer:
         order = torch.randperm(len(self.val_set), generator=torch.Generator().manual_seed(self.cfg.seed))
         loader = make_loader(self.val_set, min(64, limit), order[:limit].tolist(), self.cfg.workers, drop_last=False)
         seen = 0
-        for images, _ in loader:
-            if seen >= limit:
-                break
-            yield to_device(images[: limit - seen], self.device)
-            seen += images.shape[0]
+        with batches(loader) as images_and_labels:
+            for images, _ in images_and_labels:
+                if seen >= limit:
+                    break
+                yield to_device(images[: limit - seen], self.device)
+                seen += images.shape[0]
 
     def held_out_error(self) -> dict:
         return restoration_error(self.model, self.task, self.val_batches(self.cfg.eval_images), self.cfg.steps,
@@ -270,8 +273,16 @@ class Pretrainer:
         """Drop log lines of steps done after the checkpoint; the resumed run writes them again."""
         log = self.out / "log.jsonl"
         if self.rank == 0 and log.exists():
-            lines = [line for line in log.read_text().splitlines() if json.loads(line)["step"] <= step]
+            lines = [line for line in log.read_text().splitlines() if logged_step(line) <= step]
             log.write_text("".join(line + "\n" for line in lines))
+
+
+def logged_step(line: str) -> float:
+    """The step of a log line; a line torn by a crash (a full disk) counts as after every checkpoint."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return math.inf
 
 
 # method name -> trainer class; baselines register here

@@ -12,9 +12,10 @@ from torch.utils.data import DataLoader
 
 from pretexts.errors import ParameterError
 
-from .config import check_field_types
+from .config import check_field_types, check_ranges
 from .knn import knn_accuracy
 from .labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
+from .preflight import check_output_dir
 from .pretrain import resolve_device
 from .pretrained import create_classifier
 
@@ -47,8 +48,10 @@ class ProbeConfig:
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ParameterError(f"unknown probe method {unknown or '(none)'}; methods: {', '.join(METHODS)}.")
-        if min(self.epochs, self.batch_size, self.hidden, *self.knn_k) < 1 or not self.knn_temperature > 0:
-            raise ParameterError("epochs, batch_size, hidden and knn_k must be >= 1 and knn_temperature > 0.")
+        if self.knn_k and min(self.knn_k) < 1:
+            raise ParameterError(f"knn_k must be >= 1, got {min(self.knn_k)}.")
+        check_ranges(self, positive=("epochs", "batch_size", "hidden", "lr", "knn_temperature"),
+                     non_negative=("weight_decay", "workers"), fractions=("crop_pct",))
 
 
 def probe_head(method: str, dim: int, num_classes: int, hidden: int = 768) -> nn.Module:
@@ -100,6 +103,7 @@ def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     torch.manual_seed(cfg.seed)
     backbone, saved = create_classifier(cfg.checkpoint, num_classes=0)
     backbone.to(device)
+    check_output_dir(Path(cfg.out), 1 << 20)  # before the features are extracted, not after
     train_source, val_source = labelled_splits(cfg.data, saved["img_size"], cfg.seed)
     classes = class_names(train_source)
     transform = eval_transform(saved["img_size"], *normalisation(backbone), cfg.crop_pct)

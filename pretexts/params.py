@@ -21,7 +21,7 @@ class Param:
         if self.choices is not None:
             allowed = "one of " + ", ".join(map(str, self.choices))
         elif self.kind is tuple:
-            allowed = f"list of names"
+            allowed = "list of names"
         elif self.low is not None or self.high is not None:
             lo = "-inf" if self.low is None else self.low
             hi = "inf" if self.high is None else self.high

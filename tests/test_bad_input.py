@@ -195,7 +195,7 @@ OTHER_COMMANDS = [
     (["probe", "--checkpoint", "{cut}"], ["truncated"]),
     (["probe", "--checkpoint", "{ckpt}", "--method", "knn", "--knn-k", "0"], ["knn_k must be >= 1"]),
     (["export", "--checkpoint", "{foreign}", "--out", "{tmp}/x.pth"], ["is not a pretexts checkpoint"]),
-    (["export", "--checkpoint", "{ckpt}", "--out", "{file}/x.pth"], ["'{file}'", "check the path"]),
+    (["export", "--checkpoint", "{ckpt}", "--out", "{file}/x.pth"], ["'{file}'", "choose another --out"]),
     (["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--task", "colorisation"],
      ["Did you mean: colorization"]),
     (["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--images", "0"], ["--images and --steps must be >= 1"]),

@@ -47,7 +47,9 @@ def test_cli_energy_writes_the_figure_and_its_numbers(checkpoint, tmp_path):
     assert {"real", "corrupted", "step 1", "step 2"} <= set(results)
 
 
-def test_cli_energy_refuses_an_autoencoder_checkpoint(tmp_path):
+@pytest.mark.parametrize("command", ["energy", "restore"])
+def test_cli_refuses_an_autoencoder_checkpoint_in_one_line(tmp_path, command):
     path, _ = write_checkpoint(tmp_path / "ae.pt", method="ae")
-    result = CliRunner().invoke(main, ["energy", "--checkpoint", str(path), "--out", str(tmp_path / "e.png")])
-    assert result.exit_code == 2 and "holds no energy model" in result.output
+    result = CliRunner().invoke(main, [command, "--checkpoint", str(path), "--out", str(tmp_path / "e.png")])
+    assert result.exit_code == 2 and "holds no energy model" in result.output and "--method energy" in result.output
+    assert len(result.output.strip().splitlines()) == 1

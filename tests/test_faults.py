@@ -5,6 +5,7 @@ import os
 import resource
 import shutil
 import signal
+import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -158,3 +159,51 @@ def test_broken_and_duplicate_plugins_are_listed_and_break_nothing(tmp_path, cle
         for name in ("plugin_dup", "plugin_exit"):
             sys.modules.pop(name, None)
 
+
+
+def test_a_write_failure_outside_the_checkpoint_is_one_line_and_resume_skips_the_torn_log(one_epoch, tmp_path,
+                                                                                          monkeypatch):
+    """A full disk while the log is written: one line, exit 2; the torn log line does not stop --resume."""
+    out = copy_of(one_epoch, tmp_path)
+    real_open = open
+
+    def full_disk_log(path, mode="r", *args, **kwargs):
+        handle = real_open(path, mode, *args, **kwargs)
+        if str(path).endswith("log.jsonl") and "a" in mode:
+            def write(text):
+                handle.buffer.write(text[:7].encode())  # part of a line reaches the disk, as when it fills
+                handle.buffer.flush()
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            handle.write = write
+        return handle
+
+    monkeypatch.setattr("builtins.open", full_disk_log)
+    result, error = run_cli(RUN + ["--epochs", "2", "--out", out, "--resume"])
+    monkeypatch.undo()
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert error.startswith("Error: No space left on device") and "--resume" in error
+    assert not (out / "log.jsonl").read_text().endswith("\n")  # the torn line is there
+    result, _ = run_cli(RUN + ["--epochs", "2", "--out", out, "--resume"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()] == [1, 2]
+
+
+def test_images_that_fail_to_decode_in_loader_workers_end_in_one_line_not_a_hang(tmp_path):
+    """JPEGs cut in their pixel data pass the start-up scan and fail in the workers; the run must end."""
+    from PIL import Image
+
+    for split, count in (("train", 12), ("val", 2)):
+        folder = tmp_path / "data" / split / "a"
+        folder.mkdir(parents=True)
+        for i in range(count):
+            path = folder / f"{i}.jpg"
+            Image.effect_noise((64, 64), 60).convert("RGB").save(path, quality=95)
+            data = path.read_bytes()
+            path.write_bytes(data[: len(data) * 2 // 3])  # header intact, pixels cut
+    done = subprocess.run([sys.executable, "-m", "pretexts", *TRAIN, "--workers", "2", "--epochs", "1",
+                           "--data", str(tmp_path / "data"), "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=240)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert last.lstrip().startswith("Error:") and "cannot be read" in last, last
+    assert "Traceback" not in done.stderr and "Original" not in done.stderr

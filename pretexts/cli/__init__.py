@@ -1,4 +1,5 @@
 """The `pretexts` command: one click group; each subcommand lives in its own module."""
+import errno
 import sys
 
 import click
@@ -19,15 +20,32 @@ class FriendlyGroup(click.Group):
             return super().invoke(ctx)
         except (PretextsError, FloatingPointError, OSError, KeyboardInterrupt) as err:
             path_error = isinstance(err, OSError) and not isinstance(err, PretextsError)
-            if ctx.params.get("debug") or path_error and err.filename is None:
+            if ctx.params.get("debug") or path_error and err.errno not in WRITE_ERRORS and err.filename is None:
                 raise
             if isinstance(err, KeyboardInterrupt):
                 click.echo("Interrupted.", err=True)
                 sys.exit(130)
-            if path_error:
-                err = f"{err.strerror}: '{err.filename}'; check the path, its permissions and the free space."
-            click.echo(f"Error: {' '.join(str(err).split())}", err=True)  # one line, whatever the message
+            click.echo(f"Error: {user_message(err) if not path_error else path_message(err)}", err=True)
             sys.exit(2)
+
+
+# A full disk, a quota, a read-only file system: the user's to fix, even where no path is named.
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
+
+
+def user_message(err: Exception) -> str:
+    """One line. An error raised in a DataLoader worker arrives wrapped in the worker's traceback;
+    its last line holds the original message."""
+    text = str(err)
+    if "Original Traceback" in text:
+        text = text.strip().splitlines()[-1].split(": ", 1)[-1]
+    return " ".join(text.split())
+
+
+def path_message(err: OSError) -> str:
+    where = f": '{err.filename}'" if err.filename else ""
+    return (f"{err.strerror or err}{where}; check the path, its permissions and the free space. A training run "
+            f"continues from its last checkpoint with --resume.")
 
 
 @click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -12,7 +12,7 @@ from . import main, parse_task_args
 @click.option("--images", type=int, default=512, show_default=True, help="Held-out images to score.")
 @click.option("--steps", type=int, default=None, help="Restoration steps. Default: the checkpoint's N.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--out", required=True, help="The figure, a .png; its numbers go to the same name .json.")
 def energy_command(task_args, images, steps, **options) -> None:

@@ -21,7 +21,7 @@ from . import main
 @click.option("--weight-decay", type=float, default=None, help="AdamW's; default 0.05.")
 @click.option("--layer-decay", type=float, default=None, help="Layer-wise lr decay; default 0.75, 1 turns it off.")
 @click.option("--drop-path", type=float, default=None, help="Stochastic depth rate; default 0.1.")
-@click.option("--randaug", default=None, help="timm RandAugment policy; default rand-m9-mstd0.5, 'none' turns it off.")
+@click.option("--randaug", default=None, help="timm RandAugment policy; default rand-m9-mstd0.5-inc1, 'none' turns it off.")
 @click.option("--crop-min-scale", type=float, default=None, help="RandomResizedCrop's smallest area; default 0.08.")
 @click.option("--crop-pct", type=float, default=None, help="Evaluation centre crop fraction; default 0.875.")
 @click.option("--smoothing", type=float, default=None, help="Label smoothing; default 0.1.")
