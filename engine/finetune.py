@@ -6,6 +6,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 from timm.data import Mixup
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
@@ -13,14 +14,15 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
 from torch.utils.data import DataLoader
 
-from pretexts.errors import DataError, NonFiniteLossError
+from pretexts.errors import CheckpointError, DataError, NonFiniteLossError
 
-from .checkpoint import atomic_save
+from .checkpoint import FORMAT_VERSION, atomic_save, load_checkpoint, rng_states, set_rng_states
+from .interrupt import StopSignals
 from .finetune_config import FinetuneConfig
 from .labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
                             labels_of, normalisation, train_transform)
 from .preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
-from .pretrain import amp_dtype, resolve_device
+from .pretrain import amp_dtype, resolve_device, truncate_log
 from .pretrained import create_classifier, timm_spec
 
 
@@ -63,7 +65,8 @@ class Finetuner:
         self.device = resolve_device(cfg.device)
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
-        random.seed(cfg.seed)  # timm's RandAugment draws from Python's random in the main process
+        random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
+        np.random.seed(cfg.seed)  # Mixup from numpy's
         train, val = labelled_splits(cfg.data, cfg.img_size or 32, cfg.seed)  # the size matters to 'synthetic' only
         self.classes = class_names(train)
         self.model, self.pretraining = create_classifier(
@@ -96,7 +99,8 @@ class Finetuner:
         self.criterion = build_criterion(cfg)
         self.dtype = amp_dtype(cfg, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
-        self.global_step = 0
+        self.global_step, self.epoch, self.history = 0, 0, []
+        self.stop = StopSignals()
 
     def loader(self, dataset, train: bool) -> DataLoader:
         generator = torch.Generator().manual_seed(self.cfg.seed + self.global_step)
@@ -109,7 +113,7 @@ class Finetuner:
         autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
         losses = []
         for batch, (images, labels) in enumerate(self.loader(self.train_set, train=True)):
-            if batch >= self.steps_per_epoch:
+            if batch >= self.steps_per_epoch or self.stop.requested:
                 break
             images, labels = images.to(self.device), labels.to(self.device)
             if self.mixup is not None:
@@ -131,21 +135,31 @@ class Finetuner:
         return sum(losses) / max(len(losses), 1)
 
     def run(self) -> dict:
+        """Train the remaining epochs, saving OUT/checkpoint.pt after each. SIGTERM or Ctrl-C stops the run
+        at the next step; the last epoch's checkpoint is kept and `--resume` continues from it."""
         cfg = self.cfg
+        if cfg.resume:
+            self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
-        start, history = time.time(), []
+        start = time.time()
         val_loader = self.loader(self.val_set, train=False)
-        with open(self.out / "log.jsonl", "w") as log:
-            for epoch in range(1, cfg.epochs + 1):
+        with open(self.out / "log.jsonl", "a" if cfg.resume else "w") as log, self.stop:
+            while self.epoch < cfg.epochs:
                 loss = self.train_epoch()
+                if self.stop.requested:
+                    return {"interrupted": self.stop.signal.name, "exit_code": self.stop.exit_code,
+                            "epochs": self.epoch, "optimizer_steps": self.global_step}
+                self.epoch += 1
                 top1 = top1_accuracy(self.model, val_loader, self.device, self.dtype)
-                row = {"epoch": epoch, "step": self.global_step, "loss": loss, "top1": top1,
+                row = {"epoch": self.epoch, "step": self.global_step, "loss": loss, "top1": top1,
                        "lr": max(g["lr"] for g in self.optimizer.param_groups)}
-                history.append(row)
+                self.history.append(row)
                 log.write(json.dumps(row) + "\n")
                 log.flush()
-                self.echo(f"epoch {epoch}/{cfg.epochs}: train loss {loss:.4f}, val top-1 {top1:.2f}%")
+                self.save_checkpoint()
+                self.echo(f"epoch {self.epoch}/{cfg.epochs}: train loss {loss:.4f}, val top-1 {top1:.2f}%")
+        history = self.history
         results = {"top1": [r["top1"] for r in history], "final_top1": history[-1]["top1"],
                    "best_top1": max(r["top1"] for r in history), "epochs": cfg.epochs,
                    "optimizer_steps": self.global_step, "seconds": time.time() - start,
@@ -156,6 +170,39 @@ class Finetuner:
         self.save()
         (self.out / "results.json").write_text(json.dumps(results, indent=2))
         return results
+
+    def save_checkpoint(self) -> Path:
+        """OUT/checkpoint.pt: everything `--resume` needs to continue after this epoch as if never stopped."""
+        path = self.out / "checkpoint.pt"
+        atomic_save({"format_version": FORMAT_VERSION, "kind": "finetune", "config": self.cfg.to_dict(),
+                     "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                     "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                     "rng": rng_states(), "epoch": self.epoch, "global_step": self.global_step,
+                     "history": self.history}, path)
+        return path
+
+    def load(self, path: Path) -> None:
+        if self.cfg.resume == "auto" and not path.is_file():
+            raise CheckpointError(f"--resume: there is no fine-tuning checkpoint in '{self.out}' to continue; "
+                                  f"start without --resume, or give --resume PATH.")
+        ckpt = load_checkpoint(path, map_location=self.device)
+        if ckpt.get("kind") != "finetune":
+            raise CheckpointError(f"'{path}' is a pretraining checkpoint; give it as --checkpoint, and --resume "
+                                  f"the fine-tuning run's own OUT/checkpoint.pt.")
+        if ckpt["epoch"] > self.cfg.epochs:
+            raise CheckpointError(f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
+                                  f"{self.cfg.epochs} asked; raise --epochs to continue it.")
+        try:
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as err:
+            raise CheckpointError(f"checkpoint '{path}' does not fit this model ({' '.join(str(err).split())[:300]}); "
+                                  f"resume with the settings it was trained with.") from None
+        self.scheduler.step_update(num_updates=ckpt["global_step"])  # re-planned, so --epochs may grow
+        self.scaler.load_state_dict(ckpt["scaler"])
+        set_rng_states(ckpt["rng"])
+        self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
+        truncate_log(self.out / "log.jsonl", self.global_step)
 
     def save(self) -> Path:
         """OUT/finetuned.pt: timm state dict under 'model' (timm's load_checkpoint reads it) and how to build it."""

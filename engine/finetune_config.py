@@ -36,7 +36,9 @@ class FinetuneConfig:
     betas: tuple = (0.9, 0.999)       # Table A
     layer_decay: float = 0.75         # Table A; 1.0 turns it off
     drop_path: float = 0.1            # Table A
-    randaug: str = "rand-m9-mstd0.5-inc1"  # RandAugment (9, 0.5), Table A, as MAE writes it; "none" turns it off
+    # RandAugment (9, 0.5), Table A. MAE writes "-inc1", whose posterize reaches 0 bits at the top of the
+    # noisy magnitude, which current Pillow refuses; "none" turns it off
+    randaug: str = "rand-m9-mstd0.5"
     crop_min_scale: float = 0.08      # RandomResizedCrop's smallest area (timm's default)
     crop_pct: float = 0.875           # evaluation: resize to img_size / crop_pct, centre crop
     smoothing: float = 0.1            # label smoothing, Table A
@@ -51,6 +53,7 @@ class FinetuneConfig:
     device: str = "auto"
     max_steps_per_epoch: int | None = None
     out: str = "runs/finetune"
+    resume: str | None = None         # a fine-tuning checkpoint, or "auto" for OUT/checkpoint.pt
 
     def __post_init__(self):
         check_field_types(self)
@@ -72,7 +75,7 @@ class FinetuneConfig:
                 rand_augment_transform(self.randaug_policy, {})
             except (AssertionError, ValueError, IndexError, KeyError):
                 raise ParameterError(f"randaug '{self.randaug}' is not a timm RandAugment policy; use e.g. "
-                                     f"rand-m9-mstd0.5-inc1 (the paper's), or none.") from None
+                                     f"rand-m9-mstd0.5 (the paper's), or none.") from None
         if self.mixing and self.batch_size % 2:
             raise ParameterError(f"mixup/cutmix mix pairs of images and need an even batch size, got {self.batch_size}.")
         if self.amp not in ("auto", "bf16", "fp16", "off"):

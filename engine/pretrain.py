@@ -270,11 +270,15 @@ class Pretrainer:
         self._truncate_log(self.global_step)
 
     def _truncate_log(self, step: int) -> None:
-        """Drop log lines of steps done after the checkpoint; the resumed run writes them again."""
-        log = self.out / "log.jsonl"
-        if self.rank == 0 and log.exists():
-            lines = [line for line in log.read_text().splitlines() if logged_step(line) <= step]
-            log.write_text("".join(line + "\n" for line in lines))
+        if self.rank == 0:
+            truncate_log(self.out / "log.jsonl", step)
+
+
+def truncate_log(log: Path, step: int) -> None:
+    """Drop log lines of steps done after a checkpoint; the resumed run writes them again."""
+    if log.exists():
+        lines = [line for line in log.read_text().splitlines() if logged_step(line) <= step]
+        log.write_text("".join(line + "\n" for line in lines))
 
 
 def logged_step(line: str) -> float:

@@ -16,7 +16,7 @@ from engine.finetune import build_finetune_optimizer
 from engine.labelled_data import class_balanced_subset, labels_of
 from engine.pretrained import create_classifier
 from pretexts.cli import main
-from pretexts.errors import ParameterError
+from pretexts.errors import CheckpointError, ParameterError
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
@@ -56,11 +56,11 @@ def test_layer_decay_gives_deeper_blocks_larger_learning_rates():
 
 
 def test_defaults_are_the_papers_fine_tuning_recipe():
-    """Appendix A, Table A (fine-tuning column); RandAugment written as MAE writes it."""
+    """Appendix A, Table A (fine-tuning column)."""
     cfg = FinetuneConfig(from_scratch=True, backbone="resnet18")
     recipe = (cfg.base_lr, cfg.weight_decay, cfg.betas, cfg.layer_decay, cfg.drop_path, cfg.smoothing, cfg.mixup,
               cfg.cutmix, cfg.randaug)
-    assert recipe == (1e-3, 0.05, (0.9, 0.999), 0.75, 0.1, 0.1, 0.8, 1.0, "rand-m9-mstd0.5-inc1")
+    assert recipe == (1e-3, 0.05, (0.9, 0.999), 0.75, 0.1, 0.1, 0.8, 1.0, "rand-m9-mstd0.5")
     assert cfg.peak_lr == pytest.approx(1e-3 * 64 / 256)
 
 
@@ -133,3 +133,46 @@ def test_cli_missing_checkpoint_is_one_line_error_with_exit_code_2(tmp_path):
         result = CliRunner().invoke(main, command + ["--checkpoint", str(tmp_path / "missing.pt")])
         assert result.exit_code == 2, (command, result.output)
         assert "does not exist" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_stopped_fine_tune_resumes_to_the_same_weights(tmp_path):
+    """SIGTERM in epoch 2 keeps epoch 1's checkpoint; --resume then equals an uninterrupted run, with
+    mixup, RandAugment and drop path drawing from the restored random states."""
+    import os
+    import signal
+
+    recipe = {**SMALL_DATA, "mixup": 0.8, "cutmix": 1.0, "randaug": "rand-m9-mstd0.5", "drop_path": 0.1,
+              "max_steps_per_epoch": 3, "epochs": 2}
+
+    def config(out, **extra):
+        return FinetuneConfig(from_scratch=True, backbone="convnext_atto", out=str(out), **recipe, **extra)
+
+    straight = Finetuner(config(tmp_path / "straight"), echo=lambda line: None)
+    straight.run()
+
+    stopped = Finetuner(config(tmp_path / "stopped"), echo=lambda line: None)
+    criterion = stopped.criterion
+
+    def signalled(logits, labels):
+        if stopped.global_step == 4:  # the second step of epoch 2
+            os.kill(os.getpid(), signal.SIGTERM)
+        return criterion(logits, labels)
+
+    stopped.criterion = signalled
+    results = stopped.run()
+    assert results["interrupted"] == "SIGTERM" and results["exit_code"] == 143 and results["epochs"] == 1
+    assert torch.load(tmp_path / "stopped" / "checkpoint.pt", weights_only=False)["epoch"] == 1
+
+    resumed = Finetuner(config(tmp_path / "stopped", resume="auto"), echo=lambda line: None)
+    assert resumed.run()["epochs"] == 2
+    for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=name)
+    log = [json.loads(line)["epoch"] for line in (tmp_path / "stopped" / "log.jsonl").read_text().splitlines()]
+    assert log == [1, 2]
+
+
+def test_resume_refuses_a_pretraining_checkpoint(tmp_path):
+    path, _ = write_checkpoint(tmp_path / "ckpt.pt")
+    cfg = FinetuneConfig(checkpoint=str(path), resume=str(path), out=str(tmp_path / "ft"), **SMALL_DATA)
+    with pytest.raises(CheckpointError, match="is a pretraining checkpoint"):
+        Finetuner(cfg, echo=lambda line: None).run()

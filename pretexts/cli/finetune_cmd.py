@@ -1,4 +1,6 @@
 """`pretexts finetune`: fine-tune a pretrained backbone (or one from scratch) with the paper's recipe."""
+import sys
+
 import click
 
 from . import main
@@ -21,7 +23,7 @@ from . import main
 @click.option("--weight-decay", type=float, default=None, help="AdamW's; default 0.05.")
 @click.option("--layer-decay", type=float, default=None, help="Layer-wise lr decay; default 0.75, 1 turns it off.")
 @click.option("--drop-path", type=float, default=None, help="Stochastic depth rate; default 0.1.")
-@click.option("--randaug", default=None, help="timm RandAugment policy; default rand-m9-mstd0.5-inc1, 'none' turns it off.")
+@click.option("--randaug", default=None, help="timm RandAugment policy; default rand-m9-mstd0.5, 'none' turns it off.")
 @click.option("--crop-min-scale", type=float, default=None, help="RandomResizedCrop's smallest area; default 0.08.")
 @click.option("--crop-pct", type=float, default=None, help="Evaluation centre crop fraction; default 0.875.")
 @click.option("--smoothing", type=float, default=None, help="Label smoothing; default 0.1.")
@@ -34,6 +36,8 @@ from . import main
 @click.option("--device", default=None, help="auto, cpu, cuda, cuda:1, ...")
 @click.option("--max-steps-per-epoch", type=int, default=None, help="Cap the optimiser steps of each epoch.")
 @click.option("--out", default=None, help="Output folder. Default runs/finetune.")
+@click.option("--resume", is_flag=False, flag_value="auto", default=None,
+              help="Continue from OUT/checkpoint.pt (saved after each epoch), or from the checkpoint given.")
 def finetune_command(**options) -> None:
     """Fine-tune with AdamW, layer-wise lr decay, RandAugment, mixup/cutmix and label smoothing (paper, Table A);
     reports top-1 on val/ each epoch and writes OUT/finetuned.pt and OUT/results.json."""
@@ -45,6 +49,11 @@ def finetune_command(**options) -> None:
     click.echo(f"fine-tuning {source} on '{cfg.data}' ({len(finetuner.train_set)} images) for {cfg.epochs} epochs "
                f"-> {cfg.out}")
     results = finetuner.run()
+    if "interrupted" in results:
+        kept = (f"{cfg.out}/checkpoint.pt holds epoch {results['epochs']}. Continue with the same command and "
+                f"--resume." if results["epochs"] else "no epoch had finished, so there is nothing to resume.")
+        click.echo(f"stopped by {results['interrupted']} in epoch {results['epochs'] + 1}; {kept}", err=True)
+        sys.exit(results["exit_code"])
     click.echo(f"val top-1: final {results['final_top1']:.2f}%, best {results['best_top1']:.2f}% "
                f"({results['classes']} classes)")
     click.echo(f"wrote {cfg.out}/finetuned.pt, log.jsonl, results.json")
