@@ -15,8 +15,8 @@ class NonFiniteGuard:
         self.skipped = 0
         self.in_a_row = 0
 
-    def should_skip(self, loss: float, step: int) -> bool:
-        """False for a finite loss; True to skip this step; raises to stop the run."""
+    def should_skip(self, loss: float, step: int, what: str = "loss") -> bool:
+        """False for a finite loss (or gradient norm, `what`); True to skip this step; raises to stop the run."""
         if math.isfinite(loss):
             self.in_a_row = 0
             return False
@@ -24,9 +24,9 @@ class NonFiniteGuard:
                 else "no checkpoint was written yet")
         hint = f"{kept}. Lower --lr or set --clip-grad"
         if not self.skip:
-            raise NonFiniteLossError(f"loss is {loss} at step {step}; {hint}, or pass --skip-nonfinite.")
+            raise NonFiniteLossError(f"{what} is {loss} at step {step}; {hint}, or pass --skip-nonfinite.")
         self.skipped += 1
         self.in_a_row += 1
         if self.in_a_row >= self.patience:
-            raise NonFiniteLossError(f"loss is {loss} at {self.in_a_row} steps in a row (up to step {step}); {hint}.")
+            raise NonFiniteLossError(f"{what} is {loss} at {self.in_a_row} steps in a row (up to step {step}); {hint}.")
         return True

@@ -117,13 +117,18 @@ class Pretrainer:
         loss = self.replicated(self.compute_loss, sample) if self.replicated else self.compute_loss(sample)
         value = distributed.global_mean(loss, self.world)  # the global batch's loss: every rank decides alike
         if self.nonfinite.should_skip(value, self.global_step + 1):
-            self.global_step += 1  # a skipped step still counts, so the schedule and the log stay aligned
-            self.scheduler.step_update(num_updates=self.global_step)
-            return {"loss": value, "skipped": True}
+            return self.skip_step(value)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         if cfg.clip_grad:
             self.scaler.unscale_(self.optimizer)
+        if not self.scaler.is_enabled():  # fp16's scaler skips inf gradients itself
+            # max_norm inf: the norm only (clipped below when asked); DDP has all-reduced it, so ranks agree
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), math.inf).item()
+            if self.nonfinite.should_skip(norm, self.global_step + 1, "gradient norm"):
+                self.optimizer.zero_grad(set_to_none=True)
+                return self.skip_step(value)
+        if cfg.clip_grad:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad)
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -133,6 +138,12 @@ class Pretrainer:
         if hasattr(self.model, "alpha"):
             stats["alpha"] = self.model.alpha.item()
         return stats
+
+    def skip_step(self, loss: float) -> dict:
+        """A skipped step still counts, so the schedule and the log stay aligned."""
+        self.global_step += 1
+        self.scheduler.step_update(num_updates=self.global_step)
+        return {"loss": loss, "skipped": True}
 
     # ---- the run --------------------------------------------------------------------------------
     def run(self) -> dict:

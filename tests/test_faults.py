@@ -67,6 +67,28 @@ def test_skip_nonfinite_counts_the_skipped_steps(tmp_path):
     assert all(torch.isfinite(w).all() for w in load_checkpoint(tmp_path / "checkpoint.pt")["model"].values())
 
 
+class InfGradientAtStep2(Pretrainer):
+    """A finite loss whose gradient overflows on the way back."""
+    def compute_loss(self, sample):
+        loss = super().compute_loss(sample) * 1.0
+        if self.global_step == 1:
+            loss.register_hook(lambda grad: grad * float("inf"))
+        return loss
+
+
+def test_a_nonfinite_gradient_behind_a_finite_loss_never_reaches_the_weights(tmp_path):
+    cfg = PretrainConfig(backbone="test_convnext", epochs=1, batch_size=8, max_steps_per_epoch=3, workers=0,
+                         out=str(tmp_path), eval_images=8, figure_images=2)
+    trainer = InfGradientAtStep2(cfg)
+    with pytest.raises(NonFiniteLossError, match="gradient norm is (nan|inf) at step 2"):
+        trainer.run()
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    cfg.skip_nonfinite, cfg.out = True, str(tmp_path / "skip")
+    results = InfGradientAtStep2(cfg).run()
+    assert results["skipped_nonfinite_steps"] == 1 and results["optimizer_steps"] == 3
+    assert all(torch.isfinite(w).all() for w in load_checkpoint(tmp_path / "skip" / "checkpoint.pt")["model"].values())
+
+
 def test_skipping_gives_up_after_many_nonfinite_steps_in_a_row():
     guard = NonFiniteGuard(skip=True, out=Path("run"), patience=3)
     assert guard.should_skip(float("nan"), 1) and guard.should_skip(float("inf"), 2)
