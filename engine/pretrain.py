@@ -263,6 +263,10 @@ class Pretrainer:
             if saved.get(key) != getattr(self.cfg, key):
                 raise CheckpointError(f"checkpoint '{path}' was trained with {key}={saved.get(key)!r}, "
                                       f"this run asks for {getattr(self.cfg, key)!r}; resume with the same {key}.")
+        trained = pretexts.create_pretext(saved["task"], **saved.get("task_args", {})).values()
+        if trained != self.task.values():
+            raise CheckpointError(f"checkpoint '{path}' was trained with task arguments {trained}, this run asks "
+                                  f"for {self.task.values()}; resume with the same --task-arg and --preset.")
         if ckpt["epoch"] > self.cfg.epochs:
             raise CheckpointError(f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
                                   f"{self.cfg.epochs} asked; raise --epochs to continue it.")

@@ -171,6 +171,11 @@ def test_bad_checkpoints(trained, tmp_path):
     fails_cleanly(resume + [str(trained), "--backbone", "test_resnet"], "backbone='test_convnext'",
                   "resume with the same backbone")
     fails_cleanly(resume + [str(trained), "--task", "denoising"], "task='colorization'")
+    ckpt = torch.load(trained, weights_only=False)
+    sr = {**ckpt["config"], "task": "super-resolution", "task_args": {"scale": "4"}}
+    torch.save({**ckpt, "config": sr}, tmp_path / "sr4.pt")
+    fails_cleanly(resume + [str(tmp_path / "sr4.pt"), "--task", "super-resolution", "--task-arg", "scale=8"],
+                  "task arguments {'scale': 4}", "resume with the same --task-arg")
     fails_cleanly(FAST + ["--epochs", "1", "--out", str(tmp_path / "r"), "--resume", str(trained)],
                   "has done 2 epochs, more than the 1 asked", "raise --epochs")
     ckpt = torch.load(trained, weights_only=False)

@@ -180,3 +180,21 @@ def test_stop_signals_set_a_flag_and_a_second_ctrl_c_raises():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_sigkill_of_a_training_run_leaves_a_checkpoint_that_resumes_to_the_same_weights(tmp_path, data, straight):
+    """`kill -9` of `pretexts train` after its first epoch's checkpoint, during the second epoch: the
+    epoch-1 checkpoint loads, and --resume ends with the weights of the run never killed."""
+    args = RUN + ["--data", str(data), "--workers", "0", "--out", str(tmp_path)]
+    same_threads = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    process = subprocess.Popen([sys.executable, "-m", "pretexts", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=same_threads)
+    try:
+        wait_for_lines(tmp_path / "log.jsonl", 5, process)  # step 5: epoch 2 is under way
+    finally:
+        process.kill()
+        process.wait()
+    assert load_checkpoint(tmp_path / "checkpoint.pt")["epoch"] == 1
+    result, _ = run_cli(args + ["--resume"])
+    assert result.exit_code == 0, result.output
+    assert same_weights(tmp_path / "checkpoint.pt", straight / "checkpoint.pt")
