@@ -1,23 +1,21 @@
 """Shared inputs of the pretext tests: a few real CIFAR-10 images and a tiny energy model."""
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
 
 from backbones import create_energy_model
+from engine.datasets import SAMPLE_DIR
 
-# ../shared sits beside the clone, locally and in CI; without it the tests fall back to noise.
-CIFAR = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset" / "train"
+CIFAR = SAMPLE_DIR / "train"  # the real CIFAR-10 images the package ships, 32 per class
 
 
 def cifar_batch(n: int = 8) -> torch.Tensor:
-    """n 32x32 images, float [0,1], one class after another; torch.rand when the data is absent."""
-    by_class = [sorted(d.glob("*.png")) for d in sorted(CIFAR.glob("*"))] if CIFAR.is_dir() else []
-    files = [f for row in zip(*by_class) for f in row][:n] if by_class else []
-    if len(files) < n:
-        return torch.rand(n, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    """n real 32x32 images, float [0,1], one class after another."""
+    by_class = [sorted(d.glob("*.png")) for d in sorted(CIFAR.glob("*"))]
+    files = [f for row in zip(*by_class) for f in row][:n]
+    assert len(files) == n, f"the embedded sample holds {len(files)} images, fewer than {n}"
     arrays = np.stack([np.asarray(Image.open(f).convert("RGB")) for f in files])
     return torch.from_numpy(arrays).permute(0, 3, 1, 2).float() / 255
 
