@@ -5,6 +5,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from pretexts.errors import ParameterError
 
+from .grad_modes import FD_DELTA
+
 
 @dataclass
 class PretrainConfig:
@@ -32,7 +34,7 @@ class PretrainConfig:
     energy_scale: float = 1.0
     amp: str = "auto"                 # "auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off"
     grad_mode: str = "exact"          # "exact" (double backward, paper) or "finite-difference" (engine/grad_modes.py)
-    fd_delta: float = 1e-2            # finite-difference perturbation, RMS per element of the state
+    fd_delta: float = FD_DELTA        # finite-difference perturbation, RMS per element of the state
     compile: str | None = None        # a torch.compile backend ("inductor", "aot_eager"); finite-difference only
     grad_checkpointing: bool = False  # timm's non-reentrant activation checkpointing: less memory, more time
     channels_last: bool = False       # NHWC memory format for convolutional backbones

@@ -1,5 +1,6 @@
 """Fine-tuning a pretrained (or random) backbone with the paper's recipe (Appendix A, Table A) through timm."""
 import json
+import math
 import random
 import time
 from contextlib import nullcontext
@@ -16,13 +17,14 @@ from torch.utils.data import DataLoader
 
 from pretexts.errors import CheckpointError, DataError, NonFiniteLossError
 
-from .checkpoint import FORMAT_VERSION, atomic_save, load_checkpoint, rng_states, set_rng_states
+from .checkpoint import FORMAT_VERSION, atomic_save
 from .interrupt import StopSignals
 from .finetune_config import FinetuneConfig
 from .labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
                             labels_of, normalisation, train_transform)
 from .preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
-from .pretrain import amp_dtype, resolve_device, truncate_log
+from .pretrain import amp_dtype, resolve_device
+from .resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
 from .pretrained import create_classifier, timm_spec
 
 
@@ -120,8 +122,10 @@ class Finetuner:
                 images, labels = self.mixup(images, labels)
             with autocast:
                 loss = self.criterion(self.model(images), labels)
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(f"fine-tuning loss is {loss.item()} at step {self.global_step + 1}; lower --lr or set --clip-grad.")
+            value = loss.item()  # one host sync a step, for the check and the epoch's mean
+            if not math.isfinite(value):
+                raise NonFiniteLossError(f"fine-tuning loss is {value} at step {self.global_step + 1}; lower --lr or "
+                                         f"set --clip-grad.")
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
             if self.cfg.clip_grad:
@@ -131,7 +135,7 @@ class Finetuner:
             self.scaler.update()
             self.global_step += 1
             self.scheduler.step_update(num_updates=self.global_step)
-            losses.append(loss.item())
+            losses.append(value)
         return sum(losses) / max(len(losses), 1)
 
     def run(self) -> dict:
@@ -175,32 +179,16 @@ class Finetuner:
         """OUT/checkpoint.pt: everything `--resume` needs to continue after this epoch as if never stopped."""
         path = self.out / "checkpoint.pt"
         atomic_save({"format_version": FORMAT_VERSION, "kind": "finetune", "config": self.cfg.to_dict(),
-                     "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                     "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
-                     "rng": rng_states(), "epoch": self.epoch, "global_step": self.global_step,
-                     "history": self.history}, path)
+                     **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
+                     "epoch": self.epoch, "global_step": self.global_step, "history": self.history}, path)
         return path
 
     def load(self, path: Path) -> None:
-        if self.cfg.resume == "auto" and not path.is_file():
-            raise CheckpointError(f"--resume: there is no fine-tuning checkpoint in '{self.out}' to continue; "
-                                  f"start without --resume, or give --resume PATH.")
-        ckpt = load_checkpoint(path, map_location=self.device)
+        ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, self.device)
         if ckpt.get("kind") != "finetune":
             raise CheckpointError(f"'{path}' is a pretraining checkpoint; give it as --checkpoint, and --resume "
                                   f"the fine-tuning run's own OUT/checkpoint.pt.")
-        if ckpt["epoch"] > self.cfg.epochs:
-            raise CheckpointError(f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
-                                  f"{self.cfg.epochs} asked; raise --epochs to continue it.")
-        try:
-            self.model.load_state_dict(ckpt["model"])
-            self.optimizer.load_state_dict(ckpt["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as err:
-            raise CheckpointError(f"checkpoint '{path}' does not fit this model ({' '.join(str(err).split())[:300]}); "
-                                  f"resume with the settings it was trained with.") from None
-        self.scheduler.step_update(num_updates=ckpt["global_step"])  # re-planned, so --epochs may grow
-        self.scaler.load_state_dict(ckpt["scaler"])
-        set_rng_states(ckpt["rng"])
+        restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
         truncate_log(self.out / "log.jsonl", self.global_step)
 

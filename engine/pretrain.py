@@ -16,7 +16,7 @@ import backbones
 import pretexts
 from pretexts.errors import CheckpointError, DataError, ParameterError
 
-from .checkpoint import FORMAT_VERSION, atomic_save, load_checkpoint, rng_states, set_rng_states
+from .checkpoint import FORMAT_VERSION, atomic_save
 from . import distributed
 from .config import PretrainConfig
 from .datasets import build_source
@@ -29,6 +29,7 @@ from .loader import (AugmentedImages, EpochSampler, batches, eval_transform, mak
 from .nonfinite import NonFiniteGuard
 from .preflight import check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes, resolve_device
 from .restore import restoration_loss, restore
+from .resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
 from .speedups import apply_speedups
 
 
@@ -120,16 +121,15 @@ class Pretrainer:
             return self.skip_step(value)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
-        if cfg.clip_grad:
+        checked = not self.scaler.is_enabled()  # fp16's scaler skips inf gradients itself
+        if cfg.clip_grad or checked:
             self.scaler.unscale_(self.optimizer)
-        if not self.scaler.is_enabled():  # fp16's scaler skips inf gradients itself
-            # max_norm inf: the norm only (clipped below when asked); DDP has all-reduced it, so ranks agree
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), math.inf).item()
-            if self.nonfinite.should_skip(norm, self.global_step + 1, "gradient norm"):
+            # one pass: the norm before clipping (DDP has all-reduced the gradients, so ranks agree); max_norm
+            # inf only measures it
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad or math.inf)
+            if checked and self.nonfinite.should_skip(norm.item(), self.global_step + 1, "gradient norm"):
                 self.optimizer.zero_grad(set_to_none=True)
                 return self.skip_step(value)
-        if cfg.clip_grad:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.global_step += 1
@@ -245,19 +245,15 @@ class Pretrainer:
         path = path or self.out / "checkpoint.pt"
         atomic_save({
             "format_version": FORMAT_VERSION, "pretexts_version": pretexts.__version__,
-            "config": self.cfg.to_dict(), "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(), "rng": rng_states(), "epoch": self.epoch,
+            "config": self.cfg.to_dict(), **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
+            "epoch": self.epoch,
             "batch": self.batch, "global_step": self.global_step, "history": self.history,
             "nonfinite_skipped": self.nonfinite.skipped,
         }, path)
         return path
 
     def load(self, path: Path) -> None:
-        if self.cfg.resume == "auto" and not path.is_file():
-            raise CheckpointError(f"--resume: there is no checkpoint in '{self.out}' to continue; start without "
-                                  f"--resume, or give --resume PATH.")
-        ckpt = load_checkpoint(path, map_location=self.device)
+        ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, self.device)
         saved = ckpt["config"]
         for key in ("backbone", "task", "img_size"):
             if saved.get(key) != getattr(self.cfg, key):
@@ -267,41 +263,12 @@ class Pretrainer:
         if trained != self.task.values():
             raise CheckpointError(f"checkpoint '{path}' was trained with task arguments {trained}, this run asks "
                                   f"for {self.task.values()}; resume with the same --task-arg and --preset.")
-        if ckpt["epoch"] > self.cfg.epochs:
-            raise CheckpointError(f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
-                                  f"{self.cfg.epochs} asked; raise --epochs to continue it.")
-        try:
-            self.model.load_state_dict(ckpt["model"])
-            self.optimizer.load_state_dict(ckpt["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as err:
-            raise CheckpointError(f"checkpoint '{path}' does not fit this model ({' '.join(str(err).split())[:300]}); "
-                                  f"resume with the settings it was trained with.") from None
-        self.scheduler.step_update(num_updates=ckpt["global_step"])  # re-planned, so --epochs may grow
-        self.scaler.load_state_dict(ckpt["scaler"])
-        set_rng_states(ckpt["rng"])
+        restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
         self.history = list(ckpt.get("history", []))
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
-        self._truncate_log(self.global_step)
-
-    def _truncate_log(self, step: int) -> None:
         if self.rank == 0:
-            truncate_log(self.out / "log.jsonl", step)
-
-
-def truncate_log(log: Path, step: int) -> None:
-    """Drop log lines of steps done after a checkpoint; the resumed run writes them again."""
-    if log.exists():
-        lines = [line for line in log.read_text().splitlines() if logged_step(line) <= step]
-        log.write_text("".join(line + "\n" for line in lines))
-
-
-def logged_step(line: str) -> float:
-    """The step of a log line; a line torn by a crash (a full disk) counts as after every checkpoint."""
-    try:
-        return json.loads(line)["step"]
-    except (ValueError, KeyError, TypeError):
-        return math.inf
+            truncate_log(self.out / "log.jsonl", self.global_step)
 
 
 # method name -> trainer class; baselines register here

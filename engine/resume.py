@@ -1,0 +1,53 @@
+"""What pretraining and fine-tuning share to resume a run: the training state in a checkpoint and its log."""
+import json
+import math
+from pathlib import Path
+
+from pretexts.errors import CheckpointError
+
+from .checkpoint import load_checkpoint, rng_states, set_rng_states
+
+
+def training_state(model, optimizer, scheduler, scaler) -> dict:
+    """The checkpoint entries that make a resumed run continue as if never stopped."""
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict(), "rng": rng_states()}
+
+
+def checkpoint_to_resume(path: Path, auto: bool, out: Path, device) -> dict:
+    """The checkpoint `--resume` names; with a bare --resume (`auto`), OUT/checkpoint.pt, which must exist."""
+    if auto and not path.is_file():
+        raise CheckpointError(f"--resume: there is no checkpoint in '{out}' to continue; start without "
+                              f"--resume, or give --resume PATH.")
+    return load_checkpoint(path, map_location=device)
+
+
+def restore_training_state(ckpt: dict, path: Path, epochs: int, model, optimizer, scheduler, scaler) -> None:
+    """Load `training_state`'s entries, after checking that the run asks for no fewer epochs than were done."""
+    if ckpt["epoch"] > epochs:
+        raise CheckpointError(f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
+                              f"{epochs} asked; raise --epochs to continue it.")
+    try:
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as err:
+        raise CheckpointError(f"checkpoint '{path}' does not fit this model ({' '.join(str(err).split())[:300]}); "
+                              f"resume with the settings it was trained with.") from None
+    scheduler.step_update(num_updates=ckpt["global_step"])  # re-planned, so --epochs may grow
+    scaler.load_state_dict(ckpt["scaler"])
+    set_rng_states(ckpt["rng"])
+
+
+def truncate_log(log: Path, step: int) -> None:
+    """Drop log lines of steps done after a checkpoint; the resumed run writes them again."""
+    if log.exists():
+        lines = [line for line in log.read_text().splitlines() if logged_step(line) <= step]
+        log.write_text("".join(line + "\n" for line in lines))
+
+
+def logged_step(line: str) -> float:
+    """The step of a log line; a line torn by a crash (a full disk) counts as after every checkpoint."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return math.inf
