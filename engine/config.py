@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from pretexts.errors import ParameterError
 
+from .experiment_log import check_logger
 from .grad_modes import FD_DELTA
 
 
@@ -20,6 +21,7 @@ class PretrainConfig:
     img_size: int = 32
     epochs: int = 20
     batch_size: int = 64              # global batch (split across ranks under torchrun)
+    accum_iter: int = 1               # run each step's batch as this many micro-batches (less memory, same step)
     steps: int = 2                    # restoration steps N (paper: 2)
     lr: float | None = None           # None: base_lr * batch_size / 256
     base_lr: float = 1e-4             # paper, Table A
@@ -42,17 +44,20 @@ class PretrainConfig:
     seed: int = 0
     out: str = "runs/pretrain"
     resume: str | None = None         # a checkpoint path, or "auto" for OUT/checkpoint.pt
+    force: bool = False               # start over in an OUT that holds a run (its checkpoint and log are removed)
     workers: int = 2
+    quiet: bool = False               # no progress bars (they are off anyway when the output is not a terminal)
     device: str = "auto"
     max_steps_per_epoch: int | None = None
     figure_images: int = 8
     eval_images: int = 256            # held-out images for the restoration-error report
     eval_every: int | None = None     # also log the held-out error every this many optimiser steps
+    logger: str = "jsonl"             # also log to "tensorboard" (OUT/tensorboard) or "wandb"; log.jsonl is always written
     skip_nonfinite: bool = False      # skip (and count) a step whose loss is NaN/inf instead of stopping
 
     def __post_init__(self):
         check_field_types(self)
-        check_ranges(self, positive=("epochs", "batch_size", "steps", "img_size", "base_lr", "alpha", "alpha_lr_scale",
+        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "steps", "img_size", "base_lr", "alpha", "alpha_lr_scale",
                                      "energy_scale", "fd_delta", "lr", "max_steps_per_epoch", "clip_grad",
                                      "head_init_std", "eval_every"),
                      non_negative=("workers", "warmup_epochs", "min_lr", "weight_decay", "eval_images", "figure_images"))
@@ -62,6 +67,7 @@ class PretrainConfig:
             raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {self.amp!r}.")
         if self.grad_mode not in ("exact", "finite-difference"):
             raise ParameterError(f"grad_mode must be 'exact' or 'finite-difference', got {self.grad_mode!r}.")
+        check_logger(self.logger)
         if self.compile and self.grad_mode == "exact":
             raise ParameterError("torch.compile has no double backward; use compile with "
                                  "--grad-mode finite-difference, or leave it off.")

@@ -17,13 +17,14 @@ SAMPLE_DIR = Path(str(files("engine") / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
 
 
-def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0) -> Dataset | None:
+def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0, labelled: bool = False) -> Dataset | None:
     """The `split` ("train" or "val") of the data named by `spec`; None when it has no such split.
 
     - "sample": the CIFAR-10 images embedded in the package.
     - "synthetic": torchvision's FakeData (random images), for smoke tests.
     - a folder with train/ and val/ ImageFolder trees (the ImageNet layout);
     - a folder of class folders: its seeded 5 % is held out as val;
+    - a flat folder of unlabelled images (pretraining only, `labelled` False): likewise 5 % held out;
     - a folder holding torchvision's `cifar-10-batches-py`.
     """
     if spec == "sample":
@@ -40,20 +41,36 @@ def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0) -> Da
     if (root / "cifar-10-batches-py").is_dir():
         return datasets.CIFAR10(str(root), train=split == "train", download=False)
     if (root / "train").is_dir():
-        return image_folder(root / split, img_size) if (root / split).is_dir() else None
-    return held_out_split(image_folder(root, img_size), split, seed)
+        return image_folder(root / split, img_size, labelled) if (root / split).is_dir() else None
+    return held_out_split(image_folder(root, img_size, labelled), split, seed)
 
 
-def image_folder(root: Path, img_size: int = 0) -> datasets.ImageFolder:
-    """An ImageFolder of the readable images under `root`; `dataset.scan` lists the skipped ones."""
+def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datasets.ImageFolder:
+    """An ImageFolder of the readable images under `root`; `dataset.scan` lists the skipped ones. Unlabelled,
+    a folder whose images lie directly in it is one class."""
     try:
         dataset = datasets.ImageFolder(str(root), loader=load_rgb, allow_empty=True)
     except FileNotFoundError:  # no class folder at all
         loose = root.is_dir() and any(p.suffix.lower() in IMAGE_EXTENSIONS for p in root.iterdir())
-        hint = (f"its images lie directly in it: move them into a subfolder such as {root / 'images'}"
-                if loose else f"expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files")
+        if loose and not labelled:
+            return keep_readable(FlatImageFolder(str(root), loader=load_rgb), root, img_size)
+        hint = (f"its images lie directly in it, without labels: labelled data needs class folders such as "
+                f"{root / 'cats'}" if loose else f"expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files")
         raise DataError(f"no images found under '{root}': {hint} (the ImageNet layout).") from None
     return keep_readable(dataset, root, img_size)
+
+
+class FlatImageFolder(datasets.ImageFolder):
+    """Unlabelled images lying directly in one folder (no class folders), all of class 0: pretraining needs no
+    labels."""
+
+    def find_classes(self, directory):
+        return ["images"], {"images": 0}
+
+    @staticmethod
+    def make_dataset(directory, class_to_idx=None, extensions=None, is_valid_file=None, allow_empty=False):
+        return [(str(p), 0) for p in sorted(Path(directory).iterdir())
+                if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS]
 
 
 def held_out_split(dataset: Dataset, split: str, seed: int, fraction: float = 0.05) -> Subset:

@@ -1,41 +1,120 @@
-"""Export a pretrained backbone as a timm weights file that `timm.create_model(..., pretrained=True)` loads."""
+"""Export a pretrained or fine-tuned backbone for timm: a Hub-ready folder, or a single weights file.
+
+A folder is what timm's `save_for_hf` writes (model.safetensors and a config.json carrying the
+architecture, its arguments, input size, mean and std), so `timm.create_model("local-dir:OUT",
+pretrained=True)` rebuilds the model, and `push_to_hf_hub` uploads the same files.
+"""
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
+import timm
+import torch
 from safetensors.torch import save
+from timm.models import push_to_hf_hub, save_for_hf
 
-from .checkpoint import atomic_save
+from pretexts.errors import CheckpointError, OutputError
+
+from .checkpoint import atomic_save, load_checkpoint
 from .preflight import check_output_dir
 from .pretrained import create_classifier, timm_spec
 
-
-def timm_load_line(timm_name: str, kwargs: dict, file: str) -> str:
-    """The one line of Python that rebuilds the exported backbone with timm alone.
-
-    num_classes=0 in the overlay matches the file (no classifier), which keeps timm's load strict.
-    """
-    args = "".join(f", {k}={v!r}" for k, v in kwargs.items())
-    return (f"timm.create_model({timm_name!r}, pretrained=True, "
-            f"pretrained_cfg_overlay=dict(file={file!r}, num_classes=0), num_classes=0{args})")
+WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
+# the architecture's own pretrained tag (e.g. augreg_in21k) would claim weights these are not
+HUB_CONFIG = {"pretrained_cfg": {"tag": "pretexts"}}
 
 
-def export_backbone(checkpoint: str, out: str) -> dict:
-    """Write the backbone of `checkpoint` to `out` (.safetensors, or a torch file for any other suffix).
-
-    Also writes OUT with suffix .json: the timm name, kwargs, the load line and where the weights came from.
-    """
+def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
+    """(timm model in eval mode, timm name, its kwargs, where it came from) for any checkpoint pretexts writes:
+    a pretraining checkpoint (the backbone, no classifier), a fine-tuning run's checkpoint.pt or finetuned.pt
+    (the classifier with its head)."""
+    ckpt = load_checkpoint(checkpoint)
+    if ckpt.get("kind") in ("finetune", "finetuned"):
+        spec = ckpt.get("timm")
+        if spec is None:
+            raise CheckpointError(f"fine-tuning checkpoint '{checkpoint}' predates export support (no 'timm' "
+                                  f"entry); export its pretraining checkpoint, or fine-tune again.")
+        model = timm.create_model(spec["name"], pretrained=False, **spec["kwargs"])
+        model.load_state_dict(ckpt["model"])
+        provenance = {"fine_tuned": {k: ckpt["config"].get(k) for k in ("checkpoint", "data", "epochs")},
+                      "classes": spec.get("classes")}
+        return model.eval(), spec["name"], spec["kwargs"], provenance
     model, saved = create_classifier(checkpoint, num_classes=0)
     timm_name, kwargs = timm_spec(saved["backbone"], saved["img_size"], model)
+    kwargs = {**kwargs, "num_classes": 0}
+    pretraining = {k: saved.get(k) for k in ("method", "method_args", "task", "task_args", "backbone", "img_size")}
+    return model.eval(), timm_name, kwargs, {"pretraining": pretraining}
+
+
+def data_config(model: torch.nn.Module, img_size: int) -> dict:
+    """The preprocessing the weights were trained with: the run's size, not the architecture's 224 px default."""
+    cfg = model.pretrained_cfg
+    return {"input_size": (3, img_size, img_size), "mean": tuple(cfg.get("mean", (0.485, 0.456, 0.406))),
+            "std": tuple(cfg.get("std", (0.229, 0.224, 0.225))), "crop_pct": cfg.get("crop_pct", 0.875)}
+
+
+def model_img_size(model: torch.nn.Module, kwargs: dict, checkpoint: dict | None = None) -> int:
+    size = kwargs.get("img_size") or (checkpoint or {}).get("img_size") or 32
+    return size[0] if isinstance(size, (tuple, list)) else int(size)
+
+
+def load_line(timm_name: str, kwargs: dict, target: str, data: dict) -> str:
+    """The one line of Python that rebuilds the exported model with timm alone."""
+    if Path(target).suffix not in WEIGHT_SUFFIXES:
+        return f"timm.create_model({'local-dir:' + target!r}, pretrained=True)"
+    overlay = {"file": target, "num_classes": kwargs.get("num_classes", 0), "input_size": data["input_size"],
+               "mean": data["mean"], "std": data["std"]}
+    args = "".join(f", {k}={v!r}" for k, v in kwargs.items())
+    return f"timm.create_model({timm_name!r}, pretrained=True, pretrained_cfg_overlay={overlay!r}{args})"
+
+
+def export_backbone(checkpoint: str, out: str, push_to_hub: str | None = None, private: bool = False) -> dict:
+    """Export `checkpoint` to `out`: a folder (Hub-ready, the default) or a weights file (.safetensors, .pth).
+
+    Writes `pretexts.json` in the folder (OUT with suffix .json for a file): the timm name, arguments, load
+    line and provenance. With `push_to_hub`, uploads the folder's files to that Hub repository (timm's
+    `push_to_hf_hub`; needs a token from `huggingface-cli login` or HF_TOKEN).
+    """
+    model, timm_name, kwargs, provenance = load_for_export(checkpoint)
+    data = data_config(model, model_img_size(model, kwargs, provenance.get("pretraining")))
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     path = Path(out)
-    check_output_dir(path.parent, sum(t.numel() * t.element_size() for t in state.values()))
-    if path.suffix == ".safetensors":
-        atomic_save(state, path, lambda tensors, fh: fh.write(save(tensors, metadata={"timm_name": timm_name})))
+    is_file = path.suffix in WEIGHT_SUFFIXES
+    check_output_dir(path.parent if is_file else path, sum(t.numel() * t.element_size() for t in state.values()))
+    if is_file:
+        if path.suffix == ".safetensors":
+            atomic_save(state, path, lambda tensors, fh: fh.write(save(tensors, metadata={"timm_name": timm_name})))
+        else:
+            atomic_save(state, path)
     else:
-        atomic_save(state, path)
+        write_folder(model, path, kwargs, data)
     info = {"file": str(path), "timm_name": timm_name, "kwargs": kwargs, "tensors": len(state),
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "load": timm_load_line(timm_name, kwargs, str(path)), "checkpoint": str(checkpoint),
-            "pretraining": {k: saved.get(k) for k in ("method", "task", "task_args", "backbone", "img_size")}}
-    path.with_suffix(".json").write_text(json.dumps(info, indent=2))
+            "parameters": sum(p.numel() for p in model.parameters()), "input_size": list(data["input_size"]),
+            "load": load_line(timm_name, kwargs, str(path), data), "checkpoint": str(checkpoint), **provenance}
+    (path.with_suffix(".json") if is_file else path / "pretexts.json").write_text(json.dumps(info, indent=2))
+    if push_to_hub:
+        try:
+            info["hub"] = str(push_to_hf_hub(model, push_to_hub, model_config=HUB_CONFIG, model_args=kwargs,
+                                             data_config=data, private=private,
+                                             commit_message=f"pretexts export of {Path(checkpoint).name}",
+                                             safe_serialization=True))
+        except Exception as err:  # auth, network, a bad repo name: the local export is already complete
+            raise OutputError(f"wrote {path}, but the upload to '{push_to_hub}' failed ({type(err).__name__}: "
+                              f"{' '.join(str(err).split())[:200]}); log in with `huggingface-cli login` or set "
+                              f"HF_TOKEN, then run the export again.") from None
     return info
+
+
+def write_folder(model: torch.nn.Module, path: Path, kwargs: dict, data: dict) -> None:
+    """timm's `save_for_hf` into a temporary sibling, then moved into place: a failed export leaves no half folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        save_for_hf(model, str(staging), model_config=HUB_CONFIG, model_args=kwargs, data_config=data,
+                    safe_serialization=True)
+        path.mkdir(exist_ok=True)
+        for item in staging.iterdir():
+            item.replace(path / item.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -19,10 +19,11 @@ from pretexts.errors import CheckpointError, DataError, NonFiniteLossError
 
 from .checkpoint import FORMAT_VERSION, atomic_save
 from .interrupt import StopSignals
+from .progress import progress
 from .finetune_config import FinetuneConfig
 from .labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
                             labels_of, normalisation, train_transform)
-from .preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
+from .preflight import check_backbone_fits, claim_output_dir, check_output_dir, checkpoint_bytes
 from .pretrain import amp_dtype, resolve_device
 from .resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
 from .pretrained import create_classifier, timm_spec
@@ -114,20 +115,26 @@ class Finetuner:
         self.model.train()
         autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
         losses = []
+        bar = progress(self.steps_per_epoch, f"epoch {self.epoch + 1}/{self.cfg.epochs}", self.cfg.quiet)
         for batch, (images, labels) in enumerate(self.loader(self.train_set, train=True)):
             if batch >= self.steps_per_epoch or self.stop.requested:
                 break
             images, labels = images.to(self.device), labels.to(self.device)
             if self.mixup is not None:
                 images, labels = self.mixup(images, labels)
-            with autocast:
-                loss = self.criterion(self.model(images), labels)
-            value = loss.item()  # one host sync a step, for the check and the epoch's mean
-            if not math.isfinite(value):
-                raise NonFiniteLossError(f"fine-tuning loss is {value} at step {self.global_step + 1}; lower --lr or "
-                                         f"set --clip-grad.")
             self.optimizer.zero_grad(set_to_none=True)
-            self.scaler.scale(loss).backward()
+            value = 0.0
+            # gradient accumulation: micro-batches of batch / accum_iter images, one optimiser step
+            for part_images, part_labels in zip(images.chunk(self.cfg.accum_iter), labels.chunk(self.cfg.accum_iter)):
+                weight = part_images.shape[0] / images.shape[0]
+                with autocast:
+                    loss = self.criterion(self.model(part_images), part_labels) * weight
+                part = loss.item()  # one host sync a micro-batch, for the check and the epoch's mean
+                if not math.isfinite(part):
+                    raise NonFiniteLossError(f"fine-tuning loss is {part} at step {self.global_step + 1}; lower "
+                                             f"--lr or set --clip-grad.")
+                self.scaler.scale(loss).backward()
+                value += part
             if self.cfg.clip_grad:
                 self.scaler.unscale_(self.optimizer)
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad)
@@ -136,6 +143,9 @@ class Finetuner:
             self.global_step += 1
             self.scheduler.step_update(num_updates=self.global_step)
             losses.append(value)
+            bar.set_postfix(loss=f"{value:.4f}")
+            bar.update()
+        bar.close()
         return sum(losses) / max(len(losses), 1)
 
     def run(self) -> dict:
@@ -144,6 +154,7 @@ class Finetuner:
         cfg = self.cfg
         if cfg.resume:
             self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
+        claim_output_dir(self.out, cfg.resume, cfg.force)
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
         start = time.time()
@@ -179,7 +190,7 @@ class Finetuner:
         """OUT/checkpoint.pt: everything `--resume` needs to continue after this epoch as if never stopped."""
         path = self.out / "checkpoint.pt"
         atomic_save({"format_version": FORMAT_VERSION, "kind": "finetune", "config": self.cfg.to_dict(),
-                     **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
+                     "timm": self.timm_spec(), **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
                      "epoch": self.epoch, "global_step": self.global_step, "history": self.history}, path)
         return path
 
@@ -192,12 +203,17 @@ class Finetuner:
         self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
         truncate_log(self.out / "log.jsonl", self.global_step)
 
+    def timm_spec(self) -> dict:
+        """How timm rebuilds this classifier: `pretexts export` reads it from either checkpoint."""
+        timm_name, kwargs = timm_spec(self.backbone_name, self.img_size, self.model)
+        return {"name": timm_name, "kwargs": {**kwargs, "num_classes": len(self.classes)}, "classes": self.classes}
+
     def save(self) -> Path:
         """OUT/finetuned.pt: timm state dict under 'model' (timm's load_checkpoint reads it) and how to build it."""
-        timm_name, kwargs = timm_spec(self.backbone_name, self.img_size, self.model)
+        spec = self.timm_spec()
         path = self.out / "finetuned.pt"
-        atomic_save({"model": self.model.state_dict(), "timm_name": timm_name,
-                     "timm_kwargs": {**kwargs, "num_classes": len(self.classes)}, "classes": self.classes,
+        atomic_save({"format_version": FORMAT_VERSION, "kind": "finetuned", "model": self.model.state_dict(),
+                     "timm": spec, "timm_name": spec["name"], "timm_kwargs": spec["kwargs"], "classes": self.classes,
                      "config": self.cfg.to_dict()}, path)
         return path
 

@@ -29,6 +29,7 @@ class FinetuneConfig:
     epochs: int = 100
     warmup_epochs: float = 5.0
     batch_size: int = 64
+    accum_iter: int = 1               # run each step's batch as this many micro-batches (less memory, same step)
     lr: float | None = None           # None: base_lr * batch_size / 256
     base_lr: float = 1e-3             # Table A
     min_lr: float = 1e-6
@@ -50,10 +51,12 @@ class FinetuneConfig:
     amp: str = "auto"                 # "auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off"
     seed: int = 0
     workers: int = 2
+    quiet: bool = False               # no progress bars (they are off anyway when the output is not a terminal)
     device: str = "auto"
     max_steps_per_epoch: int | None = None
     out: str = "runs/finetune"
     resume: str | None = None         # a fine-tuning checkpoint, or "auto" for OUT/checkpoint.pt
+    force: bool = False               # start over in an OUT that holds a run (its checkpoint and log are removed)
 
     def __post_init__(self):
         check_field_types(self)
@@ -65,11 +68,14 @@ class FinetuneConfig:
             raise ParameterError("--from-scratch needs --backbone NAME (e.g. resnet18, convnext_atto, vit_tiny).")
         if self.label_fraction is not None and not 0 < self.label_fraction <= 1:
             raise ParameterError(f"label_fraction must be in (0, 1] (0.01 or 0.1 in the paper), got {self.label_fraction}.")
-        check_ranges(self, positive=("epochs", "batch_size", "base_lr", "lr", "img_size", "max_steps_per_epoch",
-                                     "clip_grad"),
+        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "base_lr", "lr", "img_size",
+                                     "max_steps_per_epoch", "clip_grad"),
                      non_negative=("smoothing", "mixup", "cutmix", "drop_path", "warmup_epochs", "weight_decay",
                                    "min_lr", "workers"),
                      fractions=("layer_decay", "crop_min_scale", "crop_pct", "mixup_prob", "mixup_switch_prob"))
+        if self.batch_size % self.accum_iter:
+            raise ParameterError(f"--accum-iter {self.accum_iter} must divide --batch-size {self.batch_size} into "
+                                 f"equal micro-batches.")
         if self.randaug_policy:
             try:
                 rand_augment_transform(self.randaug_policy, {})

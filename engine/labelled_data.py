@@ -13,8 +13,8 @@ from .image_check import read_or_substitute
 
 def labelled_splits(data: str, img_size: int, seed: int = 0) -> tuple[Dataset, Dataset]:
     """(train, val) sources of (PIL image, label); val is required, accuracy is measured on it."""
-    train = build_source(data, "train", img_size, seed)
-    val = build_source(data, "val", img_size, seed)
+    train = build_source(data, "train", img_size, seed, labelled=True)
+    val = build_source(data, "val", img_size, seed, labelled=True)
     if val is None:
         raise DataError(f"data '{data}' has train/ but no val/ folder; accuracy is measured on val/. "
                         f"Add a val/ ImageFolder tree beside train/.")

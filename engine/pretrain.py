@@ -10,7 +10,6 @@ from pathlib import Path
 import torch
 from timm.optim import param_groups_weight_decay
 from timm.scheduler import CosineLRScheduler
-from tqdm.auto import tqdm
 
 import backbones
 import pretexts
@@ -21,13 +20,16 @@ from . import distributed
 from .config import PretrainConfig
 from .datasets import build_source
 from .evaluate import figure_columns, restoration_error
+from .experiment_log import NoLog, open_experiment_log
 from .figures import loss_curve, restoration_figure
 from .image_check import report_skipped
 from .interrupt import StopSignals
 from .loader import (AugmentedImages, EpochSampler, batches, eval_transform, make_loader, pretrain_transform,
                      to_device)
 from .nonfinite import NonFiniteGuard
-from .preflight import check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes, resolve_device
+from .progress import progress
+from .preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes, claim_output_dir,
+                        resolve_device)
 from .restore import restoration_loss, restore
 from .resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
 from .speedups import apply_speedups
@@ -71,6 +73,9 @@ class Pretrainer:
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device)
         check_task_fits(self.task, cfg.img_size, self.device)
         self.train_set = self._dataset("train", pretrain_transform(cfg.img_size))
+        if (cfg.batch_size // self.world) % cfg.accum_iter:
+            raise ParameterError(f"--accum-iter {cfg.accum_iter} must divide each process's batch of "
+                                 f"{cfg.batch_size // self.world} images into equal micro-batches.")
         if len(self.train_set) < cfg.batch_size:
             raise DataError(f"data '{cfg.data}' has {len(self.train_set)} training images, fewer than one "
                             f"batch of {cfg.batch_size}; lower --batch-size.")
@@ -90,6 +95,7 @@ class Pretrainer:
         self.history: list[tuple[int, float]] = []
         self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
         self.stop = StopSignals()
+        self.experiment = NoLog()
 
     def build_model(self) -> torch.nn.Module:
         """The energy model; a baseline method (a subclass) builds its own."""
@@ -113,14 +119,23 @@ class Pretrainer:
     def train_step(self, images: torch.Tensor) -> dict:
         cfg = self.cfg
         generator = torch.Generator(device=self.device).manual_seed(step_seed(cfg.seed, self.global_step, self.rank))
-        sample = self.task(images, generator)
-        # under DDP the loss runs inside the wrapper's forward, which arms the gradient all-reduce
-        loss = self.replicated(self.compute_loss, sample) if self.replicated else self.compute_loss(sample)
-        value = distributed.global_mean(loss, self.world)  # the global batch's loss: every rank decides alike
-        if self.nonfinite.should_skip(value, self.global_step + 1):
-            return self.skip_step(value)
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
+        value = 0.0
+        chunks = images.chunk(cfg.accum_iter)  # gradient accumulation: one micro-batch's memory, the batch's gradient
+        for i, chunk in enumerate(chunks):
+            sample = self.task(chunk, generator)
+            # under DDP the loss runs inside the wrapper's forward, which arms the gradient all-reduce (on the
+            # last micro-batch only)
+            sync = self.replicated.no_sync() if self.replicated and i < len(chunks) - 1 else nullcontext()
+            with sync:
+                loss = self.replicated(self.compute_loss, sample) if self.replicated else self.compute_loss(sample)
+                part = distributed.global_mean(loss, self.world)  # the global batch's loss: every rank decides alike
+                if self.nonfinite.should_skip(part, self.global_step + 1):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    return self.skip_step(part)
+                weight = chunk.shape[0] / images.shape[0]
+                self.scaler.scale(loss * weight if len(chunks) > 1 else loss).backward()
+            value += part * weight
         checked = not self.scaler.is_enabled()  # fp16's scaler skips inf gradients itself
         if cfg.clip_grad or checked:
             self.scaler.unscale_(self.optimizer)
@@ -151,11 +166,21 @@ class Pretrainer:
         if cfg.resume:
             self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
         if self.rank == 0:
+            claim_output_dir(self.out, cfg.resume, cfg.force)
             check_output_dir(self.out, checkpoint_bytes(self.model))
             (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
             note = report_skipped([self.train_set, self.val_set], self.out)
             if note:
                 print(note, file=sys.stderr, flush=True)
+            self.experiment = open_experiment_log(cfg.logger, self.out, cfg.to_dict(),
+                                                  self.global_step + 1 if cfg.resume else None)
+        try:
+            return self.train_and_report()
+        finally:
+            self.experiment.close()
+
+    def train_and_report(self) -> dict:
+        cfg = self.cfg
         start = time.time()
         with self.stop:
             while self.epoch < cfg.epochs and not self.stop_requested():
@@ -165,7 +190,7 @@ class Pretrainer:
                 self.epoch, self.batch = self.epoch + 1, 0
                 if self.rank == 0:
                     self.save()
-                    self.figure(self.out / f"restoration_epoch{self.epoch:03d}.png")
+                    self.end_of_epoch_outputs()
         results = {"epochs": self.epoch, "optimizer_steps": self.global_step, "seconds": time.time() - start,
                    "skipped_nonfinite_steps": self.nonfinite.skipped}
         if self.stop_requested() and self.epoch < cfg.epochs:
@@ -174,9 +199,25 @@ class Pretrainer:
             return {**results, "interrupted": self.stop.signal.name, "exit_code": self.stop.exit_code}
         if self.rank == 0:
             if self.val_set is not None:
-                results["held_out"] = self.held_out_error()
+                results["held_out"] = self.held_out_now()
             self.write_results(results)
         return results
+
+    def end_of_epoch_outputs(self) -> None:
+        """The epoch's figure; with a logging backend, also the figure and the held-out error there."""
+        path = self.out / f"restoration_epoch{self.epoch:03d}.png"
+        self.figure(path)
+        if not isinstance(self.experiment, NoLog):
+            self.experiment.image("restoration", path, self.global_step)
+            if self.val_set is not None:
+                self.held_out_now()
+
+    def held_out_now(self) -> dict:
+        """The held-out error at this step, measured once however many outputs ask for it."""
+        if getattr(self, "_held_out", (None,))[0] != self.global_step:
+            self._held_out = (self.global_step, self.held_out_error())
+            self.experiment.scalars({"held_out": self._held_out[1]}, self.global_step)
+        return self._held_out[1]
 
     def stop_requested(self) -> bool:
         """SIGTERM or Ctrl-C arrived; checked between optimiser steps (all ranks must agree under DDP)."""
@@ -190,8 +231,8 @@ class Pretrainer:
         self.model.train()
         self.sampler.set_position(self.epoch, self.batch * (cfg.batch_size // self.world))
         loader = make_loader(self.train_set, cfg.batch_size // self.world, self.sampler, cfg.workers)
-        bar = tqdm(total=self.batches_per_epoch, initial=self.batch, desc=f"epoch {self.epoch + 1}/{cfg.epochs}",
-                   disable=self.rank != 0, dynamic_ncols=True, leave=False)
+        bar = progress(self.batches_per_epoch, f"epoch {self.epoch + 1}/{cfg.epochs}", cfg.quiet, self.batch,
+                       enabled=self.rank == 0)
         with open(self.out / "log.jsonl", "a", buffering=1) if self.rank == 0 else nullcontext() as log, bar, \
                 batches(loader) as images_and_labels:
             for images, _ in images_and_labels:
@@ -206,6 +247,7 @@ class Pretrainer:
                     if cfg.eval_every and self.global_step % cfg.eval_every == 0 and self.val_set is not None:
                         stats["held_out"] = self.held_out_error()
                     log.write(json.dumps({"step": self.global_step, "epoch": self.epoch, **stats}) + "\n")
+                    self.experiment.scalars(stats, self.global_step)
                 if self.stop_requested():
                     break
 

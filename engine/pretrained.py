@@ -76,6 +76,9 @@ def create_classifier(checkpoint: str | None, backbone: str | None = None, img_s
     if checkpoint is None:
         return set_fused_attention(backbones.create_backbone(backbone, img_size=img_size or 32, **kwargs), True), {}
     ckpt = load_checkpoint(checkpoint)
+    if ckpt.get("kind") in ("finetune", "finetuned"):
+        raise CheckpointError(f"'{checkpoint}' is a fine-tuning checkpoint; give the `pretexts train` checkpoint "
+                              f"it started from, or `pretexts export` it to use the fine-tuned weights.")
     saved = ckpt["config"]
     if backbone is not None and backbone != saved.get("backbone"):
         raise ParameterError(f"checkpoint '{checkpoint}' holds a {saved.get('backbone')} backbone, not {backbone}; "

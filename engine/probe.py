@@ -18,6 +18,7 @@ from .labelled_data import LabelledImages, class_names, eval_transform, labelled
 from .preflight import check_output_dir
 from .pretrain import resolve_device
 from .pretrained import create_classifier
+from .progress import progress
 
 METHODS = ("linear", "mlp", "knn")
 
@@ -41,6 +42,7 @@ class ProbeConfig:
     workers: int = 2
     device: str = "auto"
     out: str = "runs/probe"
+    quiet: bool = False               # no progress bars (they are off anyway when the output is not a terminal)
 
     def __post_init__(self):
         check_field_types(self)
@@ -63,13 +65,17 @@ def probe_head(method: str, dim: int, num_classes: int, hidden: int = 768) -> nn
 
 
 @torch.no_grad()
-def extract_features(model: nn.Module, dataset, device, batch_size: int = 256, workers: int = 2) -> tuple[Tensor, Tensor]:
+def extract_features(model: nn.Module, dataset, device, batch_size: int = 256, workers: int = 2,
+                     desc: str = "features", quiet: bool = True) -> tuple[Tensor, Tensor]:
     """Pooled features [N, D] and labels [N] of a dataset through a frozen model, in eval mode."""
     model.eval()
     features, labels = [], []
-    for images, target in DataLoader(dataset, batch_size=batch_size, num_workers=workers):
-        features.append(model(images.to(device)).float().cpu())
-        labels.append(target)
+    loader = DataLoader(dataset, batch_size=batch_size, num_workers=workers)
+    with progress(len(loader), desc, quiet) as bar:
+        for images, target in loader:
+            features.append(model(images.to(device)).float().cpu())
+            labels.append(target)
+            bar.update()
     return torch.cat(features), torch.cat(labels)
 
 
@@ -108,8 +114,10 @@ def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     classes = class_names(train_source)
     transform = eval_transform(saved["img_size"], *normalisation(backbone), cfg.crop_pct)
     start = time.time()
-    train = extract_features(backbone, LabelledImages(train_source, transform), device, workers=cfg.workers)
-    val = extract_features(backbone, LabelledImages(val_source, transform), device, workers=cfg.workers)
+    train = extract_features(backbone, LabelledImages(train_source, transform), device, workers=cfg.workers,
+                             desc="train features", quiet=cfg.quiet)
+    val = extract_features(backbone, LabelledImages(val_source, transform), device, workers=cfg.workers,
+                           desc="val features", quiet=cfg.quiet)
     results = {"checkpoint": cfg.checkpoint, "backbone": saved["backbone"], "feature_dim": train[0].shape[1],
                "train_images": train[0].shape[0], "val_images": val[0].shape[0], "classes": len(classes),
                "feature_seconds": time.time() - start}

@@ -71,7 +71,8 @@ def test_missing_empty_and_misshapen_data_folders(tmp_path):
     for path in (loose / "x").iterdir():
         path.rename(loose / path.name)
     (loose / "x").rmdir()
-    fails_cleanly(FAST + ["--data", str(loose)], "lie directly in it", "subfolder")
+    fails_cleanly(["finetune", "--from-scratch", "--backbone", "resnet18", "--data", str(loose)],
+                  "lie directly in it, without labels", "class folders")
     copy_sample_images(tmp_path / "oneempty", 5, classes=("a",))
     (tmp_path / "oneempty" / "b").mkdir()
     fails_cleanly(FAST + ["--data", str(tmp_path / "oneempty")], "no images found in class folder",
@@ -207,7 +208,7 @@ OTHER_COMMANDS = [
     (["restore", "--checkpoint", "{ckpt}", "--out", "{tmp}/r.png", "--task", "gridded-mask", "--task-arg", "grid=64"],
      ["use grid <= 32"]),
     (["restore", "--checkpoint", "{ckpt}", "--out", "{file}/r.png", "--images", "2"],
-     ["Not a directory: '{file}/r.png'"]),
+     ["output folder '{file}' cannot be written"]),
 ]
 
 

@@ -58,3 +58,21 @@ def test_missing_and_empty_data_paths_are_clear_errors(tmp_path):
     (tmp_path / "empty" / "cls").mkdir(parents=True)
     with pytest.raises(DataError, match="no images found"):
         build_source(str(tmp_path / "empty"), "train")
+
+
+def test_a_flat_folder_of_unlabelled_images_pretrains(tmp_path):
+    """No class folders: pretraining needs no labels, so the images are one class and 5 % are held out."""
+    from cli_runs import TRAIN, copy_sample_images, run_cli
+
+    flat = tmp_path / "photos"
+    copy_sample_images(tmp_path / "tmp", 20, classes=("x",))
+    flat.mkdir()
+    for path in (tmp_path / "tmp" / "x").iterdir():
+        path.rename(flat / path.name)
+    (flat / "notes.txt").write_text("not an image")
+    train, val = build_source(str(flat), "train"), build_source(str(flat), "val")
+    assert len(train) == 19 and len(val) == 1
+    result, error = run_cli([*TRAIN, "--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0",
+                             "--data", flat, "--out", tmp_path / "run"])
+    assert result.exit_code == 0, error or result.output
+    assert "held-out restoration MSE on 1 images" in result.output

@@ -53,3 +53,14 @@ def test_two_ranks_equal_one_process_through_both_grad_modes_and_a_resume(tmp_pa
         assert abs(ddp_row["loss"] - single_row["loss"]) <= 1e-5 * single_row["loss"]
     assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == \
         sorted(p.name for p in (tmp_path / "single").iterdir())
+
+
+def test_finetune_under_torchrun_refuses_in_one_line(tmp_path):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               "-m", "pretexts", "finetune", "--from-scratch", "--backbone", "convnext_atto", "--out", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == ["Error: `pretexts finetune` runs in one process; start it without torchrun (`pretexts train` "
+                      "is the data-parallel command)."]
+    assert not (tmp_path / "log.jsonl").exists()

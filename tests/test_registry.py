@@ -12,10 +12,11 @@ from pretexts.errors import DuplicateNameError, ParameterError, UnknownNameError
 @pytest.fixture
 def clean_registry():
     """Restore the registry (and plugin state) after a test that adds to it."""
-    tasks, broken, loaded = dict(registry._TASKS), dict(registry._BROKEN), registry._plugins_loaded
+    tables = [registry._TASKS, registry._BROKEN, registry._TRACEBACKS, registry._SHADOWED, registry._PLUGIN_OF]
+    saved, loaded = [dict(table) for table in tables], registry._plugins_loaded
     yield
-    registry._TASKS.clear(), registry._TASKS.update(tasks)
-    registry._BROKEN.clear(), registry._BROKEN.update(broken)
+    for table, before in zip(tables, saved):
+        table.clear(), table.update(before)
     registry._plugins_loaded = loaded
 
 
@@ -88,7 +89,61 @@ def test_broken_plugin_is_reported_and_breaks_nothing(tmp_path, clean_registry):
         registry.load_plugins(force=True)
         assert "missing dependency foo" in pretexts.broken_plugins()["broken"]
         assert "colorization" in pretexts.list_pretexts()
-        with pytest.raises(UnknownNameError, match="plugin failed to load"):
+        with pytest.raises(UnknownNameError, match="comes from a plugin that failed to load"):
             pretexts.create_pretext("broken")
     finally:
         sys.path.remove(str(tmp_path))
+
+
+@pytest.fixture
+def plugin(tmp_path, clean_registry):
+    """Installs one plugin distribution (module, dist-info, entry point); removed after the test."""
+    names = []
+
+    def install(name: str, source: str, entry: str) -> None:
+        _install_distribution(tmp_path, name, source, entry)
+        names.append(name)
+
+    yield install
+    sys.path.remove(str(tmp_path))
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_a_broken_plugin_task_is_named_with_where_it_failed_and_no_unrelated_suggestions(plugin):
+    plugin("plugin_raises", "import os\n\nraise RuntimeError('bad config')\n", "raiser = plugin_raises:Task")
+    registry.load_plugins(force=True)
+    with pytest.raises(UnknownNameError) as err:
+        pretexts.create_pretext("raiser")
+    message = str(err.value)
+    assert "failed to load" in message and "plugin_raises.py:3" in message and "Did you mean" not in message
+    assert "plugin_raises 1.0" in message
+    assert 'plugin_raises.py", line 3' in registry.broken_traceback("raiser")  # what --debug shows
+
+
+def test_a_plugin_under_another_entry_point_name_works_and_shows_its_package(plugin):
+    plugin("plugin_alias", """
+        import pretexts
+        @pretexts.register("test-flip")
+        class Flip(pretexts.Pretext):
+            def corrupt(self, images, generator=None):
+                return pretexts.Corrupted(images.flip(-1), images)
+        """, "flipper = plugin_alias:Flip")
+    registry.load_plugins(force=True)
+    assert "flipper" not in pretexts.broken_plugins() and "test-flip" in pretexts.list_pretexts()
+    assert registry.plugin_of("test-flip") == "plugin_alias 1.0" and registry.plugin_of("colorization") is None
+
+
+def test_a_plugin_reusing_a_builtin_name_is_ignored_once_and_the_builtin_wins(plugin):
+    plugin("plugin_clash", """
+        import pretexts
+        @pretexts.register("colorization")
+        class MyColour(pretexts.Pretext):
+            pass
+        """, "colorization = plugin_clash:MyColour")
+    with pytest.warns(UserWarning, match="the built-in wins"):
+        registry.load_plugins(force=True)
+    assert pretexts.get_pretext_class("colorization").__module__ == "pretexts.colorization"
+    assert pretexts.list_pretexts().count("colorization") == 1
+    assert "colorization" not in pretexts.broken_plugins()
+    assert "plugin_clash 1.0" in registry.shadowed_plugins()["colorization"]

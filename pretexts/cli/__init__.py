@@ -67,4 +67,16 @@ def parse_task_args(pairs: tuple[str, ...]) -> dict[str, str]:
     return args
 
 
+def single_process(command: str) -> None:
+    """Commands other than `train` run in one process: under torchrun rank 0 says so in one line, the others
+    leave quietly, instead of K full copies writing one folder."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if int(os.environ.get("RANK", "0")) != 0:
+            sys.exit(2)
+        raise PretextsError(f"`pretexts {command}` runs in one process; start it without torchrun (`pretexts "
+                            f"train` is the data-parallel command).")
+
+
 from . import energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd, train_cmd  # noqa: E402,F401  (subcommands register on import)

@@ -1,17 +1,25 @@
-"""`pretexts export`: a pretrained backbone as a timm weights file."""
+"""`pretexts export`: a pretrained or fine-tuned backbone for timm, as a Hub-ready folder or one weights file."""
 import click
 
 from . import main
 
 
 @main.command("export")
-@click.option("--checkpoint", required=True, help="A checkpoint.pt written by `pretexts train`.")
-@click.option("--out", required=True, help="The weights file: .safetensors, or .pth for torch.save.")
-def export_command(checkpoint: str, out: str) -> None:
-    """Write the backbone's weights for timm; prints the line that loads them (also in OUT .json)."""
+@click.option("--checkpoint", required=True, help="checkpoint.pt of `pretexts train`, or checkpoint.pt / "
+              "finetuned.pt of `pretexts finetune`.")
+@click.option("--out", required=True, help="A folder (Hub-ready: model.safetensors + config.json, loads with "
+              "timm's local-dir:), or a single weights file ending in .safetensors or .pth.")
+@click.option("--push-to-hub", "push_to_hub", default=None, metavar="REPO",
+              help="Also upload to this Hugging Face Hub repository (needs `huggingface-cli login` or HF_TOKEN).")
+@click.option("--private", is_flag=True, help="With --push-to-hub: create the repository private.")
+def export_command(checkpoint: str, out: str, push_to_hub: str | None, private: bool) -> None:
+    """Write the model's weights for timm; prints the line that loads them (also in the export's json)."""
     from engine import export_backbone
 
-    info = export_backbone(checkpoint, out)
-    click.echo(f"wrote {out} ({info['tensors']} tensors, {info['parameters']:,} parameters of {info['timm_name']}) "
-               f"and {info['file'].rsplit('.', 1)[0]}.json. Load it with:")
+    info = export_backbone(checkpoint, out, push_to_hub=push_to_hub, private=private)
+    size = "x".join(map(str, info["input_size"][1:]))
+    click.echo(f"wrote {out} ({info['tensors']} tensors, {info['parameters']:,} parameters of {info['timm_name']}, "
+               f"{size} px). Load it with:")
     click.echo(f"  import timm; model = {info['load']}")
+    if "hub" in info:
+        click.echo(f"pushed to {info['hub']}; load it with timm.create_model('hf-hub:{push_to_hub}', pretrained=True)")

@@ -3,7 +3,8 @@ import sys
 
 import click
 
-from . import main
+from . import main, single_process
+from .config_file import build_config, config_options
 
 
 @main.command("finetune")
@@ -17,6 +18,8 @@ from . import main
 @click.option("--epochs", type=int, default=None, help="Default 100.")
 @click.option("--warmup-epochs", type=float, default=None, help="Default 5.")
 @click.option("--batch-size", type=int, default=None, help="Default 64.")
+@click.option("--accum-iter", type=int, default=None, help="Gradient accumulation: run each step's batch as this "
+              "many micro-batches (the memory of batch / K images, the step of the whole batch). Default 1.")
 @click.option("--lr", type=float, default=None, help="Peak lr. Default base lr x batch / 256.")
 @click.option("--base-lr", type=float, default=None, help="Default 1e-3 (paper, Table A).")
 @click.option("--min-lr", type=float, default=None, help="End of the cosine decay. Default 1e-6.")
@@ -33,17 +36,23 @@ from . import main
 @click.option("--amp", type=click.Choice(["auto", "bf16", "fp16", "off"]), default=None)
 @click.option("--seed", type=int, default=None)
 @click.option("--workers", type=int, default=None, help="Data loader worker processes. Default 2.")
+@click.option("--quiet", is_flag=True, default=None, help="No progress bars (off anyway when the output is not "
+              "a terminal).")
 @click.option("--device", default=None, help="auto, cpu, cuda, cuda:1, ...")
 @click.option("--max-steps-per-epoch", type=int, default=None, help="Cap the optimiser steps of each epoch.")
 @click.option("--out", default=None, help="Output folder. Default runs/finetune.")
+@click.option("--force", is_flag=True, default=None, help="Start over in an --out that already holds a run "
+              "(its checkpoint and log are removed).")
 @click.option("--resume", is_flag=False, flag_value="auto", default=None,
               help="Continue from OUT/checkpoint.pt (saved after each epoch), or from the checkpoint given.")
-def finetune_command(**options) -> None:
+@config_options
+def finetune_command(config, sets, **options) -> None:
     """Fine-tune with AdamW, layer-wise lr decay, RandAugment, mixup/cutmix and label smoothing (paper, Table A);
     reports top-1 on val/ each epoch and writes OUT/finetuned.pt and OUT/results.json."""
+    single_process("finetune")
     from engine import FinetuneConfig, Finetuner
 
-    cfg = FinetuneConfig(**{k: v for k, v in options.items() if v is not None})
+    cfg = build_config(FinetuneConfig, options, config, sets)
     finetuner = Finetuner(cfg, echo=click.echo)
     source = cfg.checkpoint or f"{cfg.backbone} from scratch"
     click.echo(f"fine-tuning {source} on '{cfg.data}' ({len(finetuner.train_set)} images) for {cfg.epochs} epochs "

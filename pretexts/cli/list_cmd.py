@@ -1,7 +1,8 @@
 """`pretexts list`: the registered tasks, their parameters and presets, and broken plugins."""
 import click
 
-from ..registry import broken_plugins, get_pretext_class, list_pretexts
+from ..registry import (broken_plugins, broken_traceback, get_pretext_class, list_pretexts, plugin_of,
+                        shadowed_plugins)
 from . import main
 
 
@@ -13,7 +14,8 @@ def list_command(pattern: str, verbose: bool) -> None:
     for name in list_pretexts(pattern):
         cls = get_pretext_class(name)
         defaults = ", ".join(f"{k}={p.default}" for k, p in cls.params.items())
-        click.echo(f"{name:<18} {cls.summary()}")
+        source = plugin_of(name)
+        click.echo(f"{name:<18} {cls.summary()}" + (f" [plugin {source}]" if source else ""))
         if defaults and not verbose:
             click.echo(f"{'':<18}   {defaults}")
         if verbose:
@@ -21,5 +23,10 @@ def list_command(pattern: str, verbose: bool) -> None:
                 click.echo(f"{'':<18}   --task-arg {key}=...  {param.describe()}. {param.help}".rstrip())
             for preset, values in cls.presets.items():
                 click.echo(f"{'':<18}   --preset {preset}: {', '.join(f'{k}={v}' for k, v in values.items())}")
+    debug = click.get_current_context().find_root().params.get("debug")
     for name, error in broken_plugins().items():
         click.echo(f"{name:<18} BROKEN plugin: {error}")
+        if debug:
+            click.echo(broken_traceback(name), err=True)
+    for name, note in shadowed_plugins().items():
+        click.echo(f"{name:<18} IGNORED plugin (the built-in '{name}' wins): {note}")

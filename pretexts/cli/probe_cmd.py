@@ -1,11 +1,13 @@
 """`pretexts probe`: frozen-feature evaluation (linear probe, the paper's MLP head, kNN)."""
 import click
 
-from . import main
+from . import main, single_process
+from .config_file import build_config, config_options
 
 
 @main.command("probe")
-@click.option("--checkpoint", required=True, help="A checkpoint.pt written by `pretexts train`.")
+@click.option("--checkpoint", default=None, help="A checkpoint.pt written by `pretexts train` (required, here "
+              "or in --config).")
 @click.option("--data", default=None, help="'sample' (embedded, default) or a folder with train/ and val/ class folders.")
 @click.option("--method", "methods", multiple=True, type=click.Choice(["linear", "mlp", "knn"]),
               help="linear, mlp (3 layers, ReLU) or knn; repeatable, features are extracted once. Default linear.")
@@ -19,12 +21,16 @@ from . import main
 @click.option("--crop-pct", type=float, default=None, help="Evaluation centre crop fraction; default 0.875.")
 @click.option("--seed", type=int, default=None)
 @click.option("--workers", type=int, default=None, help="Data loader worker processes. Default 2.")
+@click.option("--quiet", is_flag=True, default=None, help="No progress bars (off anyway when the output is not "
+              "a terminal).")
 @click.option("--device", default=None, help="auto, cpu, cuda, cuda:1, ...")
 @click.option("--out", default=None, help="Output folder. Default runs/probe.")
-def probe_command(**options) -> None:
+@config_options
+def probe_command(config, sets, **options) -> None:
     """Evaluate a pretrained backbone's frozen features; writes OUT/results.json."""
+    single_process("probe")
     from engine import ProbeConfig, run_probe
 
-    cfg = ProbeConfig(**{k: v for k, v in options.items() if v not in (None, ())})
+    cfg = build_config(ProbeConfig, options, config, sets)
     run_probe(cfg, echo=click.echo)
     click.echo(f"wrote {cfg.out}/results.json")

@@ -28,10 +28,12 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     from engine.from_checkpoint import load_energy_model, task_for
     from engine.loader import AugmentedImages, eval_transform, to_device
     from engine.pretrain import resolve_device
+    from engine.preflight import check_output_dir
     from pretexts.errors import ParameterError
 
     if count < 1 or (steps is not None and steps < 1):
         raise ParameterError("--images and --steps must be >= 1.")
+    check_output_dir(Path(out).parent, 0)  # made (or refused) before the work, not after
     dev = resolve_device(device)
     model, cfg = load_energy_model(checkpoint, dev)
     args = parse_task_args(task_args)

@@ -4,6 +4,7 @@ import sys
 import click
 
 from . import main, parse_task_args
+from .config_file import build_config, config_options
 
 
 @main.command("train")
@@ -17,6 +18,8 @@ from . import main, parse_task_args
 @click.option("--img-size", type=int, default=None, help="Training resolution. Default 32.")
 @click.option("--epochs", type=int, default=None)
 @click.option("--batch-size", type=int, default=None, help="Global batch size. Default 64.")
+@click.option("--accum-iter", type=int, default=None, help="Gradient accumulation: run each step's batch as this "
+              "many micro-batches (the memory of batch / K images, the step of the whole batch). Default 1.")
 @click.option("--steps", type=int, default=None, help="Restoration steps N (paper: 2).")
 @click.option("--lr", type=float, default=None, help="Peak lr. Default base lr x batch / 256 (paper).")
 @click.option("--base-lr", type=float, default=None, help="lr per 256 images. Default 1e-4 (paper, Table A).")
@@ -29,11 +32,15 @@ from . import main, parse_task_args
 @click.option("--clip-grad", type=float, default=None, help="Clip the gradient norm to this value.")
 @click.option("--seed", type=int, default=None)
 @click.option("--workers", type=int, default=None, help="Data loader worker processes. Default 2.")
+@click.option("--quiet", is_flag=True, default=None, help="No progress bars (off anyway when the output is not "
+              "a terminal).")
 @click.option("--device", default=None, help="auto, cpu, cuda, cuda:1, ...")
 @click.option("--max-steps-per-epoch", type=int, default=None, help="Cap the optimiser steps of each epoch.")
 @click.option("--out", default=None, help="Output folder. Default runs/pretrain.")
 @click.option("--resume", is_flag=False, flag_value="auto", default=None,
               help="Continue from OUT/checkpoint.pt, or from the checkpoint given.")
+@click.option("--force", is_flag=True, default=None, help="Start over in an --out that already holds a run "
+              "(its checkpoint and log are removed).")
 @click.option("--grad-mode", type=click.Choice(["exact", "finite-difference"]), default=None,
               help="exact: double backward (paper). finite-difference: two first-order passes per step, "
               "allows fused attention and --compile; smooth backbones only (ViT, Swin, ConvNeXt).")
@@ -44,16 +51,19 @@ from . import main, parse_task_args
 @click.option("--grad-checkpointing", is_flag=True, default=None, help="Recompute activations in the "
               "backward (non-reentrant): less memory, more time.")
 @click.option("--channels-last", is_flag=True, default=None, help="NHWC memory format (convolutional backbones).")
+@click.option("--logger", default=None, help="Also log scalars, held-out error and figures to tensorboard "
+              "(OUT/tensorboard) or wandb (offline unless WANDB_MODE=online). Default jsonl (log.jsonl) alone.")
 @click.option("--skip-nonfinite", is_flag=True, default=None,
               help="Skip (and count) a step whose loss is NaN or inf, instead of stopping the run.")
-def train_command(task_args, preset, **options) -> None:
+@config_options
+def train_command(task_args, preset, config, sets, **options) -> None:
     """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
     from engine import PretrainConfig, create_trainer, distributed, format_held_out
 
     args = parse_task_args(task_args)
     if preset is not None:
         args["preset"] = preset
-    cfg = PretrainConfig(task_args=args, **{k: v for k, v in options.items() if v is not None})
+    cfg = build_config(PretrainConfig, {"task_args": args, **options}, config, sets)
     trainer = create_trainer(cfg)
     echo = click.echo if trainer.rank == 0 else lambda *args, **kwargs: None  # under torchrun rank 0 speaks
     echo(f"pretraining {cfg.backbone} on '{cfg.task}' with data '{cfg.data}' for {cfg.epochs} epochs "

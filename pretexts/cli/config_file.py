@@ -1,0 +1,101 @@
+"""`--config FILE` and `--set KEY=VALUE`: a run's whole configuration in and out.
+
+A run saves OUT/config.json (every field of its config dataclass); the same file, or a YAML one with any
+subset of the fields, starts a run again. Precedence: the file, then the command's own options, then
+each --set in order.
+"""
+import dataclasses
+import json
+import typing
+from pathlib import Path
+
+import click
+import yaml
+
+from ..errors import ParameterError, suggest
+
+
+def read_config_file(path: str) -> dict:
+    """The mapping in a .yaml / .yml / .json file; one clear line for a missing or malformed file."""
+    file = Path(path)
+    if not file.is_file():
+        raise ParameterError(f"config file '{path}' does not exist; give a .yaml or .json file (a run's own "
+                             f"OUT/config.json works).")
+    try:
+        text = file.read_text()
+        values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as err:
+        raise ParameterError(f"config file '{path}' cannot be parsed at line {err.lineno}: {err.msg}.") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        where = getattr(err, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where else ""
+        raise ParameterError(f"config file '{path}' cannot be parsed{line}: {getattr(err, 'problem', err)}.") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ParameterError(f"config file '{path}' must hold a mapping of field: value, not a "
+                             f"{type(values).__name__}.")
+    return values
+
+
+def convert(cls, name: str, text: str):
+    """A --set value as the field's declared type: numbers, booleans, None, lists and mappings (YAML/JSON)."""
+    kind = typing.get_type_hints(cls)[name]
+    allowed = set(typing.get_args(kind) or (kind,))
+    if type(None) in allowed and text.strip().lower() in ("none", "null", "~", ""):
+        return None
+    if str in allowed:
+        return text
+    if float in allowed:
+        try:
+            return float(text) if int not in allowed or any(c in text.lower() for c in ".en") else int(text)
+        except ValueError:
+            raise ParameterError(f"--set {name}={text}: {name} must be a number.") from None
+    return yaml.safe_load(text)  # int, bool, tuple (a list), dict: YAML spells them all
+
+
+def apply_sets(cls, values: dict, pairs: tuple[str, ...]) -> dict:
+    values = dict(values)
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise click.BadParameter(f"'{pair}' is not KEY=VALUE (e.g. --set epochs=10).", param_hint="--set")
+        check_known(cls, [key], "--set")
+        values[key] = convert(cls, key, text.strip())
+    return values
+
+
+def check_known(cls, keys, where: str) -> None:
+    known = [f.name for f in dataclasses.fields(cls)]
+    for key in keys:
+        if key not in known:
+            raise ParameterError(f"{where}: unknown field '{key}'.{suggest(key, known)} "
+                                 f"Fields: {', '.join(known)}.")
+
+
+def build_config(cls, options: dict, config: str | None, sets: tuple[str, ...], merge=("task_args",)):
+    """`cls` from the file, the command's explicit options (None = not given) and the --set overrides.
+    Mappings named in `merge` (task arguments) are updated key by key rather than replaced."""
+    values = read_config_file(config) if config else {}
+    check_known(cls, values, f"config file '{config}'")
+    # YAML 1.1 reads 1e-3 as a string: such values take the field's type, as --set values do
+    values = {k: convert(cls, k, v) if isinstance(v, str) else v for k, v in values.items()}
+    for key, value in options.items():
+        if value is None or value == () or value == {}:
+            continue
+        values[key] = {**values.get(key, {}), **value} if key in merge and isinstance(value, dict) else value
+    values = apply_sets(cls, values, sets)
+    required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING and f.name not in values]
+    if required:
+        raise ParameterError(f"{required[0]} is required: give --{required[0].replace('_', '-')} or put it in --config.")
+    return cls(**values)
+
+
+def config_options(command):
+    """The --config and --set options, shared by train, finetune and probe."""
+    command = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                           help="Override one config field (after --config and the options); repeatable.")(command)
+    return click.option("--config", "config", default=None, metavar="FILE",
+                        help="Start from a .yaml or .json config (e.g. a run's OUT/config.json).")(command)
