@@ -10,7 +10,7 @@ from timm.scheduler import CosineLRScheduler
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from pretexts.errors import ParameterError
+from pretexts.errors import ParameterError, suggest
 
 from .config import check_field_types, check_ranges
 from .knn import knn_accuracy
@@ -29,7 +29,7 @@ class ProbeConfig:
 
     checkpoint: str
     data: str = "sample"
-    methods: tuple = ("linear",)
+    probes: tuple = ("linear",)
     epochs: int = 100
     batch_size: int = 256
     lr: float = 1e-3
@@ -46,10 +46,11 @@ class ProbeConfig:
 
     def __post_init__(self):
         check_field_types(self)
-        self.methods, self.knn_k = tuple(self.methods), tuple(int(k) for k in self.knn_k)
-        unknown = [m for m in self.methods if m not in METHODS]
-        if unknown or not self.methods:
-            raise ParameterError(f"unknown probe method {unknown or '(none)'}; methods: {', '.join(METHODS)}.")
+        self.probes, self.knn_k = tuple(self.probes), tuple(int(k) for k in self.knn_k)
+        unknown = [m for m in self.probes if m not in METHODS]
+        if unknown or not self.probes:
+            raise ParameterError(f"unknown probe {', '.join(unknown) or '(none)'}; probes: {', '.join(METHODS)}."
+                                 + (suggest(unknown[0], METHODS) if unknown else ""))
         if self.knn_k and min(self.knn_k) < 1:
             raise ParameterError(f"knn_k must be >= 1, got {min(self.knn_k)}.")
         check_ranges(self, positive=("epochs", "batch_size", "hidden", "lr", "knn_temperature"),
@@ -104,7 +105,7 @@ def train_head(head: nn.Module, train: tuple[Tensor, Tensor], val: tuple[Tensor,
 
 
 def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
-    """Extract features once, then evaluate every method in `cfg.methods`; writes OUT/results.json."""
+    """Extract features once, then evaluate every probe in `cfg.probes`; writes OUT/results.json."""
     device = resolve_device(cfg.device)
     torch.manual_seed(cfg.seed)
     backbone, saved = create_classifier(cfg.checkpoint, num_classes=0)
@@ -122,7 +123,7 @@ def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
                "train_images": train[0].shape[0], "val_images": val[0].shape[0], "classes": len(classes),
                "feature_seconds": time.time() - start}
     echo(f"features: {train[0].shape[0]} train, {val[0].shape[0]} val images, {train[0].shape[1]} dims")
-    for method in cfg.methods:
+    for method in cfg.probes:
         if method == "knn":
             results["knn"] = {f"k={k}": knn_accuracy(*train, *val, len(classes), k, cfg.knn_temperature)
                               for k in cfg.knn_k}

@@ -199,7 +199,7 @@ OTHER_COMMANDS = [
     (["finetune", "--from-scratch", "--backbone", "resnet181"], ["Did you mean: resnet18"]),
     (["finetune"], ["give --checkpoint"]),
     (["probe", "--checkpoint", "{cut}"], ["truncated"]),
-    (["probe", "--checkpoint", "{ckpt}", "--method", "knn", "--knn-k", "0"], ["knn_k must be >= 1"]),
+    (["probe", "--checkpoint", "{ckpt}", "--probe", "knn", "--knn-k", "0"], ["knn_k must be >= 1"]),
     (["export", "--checkpoint", "{foreign}", "--out", "{tmp}/x.pth"], ["is not a pretexts checkpoint"]),
     (["export", "--checkpoint", "{ckpt}", "--out", "{file}/x.pth"], ["'{file}'", "choose another --out"]),
     (["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--task", "colorisation"],

@@ -90,3 +90,46 @@ def test_restore_works_for_every_task(tmp_path, vit_checkpoint, task):
     numbers = json.loads(fig.with_suffix(".json").read_text())
     assert numbers["task"] == task and numbers["images"] == 3 and len(numbers["restored_mse"]) == 1
     assert numbers["corrupted_mse"] > 0 and fig.stat().st_size > 10_000
+
+
+def test_list_backbones_shows_aliases_and_timm_names_by_pattern():
+    result = CliRunner().invoke(main, ["list", "--backbones", "vit_t*"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("vit_tiny") and "vit_tiny_patch16_224 (patch_size=4, img_size=32)" in lines[0]
+    assert "  vit_tiny_patch16_224" in lines and all("resnet" not in line for line in lines)
+    result = CliRunner().invoke(main, ["list", "--backbones", "no_such_net*"])
+    assert result.output.strip() == "0 timm models match 'no_such_net*'."
+
+
+def test_the_wrote_line_names_every_file_of_the_run(tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", "--backbone", "test_convnext", "--batch-size", "8", "--epochs", "2",
+                                       "--max-steps-per-epoch", "1", "--workers", "0", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == (f"wrote {out}/: checkpoint.pt, config.json, log.jsonl, loss_curve.png, "
+                                              f"restoration_epoch001-002.png, results.json")
+    assert len(list(out.iterdir())) == 7
+
+
+@pytest.mark.parametrize("command, config", [("train", "engine.config:PretrainConfig"),
+                                             ("finetune", "engine.finetune_config:FinetuneConfig"),
+                                             ("probe", "engine.probe:ProbeConfig")])
+def test_help_shows_every_default_the_config_declares(command, config):
+    import dataclasses
+    import importlib
+    import re
+
+    module, _, name = config.partition(":")
+    fields = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+              for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
+    help_text = CliRunner().invoke(main, [command, "--help"], terminal_width=200).output
+    entries = dict(re.findall(r"^  (--[a-z-]+)[^\n]*((?:\n {20,}[^\n]*)*)", help_text, re.M))
+    options = {p.name: p for p in main.commands[command].params}
+    for field, default in fields.items():
+        param = options.get(field)
+        if param is None or getattr(param, "is_flag", False) or default in (None, (), {}, dataclasses.MISSING):
+            continue
+        line = next(l for l in help_text.splitlines() if l.strip().startswith(param.opts[0] + " "))
+        shown = line + entries.get(param.opts[0], "")
+        assert "[default: " in " ".join(shown.split()), (field, shown)

@@ -108,7 +108,7 @@ def test_finetune_refuses_bad_options_in_one_line(tmp_path_factory, checkpoint, 
 
 
 @FUZZ
-@given(st.one_of(PROBE, TEXT.map(lambda s: ["--method", s])))
+@given(st.one_of(PROBE, TEXT.map(lambda s: ["--probe", s])))
 def test_probe_refuses_bad_options_in_one_line(tmp_path_factory, checkpoint, bad):
     assert_one_line_error(["probe", "--checkpoint", checkpoint, "--out", str(tmp_path_factory.mktemp("probe")), *bad])
 

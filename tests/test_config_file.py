@@ -63,7 +63,7 @@ def test_bad_config_files_and_values_are_one_line_errors(tmp_path):
 def test_probe_and_finetune_take_their_saved_configs(tmp_path):
     ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
     probe = tmp_path / "probe"
-    result, _ = run_cli(["probe", "--checkpoint", ckpt, "--method", "knn", "--knn-k", "5", "--workers", "0",
+    result, _ = run_cli(["probe", "--checkpoint", ckpt, "--probe", "knn", "--knn-k", "5", "--workers", "0",
                          "--out", probe])
     assert result.exit_code == 0, result.output
     again = tmp_path / "probe2"

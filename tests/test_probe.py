@@ -69,15 +69,17 @@ def test_mlp_head_is_three_layers_with_relu():
 
 
 def test_unknown_probe_method_is_refused():
-    with pytest.raises(ParameterError, match="unknown probe method"):
-        ProbeConfig(checkpoint="x", methods=("svm",))
+    with pytest.raises(ParameterError, match="unknown probe svm; probes: linear, mlp, knn"):
+        ProbeConfig(checkpoint="x", probes=("svm",))
+    with pytest.raises(ParameterError, match="Did you mean: linear"):
+        ProbeConfig(checkpoint="x", probes=("lineer",))
 
 
 def test_cli_probe_extracts_once_and_reports_every_method(tmp_path):
     path, _ = write_checkpoint(tmp_path / "ckpt.pt")
     out = tmp_path / "probe"
-    result = CliRunner().invoke(main, ["probe", "--checkpoint", str(path), "--method", "linear", "--method", "mlp",
-                                       "--method", "knn", "--epochs", "5", "--hidden", "64", "--workers", "0",
+    result = CliRunner().invoke(main, ["probe", "--checkpoint", str(path), "--probe", "linear", "--probe", "mlp",
+                                       "--probe", "knn", "--epochs", "5", "--hidden", "64", "--workers", "0",
                                        "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert result.output.count("features: 320 train, 80 val images") == 1

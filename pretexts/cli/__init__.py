@@ -67,6 +67,27 @@ def parse_task_args(pairs: tuple[str, ...]) -> dict[str, str]:
     return args
 
 
+def written_files(out) -> str:
+    """Every file and folder in OUT, a numbered series shown once: 'checkpoint.pt, restoration_epoch001-020.png'."""
+    import re
+    from pathlib import Path
+
+    series: dict[tuple, list[str]] = {}
+    for item in sorted(Path(out).iterdir()):
+        if item.name.startswith("."):
+            continue  # temporary files of an atomic write
+        name = item.name + ("/" if item.is_dir() else "")
+        match = re.fullmatch(r"(.*?)(\d+)(\.\w+)", name)
+        series.setdefault((match[1], match[3]) if match else (name,), []).append(match[2] if match else "")
+    names = []
+    for key, numbers in series.items():
+        if len(key) == 1:
+            names.append(key[0])
+        else:
+            names.append(key[0] + (numbers[0] if len(numbers) == 1 else f"{numbers[0]}-{numbers[-1]}") + key[1])
+    return ", ".join(names)
+
+
 def single_process(command: str) -> None:
     """Commands other than `train` run in one process: under torchrun rank 0 says so in one line, the others
     leave quietly, instead of K full copies writing one folder."""

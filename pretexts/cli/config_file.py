@@ -99,3 +99,27 @@ def config_options(command):
                            help="Override one config field (after --config and the options); repeatable.")(command)
     return click.option("--config", "config", default=None, metavar="FILE",
                         help="Start from a .yaml or .json config (e.g. a run's OUT/config.json).")(command)
+
+
+def defaults_from(config: str) -> type:
+    """A click command class whose --help shows each option's default as its config dataclass declares it
+    (one source of defaults). `config` is 'module:Class', imported only when help is shown."""
+
+    class ConfigDefaultsCommand(click.Command):
+        def format_options(self, ctx, formatter):
+            module, _, name = config.partition(":")
+            cls = getattr(__import__(module, fromlist=[name]), name)
+            defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+            defaults.update({f.name: f.default_factory() for f in dataclasses.fields(cls)
+                             if f.default_factory is not dataclasses.MISSING})
+            shown = {p: p.default for p in self.params if isinstance(p, click.Option) and not p.is_flag
+                     and defaults.get(p.name) not in (None, {}, ())}
+            for param in shown:  # the real default stays None: an option not given leaves the config's own value
+                param.default, param.show_default = defaults[param.name], True
+            try:
+                super().format_options(ctx, formatter)
+            finally:
+                for param, original in shown.items():
+                    param.default = original
+
+    return ConfigDefaultsCommand

@@ -1,7 +1,7 @@
 """`pretexts export`: a pretrained or fine-tuned backbone for timm, as a Hub-ready folder or one weights file."""
 import click
 
-from . import main
+from . import main, written_files
 
 
 @main.command("export")
@@ -18,7 +18,9 @@ def export_command(checkpoint: str, out: str, push_to_hub: str | None, private: 
 
     info = export_backbone(checkpoint, out, push_to_hub=push_to_hub, private=private)
     size = "x".join(map(str, info["input_size"][1:]))
-    click.echo(f"wrote {out} ({info['tensors']} tensors, {info['parameters']:,} parameters of {info['timm_name']}, "
+    files = f"{out} and {info['file'].rsplit('.', 1)[0]}.json" if not Path(out).is_dir() else \
+        f"{out}/: {written_files(out)}"
+    click.echo(f"wrote {files} ({info['tensors']} tensors, {info['parameters']:,} parameters of {info['timm_name']}, "
                f"{size} px). Load it with:")
     click.echo(f"  import timm; model = {info['load']}")
     if "hub" in info:

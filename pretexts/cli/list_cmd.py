@@ -9,8 +9,12 @@ from . import main
 @main.command("list")
 @click.argument("pattern", default="*")
 @click.option("-v", "--verbose", is_flag=True, help="Show each parameter's range and help, and the presets.")
-def list_command(pattern: str, verbose: bool) -> None:
-    """List pretext tasks matching PATTERN (shell wildcards, default all)."""
+@click.option("--backbones", is_flag=True, help="List backbones instead: the short aliases (with the timm model and "
+              "arguments each stands for), then the timm models matching PATTERN.")
+def list_command(pattern: str, verbose: bool, backbones: bool) -> None:
+    """List pretext tasks (or --backbones) matching PATTERN (shell wildcards, default all)."""
+    if backbones:
+        return list_backbone_names(pattern)
     for name in list_pretexts(pattern):
         cls = get_pretext_class(name)
         defaults = ", ".join(f"{k}={p.default}" for k, p in cls.params.items())
@@ -30,3 +34,19 @@ def list_command(pattern: str, verbose: bool) -> None:
             click.echo(broken_traceback(name), err=True)
     for name, note in shadowed_plugins().items():
         click.echo(f"{name:<18} IGNORED plugin (the built-in '{name}' wins): {note}")
+
+
+def list_backbone_names(pattern: str) -> None:
+    import fnmatch
+
+    from backbones.factory import ALIASES, list_backbones
+
+    aliases = [a for a in ALIASES if fnmatch.fnmatch(a, pattern)]
+    for alias in aliases:
+        timm_name, kwargs = ALIASES[alias]
+        args = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+        click.echo(f"{alias:<18} alias of timm {timm_name}" + (f" ({args})" if args else ""))
+    models = [m for m in list_backbones(pattern) if m not in ALIASES]
+    click.echo(f"{len(models)} timm models match '{pattern}'" + (":" if models else "."))
+    for name in models:
+        click.echo(f"  {name}")

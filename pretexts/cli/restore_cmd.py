@@ -50,5 +50,5 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     error = restoration_error(model, pretext, [images], steps, dev, seed=seed)
     results = {"checkpoint": str(checkpoint), "task": pretext.name, "task_args": pretext.values(), **error}
     Path(out).with_suffix(".json").write_text(json.dumps(results, indent=2, default=str))
-    click.echo(f"wrote {out}: {pretext.name}, corrupted MSE {error['corrupted_mse']:.5f} -> restored "
+    click.echo(f"wrote {out} and {Path(out).with_suffix('.json')}: {pretext.name}, corrupted MSE {error['corrupted_mse']:.5f} -> restored "
                f"{error['restored_mse'][-1]:.5f} on {error['images']} images")

@@ -3,26 +3,26 @@ import sys
 
 import click
 
-from . import main, parse_task_args
-from .config_file import build_config, config_options
+from . import main, parse_task_args, written_files
+from .config_file import build_config, config_options, defaults_from
 
 
-@main.command("train")
-@click.option("--task", default=None, help="Pretext task (see `pretexts list`). Default: colorization.")
+@main.command("train", cls=defaults_from("engine.config:PretrainConfig"))
+@click.option("--task", default=None, help="Pretext task (see `pretexts list`).")
 @click.option("--method", default=None, help="energy (the paper, default) or ae (the autoencoder baseline).")
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option("--preset", default=None, help="A named preset of the task (see `pretexts list -v`).")
 @click.option("--backbone", default=None, help="Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.")
 @click.option("--data", default=None, help="'sample' (embedded, default), 'synthetic', an ImageFolder dir "
               "or a CIFAR-10 folder.")
-@click.option("--img-size", type=int, default=None, help="Training resolution. Default 32.")
+@click.option("--img-size", type=int, default=None, help="Training resolution.")
 @click.option("--epochs", type=int, default=None)
-@click.option("--batch-size", type=int, default=None, help="Global batch size. Default 64.")
+@click.option("--batch-size", type=int, default=None, help="Global batch size.")
 @click.option("--accum-iter", type=int, default=None, help="Gradient accumulation: run each step's batch as this "
-              "many micro-batches (the memory of batch / K images, the step of the whole batch). Default 1.")
+              "many micro-batches (the memory of batch / K images, the step of the whole batch).")
 @click.option("--steps", type=int, default=None, help="Restoration steps N (paper: 2).")
 @click.option("--lr", type=float, default=None, help="Peak lr. Default base lr x batch / 256 (paper).")
-@click.option("--base-lr", type=float, default=None, help="lr per 256 images. Default 1e-4 (paper, Table A).")
+@click.option("--base-lr", type=float, default=None, help="lr per 256 images (paper, Table A).")
 @click.option("--warmup-epochs", type=float, default=None)
 @click.option("--alpha-lr-scale", type=float, default=None, help="alpha's lr relative to the network's.")
 @click.option("--head-init-std", type=float, default=None, help="Std of the energy head's initial weights.")
@@ -31,12 +31,12 @@ from .config_file import build_config, config_options
 @click.option("--amp", type=click.Choice(["auto", "bf16", "fp16", "off"]), default=None)
 @click.option("--clip-grad", type=float, default=None, help="Clip the gradient norm to this value.")
 @click.option("--seed", type=int, default=None)
-@click.option("--workers", type=int, default=None, help="Data loader worker processes. Default 2.")
+@click.option("--workers", type=int, default=None, help="Data loader worker processes.")
 @click.option("--quiet", is_flag=True, default=None, help="No progress bars (off anyway when the output is not "
               "a terminal).")
 @click.option("--device", default=None, help="auto, cpu, cuda, cuda:1, ...")
 @click.option("--max-steps-per-epoch", type=int, default=None, help="Cap the optimiser steps of each epoch.")
-@click.option("--out", default=None, help="Output folder. Default runs/pretrain.")
+@click.option("--out", default=None, help="Output folder.")
 @click.option("--resume", is_flag=False, flag_value="auto", default=None,
               help="Continue from OUT/checkpoint.pt, or from the checkpoint given.")
 @click.option("--force", is_flag=True, default=None, help="Start over in an --out that already holds a run "
@@ -45,14 +45,14 @@ from .config_file import build_config, config_options
               help="exact: double backward (paper). finite-difference: two first-order passes per step, "
               "allows fused attention and --compile; smooth backbones only (ViT, Swin, ConvNeXt).")
 @click.option("--fd-delta", type=float, default=None, help="Finite-difference perturbation (RMS per element). "
-              "Default 1e-2.")
+              "")
 @click.option("--compile", is_flag=False, flag_value="inductor", default=None, metavar="[BACKEND]",
               help="torch.compile the backbone (default backend inductor); finite-difference mode only.")
 @click.option("--grad-checkpointing", is_flag=True, default=None, help="Recompute activations in the "
               "backward (non-reentrant): less memory, more time.")
 @click.option("--channels-last", is_flag=True, default=None, help="NHWC memory format (convolutional backbones).")
 @click.option("--logger", default=None, help="Also log scalars, held-out error and figures to tensorboard "
-              "(OUT/tensorboard) or wandb (offline unless WANDB_MODE=online). Default jsonl (log.jsonl) alone.")
+              "(OUT/tensorboard) or wandb (offline unless WANDB_MODE=online).jsonl) alone.")
 @click.option("--skip-nonfinite", is_flag=True, default=None,
               help="Skip (and count) a step whose loss is NaN or inf, instead of stopping the run.")
 @config_options
@@ -80,4 +80,4 @@ def train_command(task_args, preset, config, sets, **options) -> None:
         echo(f"skipped {results['skipped_nonfinite_steps']} steps with a NaN or infinite loss.", err=True)
     if "held_out" in results:
         echo(format_held_out(results["held_out"]))
-    echo(f"wrote {cfg.out}/checkpoint.pt, log.jsonl, restoration_epoch*.png, loss_curve.png, results.json")
+    echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")
