@@ -7,7 +7,7 @@ from . import main, parse_task_args
 
 
 @main.command("train")
-@click.option("--task", default=None, help="Pretext task (see `pretexts list`). Default: colorization.")
+@click.option("--task", default=None, help="Pretext task (see `pretexts list`). Default: denoising.")
 @click.option("--method", default=None, help="energy (the paper, default) or ae (the autoencoder baseline).")
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option("--preset", default=None, help="A named preset of the task (see `pretexts list -v`).")
@@ -18,10 +18,12 @@ from . import main, parse_task_args
 @click.option("--epochs", type=int, default=None)
 @click.option("--batch-size", type=int, default=None, help="Global batch size. Default 64.")
 @click.option("--steps", type=int, default=None, help="Restoration steps N (paper: 2).")
+@click.option("--recipe", default=None, help="Optimiser defaults: 'fast' (default: base lr 1e-3, alpha lr x400) "
+              "or 'paper' (Table A exactly: base lr 1e-4, alpha lr x1). Explicit options win.")
 @click.option("--lr", type=float, default=None, help="Peak lr. Default base lr x batch / 256 (paper).")
-@click.option("--base-lr", type=float, default=None, help="lr per 256 images. Default 1e-4 (paper, Table A).")
+@click.option("--base-lr", type=float, default=None, help="lr per 256 images. Default: the recipe's.")
 @click.option("--warmup-epochs", type=float, default=None)
-@click.option("--alpha-lr-scale", type=float, default=None, help="alpha's lr relative to the network's.")
+@click.option("--alpha-lr-scale", type=float, default=None, help="alpha's lr relative to the network's. Default: the recipe's.")
 @click.option("--head-init-std", type=float, default=None, help="Std of the energy head's initial weights.")
 @click.option("--energy-scale", type=float, default=None, help="Multiplier of the energy.")
 @click.option("--loss", type=click.Choice(["mse", "smooth_l1"]), default=None)
