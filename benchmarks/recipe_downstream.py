@@ -1,6 +1,6 @@
 """Does a recipe's faster start cost downstream accuracy? Equal optimiser steps, frozen-feature kNN and linear probe.
 
-    python benchmarks/recipe_downstream.py --data /path/to/cifar10-subset --task denoising --steps 200 --seeds 0,1
+    python benchmarks/recipe_downstream.py --data /path/to/cifar10-subset --task random-mask --steps 200 --seeds 0,1
 
 For each recipe (engine/recipes.py) and seed: pretrain for the same number of optimiser steps on the
 same data, then `engine.run_probe` on the frozen backbone (kNN top-1 with k=20, linear probe top-1).
@@ -34,7 +34,7 @@ def measure(recipe: str, seed: int, args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="an ImageFolder tree with train/ and val/ (labelled)")
-    parser.add_argument("--task", default="denoising")
+    parser.add_argument("--task", default="random-mask")
     parser.add_argument("--backbone", default="convnext_atto")
     parser.add_argument("--img-size", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=64)

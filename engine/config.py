@@ -15,7 +15,7 @@ class PretrainConfig:
     """Everything `engine.pretrain` needs; the CLI builds one of these, so does the Python API."""
 
     method: str = "energy"            # "energy" (the paper), or a baseline registered in engine.pretrain.TRAINERS
-    task: str = "denoising"           # the demo's: its restoration shows within 200 CPU steps (README, learning speed)
+    task: str = "random-mask"         # the demo's: its restoration shows within 200 CPU steps (README, learning speed)
     task_args: dict = field(default_factory=dict)
     backbone: str = "convnext_atto"   # LayerNorm, 3.7 M params: learns within minutes on a CPU
     data: str = "sample"              # "sample", "synthetic", an ImageFolder dir, or a CIFAR-10 folder
@@ -27,6 +27,7 @@ class PretrainConfig:
     lr: float | None = None           # None: base_lr * batch_size / 256
     base_lr: float | None = None      # None: the recipe's (paper, Table A: 1e-4; fast: 1e-3)
     min_lr: float = 0.0
+    schedule: str | None = None       # after the warm-up: "cosine" decay to min_lr (paper) or "constant"; None: the recipe's
     warmup_epochs: float = 1.0
     weight_decay: float | None = None  # None: the recipe's (both: 0.05, Table A)
     betas: tuple | None = None        # None: the recipe's (both: 0.9, 0.95, Table A)

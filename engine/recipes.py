@@ -9,11 +9,16 @@ from pretexts.errors import ParameterError
 
 RECIPES: dict[str, dict] = {
     # Appendix A, Table A (pretraining column) and A.1: alpha starts at 0.1 and trains with the network
-    "paper": {"base_lr": 1e-4, "weight_decay": 0.05, "betas": (0.9, 0.95), "alpha": 0.1, "alpha_lr_scale": 1.0},
-    # README "Learning speed from a random start": 10x the base lr, alpha's log-step lr x400 so the
-    # step size can grow to the size of the correction within a few hundred steps
-    "fast": {"base_lr": 1e-3, "weight_decay": 0.05, "betas": (0.9, 0.95), "alpha": 0.1, "alpha_lr_scale": 400.0},
+    "paper": {"base_lr": 1e-4, "weight_decay": 0.05, "betas": (0.9, 0.95), "alpha": 0.1, "alpha_lr_scale": 1.0,
+              "schedule": "cosine"},
+    # README "Learning speed from a random start": 10x the base lr, alpha's log-step lr x400 so the step
+    # size can grow to the size of the correction, and no decay, which stalls alpha's growth in a short run
+    "fast": {"base_lr": 1e-3, "weight_decay": 0.05, "betas": (0.9, 0.95), "alpha": 0.1, "alpha_lr_scale": 400.0,
+             "schedule": "constant"},
 }
+
+
+SCHEDULES = ("cosine", "constant")
 
 
 def apply_recipe(cfg) -> None:
@@ -25,3 +30,5 @@ def apply_recipe(cfg) -> None:
     for name, value in RECIPES[cfg.recipe].items():
         if getattr(cfg, name) is None:
             setattr(cfg, name, value)
+    if cfg.schedule not in SCHEDULES:
+        raise ParameterError(f"schedule must be one of {', '.join(SCHEDULES)}; got {cfg.schedule!r}.")

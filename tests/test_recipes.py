@@ -13,8 +13,8 @@ import backbones
 
 def test_paper_recipe_is_table_a_exactly():
     cfg = PretrainConfig(recipe="paper", batch_size=256)
-    assert (cfg.base_lr, cfg.peak_lr, cfg.weight_decay, cfg.betas, cfg.alpha, cfg.alpha_lr_scale) == \
-        (1e-4, 1e-4, 0.05, (0.9, 0.95), 0.1, 1.0)
+    assert (cfg.base_lr, cfg.peak_lr, cfg.weight_decay, cfg.betas, cfg.alpha, cfg.alpha_lr_scale, cfg.schedule) == \
+        (1e-4, 1e-4, 0.05, (0.9, 0.95), 0.1, 1.0, "cosine")
     model = backbones.create_energy_model("vit_tiny", img_size=32, alpha=cfg.alpha)
     optimizer = build_optimizer(model, cfg)
     assert optimizer.defaults["lr"] == 1e-4 and optimizer.defaults["betas"] == (0.9, 0.95)
@@ -26,7 +26,7 @@ def test_paper_recipe_is_table_a_exactly():
 
 def test_fast_recipe_differs_only_in_the_documented_fields():
     paper, fast = RECIPES["paper"], RECIPES["fast"]
-    assert {k for k in paper if paper[k] != fast[k]} == {"base_lr", "alpha_lr_scale"}
+    assert {k for k in paper if paper[k] != fast[k]} == {"base_lr", "alpha_lr_scale", "schedule"}
     cfg = PretrainConfig()
     assert cfg.recipe == "fast" and cfg.base_lr == fast["base_lr"] and cfg.alpha_lr_scale == fast["alpha_lr_scale"]
 
@@ -45,6 +45,8 @@ def test_unknown_recipe_is_one_clear_error(bad, message):
         PretrainConfig(recipe=bad)
 
 
-def test_recipe_values_are_still_range_checked():
+def test_recipe_values_are_still_checked():
     with pytest.raises(ParameterError, match="base_lr must be > 0"):
         PretrainConfig(recipe="paper", base_lr=-1.0)
+    with pytest.raises(ParameterError, match="schedule must be one of cosine, constant"):
+        PretrainConfig(schedule="step")
