@@ -83,6 +83,7 @@ class PretrainConfig:
     @classmethod
     def from_dict(cls, values: dict) -> "PretrainConfig":
         known = {f.name for f in fields(cls)}
+        values = {"recipe": "paper", **values}  # a config saved before recipes existed ran the paper's
         return cls(**{k: v for k, v in values.items() if k in known})
 
 

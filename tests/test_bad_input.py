@@ -25,6 +25,7 @@ def fails_cleanly(args, *expected) -> str:
 @pytest.mark.parametrize("args, expected", [
     (["--task", "colorisation"], ["unknown pretext task 'colorisation'", "Did you mean: colorization"]),
     (["--backbone", "resnet181"], ["unknown backbone 'resnet181'", "Did you mean:", "resnet18"]),
+    (["--recipe", "papr"], ["unknown recipe 'papr'", "recipes: paper, fast", "Did you mean 'paper'"]),
     (["--task", "super-resolution", "--task-arg", "scale=0"], ["'scale' is 0", "allowed range is [1, 1024]"]),
     (["--task", "super-resolution", "--task-arg", "scale=abc"], ["'scale' must be int, got 'abc'"]),
     (["--task", "denoising", "--task-arg", "ratio=0.5"],

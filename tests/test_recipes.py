@@ -50,3 +50,8 @@ def test_recipe_values_are_still_checked():
         PretrainConfig(recipe="paper", base_lr=-1.0)
     with pytest.raises(ParameterError, match="schedule must be one of cosine, constant"):
         PretrainConfig(schedule="step")
+
+
+def test_a_config_saved_before_recipes_reads_back_as_the_papers():
+    old = {k: v for k, v in PretrainConfig(recipe="paper").to_dict().items() if k not in ("recipe", "schedule")}
+    assert PretrainConfig.from_dict(old).schedule == "cosine"
