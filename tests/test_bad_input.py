@@ -171,7 +171,7 @@ def test_bad_checkpoints(trained, tmp_path):
     fails_cleanly(resume + [str(tmp_path / "cut.pt")], "cannot be read", "truncated")
     fails_cleanly(resume + [str(trained), "--backbone", "test_resnet"], "backbone='test_convnext'",
                   "resume with the same backbone")
-    fails_cleanly(resume + [str(trained), "--task", "colorization"], "task='denoising'")
+    fails_cleanly(resume + [str(trained), "--task", "colorization"], "task='random-mask'")
     ckpt = torch.load(trained, weights_only=False)
     sr = {**ckpt["config"], "task": "super-resolution", "task_args": {"scale": "4"}}
     torch.save({**ckpt, "config": sr}, tmp_path / "sr4.pt")
