@@ -44,7 +44,7 @@ def with_deadline(trainer_cls):
 def pretrain_config(args, method: str, out: str, **overrides) -> PretrainConfig:
     overrides = {"grad_mode": args.grad_mode, **overrides} if method == "energy" else overrides
     return PretrainConfig(method=method, task=args.task, backbone=args.backbone, data=args.data,
-                          img_size=args.img_size, batch_size=args.batch_size, base_lr=args.base_lr,
+                          img_size=args.img_size, batch_size=args.batch_size, recipe="paper", base_lr=args.base_lr,
                           alpha_lr_scale=args.alpha_lr_scale, workers=args.workers, seed=args.seed, out=out,
                           eval_images=256, figure_images=8, **overrides)
 

@@ -87,7 +87,8 @@ class Pretrainer:
         self.optimizer = build_optimizer(self.model, cfg)
         total = cfg.epochs * self.batches_per_epoch
         self.scheduler = CosineLRScheduler(
-            self.optimizer, t_initial=total, lr_min=cfg.min_lr, t_in_epochs=False,
+            self.optimizer, t_initial=total, lr_min=cfg.peak_lr if cfg.schedule == "constant" else cfg.min_lr,
+            t_in_epochs=False,
             warmup_t=min(int(cfg.warmup_epochs * self.batches_per_epoch), total - 1))
         self.dtype = amp_dtype(cfg, self.device)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)

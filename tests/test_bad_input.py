@@ -25,6 +25,7 @@ def fails_cleanly(args, *expected) -> str:
 @pytest.mark.parametrize("args, expected", [
     (["--task", "colorisation"], ["unknown pretext task 'colorisation'", "Did you mean: colorization"]),
     (["--backbone", "resnet181"], ["unknown backbone 'resnet181'", "Did you mean:", "resnet18"]),
+    (["--recipe", "papr"], ["unknown recipe 'papr'", "recipes: paper, fast", "Did you mean 'paper'"]),
     (["--task", "super-resolution", "--task-arg", "scale=0"], ["'scale' is 0", "allowed range is [1, 1024]"]),
     (["--task", "super-resolution", "--task-arg", "scale=abc"], ["'scale' must be int, got 'abc'"]),
     (["--task", "denoising", "--task-arg", "ratio=0.5"],
@@ -171,7 +172,7 @@ def test_bad_checkpoints(trained, tmp_path):
     fails_cleanly(resume + [str(tmp_path / "cut.pt")], "cannot be read", "truncated")
     fails_cleanly(resume + [str(trained), "--backbone", "test_resnet"], "backbone='test_convnext'",
                   "resume with the same backbone")
-    fails_cleanly(resume + [str(trained), "--task", "denoising"], "task='colorization'")
+    fails_cleanly(resume + [str(trained), "--task", "colorization"], "task='random-mask'")
     ckpt = torch.load(trained, weights_only=False)
     sr = {**ckpt["config"], "task": "super-resolution", "task_args": {"scale": "4"}}
     torch.save({**ckpt, "config": sr}, tmp_path / "sr4.pt")

@@ -21,10 +21,19 @@ from .config_file import build_config, config_options, defaults_from
 @click.option("--accum-iter", type=int, default=None, help="Gradient accumulation: run each step's batch as this "
               "many micro-batches (the memory of batch / K images, the step of the whole batch).")
 @click.option("--steps", type=int, default=None, help="Restoration steps N (paper: 2).")
+@click.option("--recipe", default=None, help="Optimiser defaults: 'fast' (default: base lr 1e-3, alpha lr x400) "
+              "or 'paper' (Table A exactly: base lr 1e-4, alpha lr x1). Explicit options win.")
 @click.option("--lr", type=float, default=None, help="Peak lr. Default base lr x batch / 256 (paper).")
-@click.option("--base-lr", type=float, default=None, help="lr per 256 images (paper, Table A).")
+@click.option("--base-lr", type=float, default=None, help="lr per 256 images. Default: the recipe's.")
 @click.option("--warmup-epochs", type=float, default=None)
-@click.option("--alpha-lr-scale", type=float, default=None, help="alpha's lr relative to the network's.")
+@click.option("--min-lr", type=float, default=None, help="End of the cosine decay.")
+@click.option("--schedule", default=None, help="After the warm-up: cosine (decay to --min-lr) or constant. "
+              "Default: the recipe's.")
+@click.option("--weight-decay", type=float, default=None, help="AdamW's (norms, biases and alpha get none). "
+              "Default: the recipe's.")
+@click.option("--alpha", type=float, default=None, help="Initial restoration step size. Default: the recipe's.")
+@click.option("--alpha-lr-scale", type=float, default=None, help="alpha's lr relative to the network's. "
+              "Default: the recipe's.")
 @click.option("--head-init-std", type=float, default=None, help="Std of the energy head's initial weights.")
 @click.option("--energy-scale", type=float, default=None, help="Multiplier of the energy.")
 @click.option("--loss", type=click.Choice(["mse", "smooth_l1"]), default=None)
@@ -51,6 +60,7 @@ from .config_file import build_config, config_options, defaults_from
 @click.option("--grad-checkpointing", is_flag=True, default=None, help="Recompute activations in the "
               "backward (non-reentrant): less memory, more time.")
 @click.option("--channels-last", is_flag=True, default=None, help="NHWC memory format (convolutional backbones).")
+@click.option("--eval-every", type=int, default=None, help="Also log the held-out error every this many steps.")
 @click.option("--logger", default=None, help="Also log scalars, held-out error and figures to tensorboard "
               "(OUT/tensorboard) or wandb (offline unless WANDB_MODE=online).jsonl) alone.")
 @click.option("--skip-nonfinite", is_flag=True, default=None,

@@ -1,0 +1,57 @@
+"""Optimiser recipes: `recipe="paper"` is the paper's Table A exactly; explicit values win; bad names fail clearly."""
+import json
+
+import pytest
+
+from engine import PretrainConfig
+from engine.pretrain import build_optimizer
+from engine.recipes import RECIPES
+from pretexts.errors import ParameterError
+
+import backbones
+
+
+def test_paper_recipe_is_table_a_exactly():
+    cfg = PretrainConfig(recipe="paper", batch_size=256)
+    assert (cfg.base_lr, cfg.peak_lr, cfg.weight_decay, cfg.betas, cfg.alpha, cfg.alpha_lr_scale, cfg.schedule) == \
+        (1e-4, 1e-4, 0.05, (0.9, 0.95), 0.1, 1.0, "cosine")
+    model = backbones.create_energy_model("vit_tiny", img_size=32, alpha=cfg.alpha)
+    optimizer = build_optimizer(model, cfg)
+    assert optimizer.defaults["lr"] == 1e-4 and optimizer.defaults["betas"] == (0.9, 0.95)
+    decays = sorted({g["weight_decay"] for g in optimizer.param_groups})
+    assert decays == [0.0, 0.05]  # no decay on norms, biases and alpha (MAE's practice)
+    assert all(g.get("lr_scale", 1.0) == 1.0 for g in optimizer.param_groups)
+    assert model.alpha.item() == pytest.approx(0.1)
+
+
+def test_fast_recipe_differs_only_in_the_documented_fields():
+    paper, fast = RECIPES["paper"], RECIPES["fast"]
+    assert {k for k in paper if paper[k] != fast[k]} == {"base_lr", "alpha_lr_scale", "schedule"}
+    cfg = PretrainConfig()
+    assert cfg.recipe == "fast" and cfg.base_lr == fast["base_lr"] and cfg.alpha_lr_scale == fast["alpha_lr_scale"]
+
+
+def test_an_explicit_value_wins_over_the_recipe_and_is_saved(tmp_path):
+    cfg = PretrainConfig(recipe="paper", base_lr=3e-3, alpha=0.5)
+    assert (cfg.base_lr, cfg.alpha, cfg.alpha_lr_scale) == (3e-3, 0.5, 1.0)
+    saved = json.loads(json.dumps(cfg.to_dict()))
+    again = PretrainConfig.from_dict(saved)
+    assert again == cfg and saved["recipe"] == "paper" and saved["base_lr"] == 3e-3
+
+
+@pytest.mark.parametrize("bad, message", [("papr", "Did you mean 'paper'"), ("mae", "recipes: paper, fast")])
+def test_unknown_recipe_is_one_clear_error(bad, message):
+    with pytest.raises(ParameterError, match=message):
+        PretrainConfig(recipe=bad)
+
+
+def test_recipe_values_are_still_checked():
+    with pytest.raises(ParameterError, match="base_lr must be > 0"):
+        PretrainConfig(recipe="paper", base_lr=-1.0)
+    with pytest.raises(ParameterError, match="schedule must be one of cosine, constant"):
+        PretrainConfig(schedule="step")
+
+
+def test_a_config_saved_before_recipes_reads_back_as_the_papers():
+    old = {k: v for k, v in PretrainConfig(recipe="paper").to_dict().items() if k not in ("recipe", "schedule")}
+    assert PretrainConfig.from_dict(old).schedule == "cosine"
