@@ -20,6 +20,7 @@ class PretrainConfig:
     task_args: dict = field(default_factory=dict)
     backbone: str = "convnext_atto"   # LayerNorm, 3.7 M params: learns within minutes on a CPU
     data: str = "sample"              # "sample", "synthetic", an ImageFolder dir, or a CIFAR-10 folder
+    dataset: str | None = None        # a timm create_dataset name (torch/cifar100, hfds/...); --data is its root
     img_size: int = 32
     epochs: int = 40                  # 200 optimiser steps on the 320 embedded images: ~3 minutes on 2 CPU cores
     batch_size: int = 64              # global batch (split across ranks under torchrun)

@@ -17,7 +17,8 @@ SAMPLE_DIR = Path(str(files("engine") / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
 
 
-def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0, labelled: bool = False) -> Dataset | None:
+def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0, labelled: bool = False,
+                 dataset: str | None = None) -> Dataset | None:
     """The `split` ("train" or "val") of the data named by `spec`; None when it has no such split.
 
     - "sample": the CIFAR-10 images embedded in the package.
@@ -25,8 +26,11 @@ def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0, label
     - a folder with train/ and val/ ImageFolder trees (the ImageNet layout);
     - a folder of class folders: its seeded 5 % is held out as val;
     - a flat folder of unlabelled images (pretraining only, `labelled` False): likewise 5 % held out;
-    - a folder holding torchvision's `cifar-10-batches-py`.
+    - a folder holding torchvision's `cifar-10-batches-py`;
+    - with `dataset`, a timm `create_dataset` name (torch/cifar100, hfds/...) whose files lie in `spec`.
     """
+    if dataset:
+        return timm_dataset(dataset, spec, split)
     if spec == "sample":
         return image_folder(SAMPLE_DIR / split, img_size)
     if spec == "synthetic":
@@ -78,3 +82,23 @@ def held_out_split(dataset: Dataset, split: str, seed: int, fraction: float = 0.
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
     n_val = max(1, int(len(dataset) * fraction))
     return Subset(dataset, order[:n_val] if split == "val" else order[n_val:])
+
+
+STREAMS = ("tfds/", "wds/", "hfids/")  # iterable datasets: no index, so no exact resume
+
+
+def timm_dataset(name: str, root: str, split: str) -> Dataset:
+    """timm's `create_dataset(name, root)`, map-style only (a resumed run starts at an exact index), never
+    downloading: the files must already be in `root`."""
+    from timm.data import create_dataset
+
+    if name.startswith(STREAMS):
+        raise DataError(f"dataset '{name}' streams its images, so a resumed run could not start at the exact "
+                        f"image; use a map-style one (torch/..., hfds/...) or an ImageFolder tree.")
+    try:
+        return create_dataset(name, root=root, split="train" if split == "train" else "validation",
+                              download=False, is_training=False)
+    except (RuntimeError, FileNotFoundError, ValueError, AssertionError, ImportError) as err:
+        raise DataError(f"timm dataset '{name}' cannot be read from '{root}' ({' '.join(str(err).split())[:160]}); "
+                        f"put its files there first (nothing is downloaded), e.g. with torchvision's "
+                        f"download=True on a machine online.") from None

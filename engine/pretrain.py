@@ -113,7 +113,7 @@ class Pretrainer:
         return restoration_loss(states, sample.target, self.cfg.loss)
 
     def _dataset(self, split: str, transform) -> AugmentedImages | None:
-        source = build_source(self.cfg.data, split, self.cfg.img_size, self.cfg.seed)
+        source = build_source(self.cfg.data, split, self.cfg.img_size, self.cfg.seed, dataset=self.cfg.dataset)
         return None if source is None else AugmentedImages(source, transform, self.cfg.seed)
 
     # ---- one step -------------------------------------------------------------------------------

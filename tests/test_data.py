@@ -76,3 +76,48 @@ def test_a_flat_folder_of_unlabelled_images_pretrains(tmp_path):
                              "--data", flat, "--out", tmp_path / "run"])
     assert result.exit_code == 0, error or result.output
     assert "held-out restoration MSE on 1 images" in result.output
+
+
+def write_mnist(root, count: int = 24) -> None:
+    """torchvision's MNIST files (idx format) with `count` real CIFAR images in gray, for both splits."""
+    import struct
+
+    import numpy as np
+    from PIL import Image
+
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    paths = sorted((SAMPLE_DIR / "train").glob("*/*.png"))[:count]
+    pixels = np.stack([np.asarray(Image.open(p).convert("L").resize((28, 28))) for p in paths])
+    for prefix in ("train", "t10k"):
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 2051, count, 28, 28) + pixels.tobytes())
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, count) +
+                                                          bytes(i % 10 for i in range(count)))
+
+
+def test_a_timm_dataset_name_reads_its_files_from_data_and_resumes_exactly(tmp_path):
+    from engine import PretrainConfig, Pretrainer, load_checkpoint
+    from test_resume import KilledAfterFirstEpoch
+
+    write_mnist(tmp_path / "mnist")
+    source = build_source(str(tmp_path / "mnist"), "train", dataset="torch/mnist")
+    assert len(source) == 24 and source[3][1] == 3
+
+    def config(out, **extra):
+        return PretrainConfig(backbone="test_convnext", dataset="torch/mnist", data=str(tmp_path / "mnist"),
+                              batch_size=8, epochs=2, max_steps_per_epoch=1, workers=0, eval_images=8,
+                              out=str(tmp_path / out), **extra)
+
+    Pretrainer(config("straight")).run()
+    with pytest.raises(KeyboardInterrupt):
+        KilledAfterFirstEpoch(config("split")).run()
+    Pretrainer(config("split", resume="auto")).run()
+    a, b = (load_checkpoint(tmp_path / run / "checkpoint.pt")["model"] for run in ("straight", "split"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_streaming_and_missing_timm_datasets_are_one_line_errors(tmp_path):
+    with pytest.raises(DataError, match="streams its images"):
+        build_source(str(tmp_path), "train", dataset="wds/imagenet")
+    with pytest.raises(DataError, match="cannot be read from .*nothing is downloaded"):
+        build_source(str(tmp_path), "train", dataset="torch/cifar100")

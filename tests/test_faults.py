@@ -168,11 +168,13 @@ def test_broken_and_duplicate_plugins_are_listed_and_break_nothing(tmp_path, cle
     install_distribution(tmp_path, "plugin_exit", "import sys\nsys.exit('cannot run here')\n",
                          "quitter = plugin_exit:Task")
     try:
-        registry.load_plugins(force=True)
+        with pytest.warns(UserWarning, match="the built-in wins"):
+            registry.load_plugins(force=True)
         result = CliRunner().invoke(main, ["list"])
         assert result.exit_code == 0, result.output
-        assert "colorization       BROKEN plugin: plugin_dup:Colour: DuplicateNameError" in result.output
-        assert "registered twice" in result.output and "quitter            BROKEN plugin" in result.output
+        assert "colorization       IGNORED plugin (the built-in 'colorization' wins): plugin_dup 1.0" in result.output
+        assert "registered twice" in result.output and "quitter            BROKEN plugin: plugin_exit 1.0" in result.output
+        assert "plugin_exit.py:2: SystemExit: cannot run here" in result.output
         assert "Grayscale input, colour target" in result.output  # the built-in still listed
         assert type(pretexts.create_pretext("colorization")).__module__ == "pretexts.colorization"
     finally:

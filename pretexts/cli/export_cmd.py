@@ -1,4 +1,6 @@
 """`pretexts export`: a pretrained or fine-tuned backbone for timm, as a Hub-ready folder or one weights file."""
+from pathlib import Path
+
 import click
 
 from . import main, written_files

@@ -15,6 +15,8 @@ from .config_file import build_config, config_options, defaults_from
 @click.option("--backbone", default=None, help="Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.")
 @click.option("--data", default=None, help="'sample' (embedded, default), 'synthetic', an ImageFolder dir "
               "or a CIFAR-10 folder.")
+@click.option("--dataset", default=None, help="A timm create_dataset name (torch/cifar100, torch/mnist, "
+              "hfds/NAME) whose files lie in --data; nothing is downloaded.")
 @click.option("--img-size", type=int, default=None, help="Training resolution.")
 @click.option("--epochs", type=int, default=None)
 @click.option("--batch-size", type=int, default=None, help="Global batch size.")
