@@ -12,7 +12,7 @@ from . import main, parse_task_args
 @click.option("--task", default=None, help="Task to corrupt with. Default: the one the checkpoint trained on.")
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option("--preset", default=None, help="A named preset of the task.")
-@click.option("--data", default="sample", show_default=True, help="Images to restore (the val/ split is used).")
+@click.option("--data", default=None, help="Images to restore (val/ split). Default: the checkpoint's data.")
 @click.option("--steps", type=int, default=None, help="Restoration steps. Default: the checkpoint's N.")
 @click.option("--images", "count", type=int, default=8, show_default=True, help="Rows in the figure.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -41,6 +41,7 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
         args["preset"] = preset
     pretext = task_for(cfg, task or cfg.task, args, model) if (task or args) else task_for(cfg, model=model)
     steps = steps or cfg.steps
+    data = data or cfg.data
     source = build_source(data, "val", cfg.img_size, seed) or build_source(data, "train", cfg.img_size, seed)
     images_set = AugmentedImages(source, eval_transform(cfg.img_size), seed)
     order = torch.randperm(len(images_set), generator=torch.Generator().manual_seed(seed))[:count].tolist()
