@@ -25,7 +25,7 @@ class PretrainConfig:
     epochs: int = 40                  # 200 optimiser steps on the 320 embedded images: ~3 minutes on 2 CPU cores
     batch_size: int = 64              # global batch (split across ranks under torchrun)
     accum_iter: int = 1               # run each step's batch as this many micro-batches (less memory, same step)
-    steps: int = 2                    # restoration steps N (paper: 2)
+    steps: int = 2                    # restoration steps N (paper: 2); 0: corrupted images as negatives (Fig. A)
     recipe: str = "fast"              # fills the None fields below: "paper" (Table A) or "fast" (engine/recipes.py)
     lr: float | None = None           # None: base_lr * batch_size / 256
     base_lr: float | None = None      # None: the recipe's (paper, Table A: 1e-4; fast: 1e-3)
@@ -63,11 +63,12 @@ class PretrainConfig:
     def __post_init__(self):
         check_field_types(self)
         apply_recipe(self)
-        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "steps", "img_size", "base_lr", "alpha",
+        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "img_size", "base_lr", "alpha",
                                      "alpha_lr_scale",
                                      "energy_scale", "fd_delta", "lr", "max_steps_per_epoch", "clip_grad",
                                      "head_init_std", "eval_every"),
-                     non_negative=("workers", "warmup_epochs", "min_lr", "weight_decay", "eval_images", "figure_images"))
+                     non_negative=("steps", "workers", "warmup_epochs", "min_lr", "weight_decay", "eval_images",
+                                   "figure_images"))
         if self.loss not in ("mse", "smooth_l1"):
             raise ParameterError(f"loss must be 'mse' or 'smooth_l1', got {self.loss!r}.")
         if self.amp not in ("auto", "bf16", "fp16", "off"):

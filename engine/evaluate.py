@@ -25,6 +25,7 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
     """
     generator = torch.Generator(device=device).manual_seed(seed)
     corrupted, restored, count = 0.0, [0.0] * steps, 0
+    ranked, gap = 0.0, 0.0
     with eval_mode(model), torch.no_grad():
         for images in batches:
             images = images.to(device)
@@ -34,10 +35,17 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
             corrupted += F.mse_loss(sample.state.float(), sample.target.float()).item() * n
             for j, state in enumerate(states):
                 restored[j] += F.mse_loss(state.float(), sample.target.float()).item() * n
+            if steps == 0:  # N = 0 restores nothing: how well the energy ranks clean below corrupted
+                difference = task.energy(model, sample, sample.state) - task.energy(model, sample, sample.target)
+                ranked += (difference > 0).sum().item()
+                gap += difference.sum().item()
             count += n
     if count == 0:
         raise ValueError("no held-out images to evaluate")
-    return {"corrupted_mse": corrupted / count, "restored_mse": [r / count for r in restored], "images": count}
+    error = {"corrupted_mse": corrupted / count, "restored_mse": [r / count for r in restored], "images": count}
+    if steps == 0:
+        error.update(ranked_right=ranked / count, energy_gap=gap / count)
+    return error
 
 
 def figure_columns(model, task, images: torch.Tensor, steps: int, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -30,7 +30,7 @@ from .nonfinite import NonFiniteGuard
 from .progress import progress
 from .preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes, claim_output_dir,
                         resolve_device)
-from .restore import restoration_loss, restore
+from .restore import contrastive_loss, restoration_loss, restore
 from .resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
 from .speedups import apply_speedups
 
@@ -108,6 +108,8 @@ class Pretrainer:
         """The restoration loss of one corrupted batch (paper, eq. 5)."""
         autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
         with autocast:
+            if self.cfg.steps == 0:  # the paper's N = 0 point: corrupted images as negatives
+                return contrastive_loss(self.model, self.task, sample)
             states = restore(self.model, self.task, sample, self.cfg.steps, grad_mode=self.cfg.grad_mode,
                              fd_delta=self.cfg.fd_delta)
         return restoration_loss(states, sample.target, self.cfg.loss)
@@ -333,6 +335,9 @@ def pretrain(cfg: PretrainConfig) -> dict:
 
 
 def format_held_out(held: dict) -> str:
+    if not held["restored_mse"]:  # N = 0
+        return (f"held-out on {held['images']} images (N = 0, nothing restored): the energy ranks the clean image "
+                f"below the corrupted one for {100 * held['ranked_right']:.1f}% (mean gap {held['energy_gap']:.4g})")
     steps = " -> ".join(f"step {j} {e:.5f}" for j, e in enumerate(held["restored_mse"], 1))
     ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held["corrupted_mse"] else math.nan
     return (f"held-out restoration MSE on {held['images']} images: corrupted {held['corrupted_mse']:.5f} -> "

@@ -10,7 +10,7 @@ from .grad_modes import FD_DELTA, energy_gradient
 
 def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool | None = None,
             grad_mode: str = "exact", fd_delta: float = FD_DELTA) -> list[Tensor]:
-    """Return the N restored states x_1..x_N, with x_j = SG(x_{j-1}) - alpha * dE/dx(SG(x_{j-1})).
+    """Return the N restored states x_1..x_N, with x_j = SG(x_{j-1}) - alpha * dE/dx(SG(x_{j-1})) (none for N = 0).
 
     `create_graph` (default: whenever autograd is on and the model is in training mode) keeps the
     inner gradient differentiable, so the loss reaches the backbone through dE/dx (double
@@ -18,8 +18,8 @@ def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool |
     `torch.autograd.grad`, so DDP's all-reduce fires once, on the outer backward. `grad_mode`
     "finite-difference" replaces the double backward by two first-order passes (engine/grad_modes.py).
     """
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
     if create_graph is None:
         create_graph = torch.is_grad_enabled() and model.training
     state = sample.state
@@ -44,3 +44,17 @@ def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse") ->
     else:
         raise ValueError(f"loss kind must be 'mse' or 'smooth_l1', got {kind!r}")
     return torch.stack(losses).mean()
+
+
+def contrastive_loss(model, task, sample: Corrupted) -> Tensor:
+    """The paper's N = 0 point (Appendix, Fig. A: "corrupted images as negative"): no restoration step; the
+    energy of the clean image is pushed below the corrupted one's by the logistic form of eq. 3,
+    softplus(E(x) - E(x_0)) = -log sigmoid(E(x_0) - E(x)).
+
+    Its gradient is eq. 3's contrastive one (positives down, negatives up), weighted by sigmoid(E(x) - E(x_0)),
+    i.e. by how wrongly the pair is ranked; unlike the raw difference E(x) - E(x_0) it is bounded below (by 0),
+    so the model cannot lower it forever by scaling its energy up.
+    """
+    positive = task.energy(model, sample, sample.target)
+    negative = task.energy(model, sample, sample.state)
+    return F.softplus(positive.float() - negative.float()).mean()

@@ -35,7 +35,7 @@ def fails_cleanly(args, *expected) -> str:
     (["--task", "patch-sorting"], ["needs a ViT backbone", "test_convnext"]),
     (["--backbone", "vit_tiny", "--img-size", "30"], ["not divisible by the patch size 4", "e.g. 28"]),
     (["--img-size", "16"], ["backbone 'test_convnext' cannot run at image size 16", "use a larger --img-size"]),
-    (["--steps", "0"], ["steps must be > 0, got 0"]),
+    (["--steps", "-1"], ["steps must be >= 0, got -1"]),
     (["--lr", "0"], ["lr must be > 0, got 0.0"]),
     (["--lr", "-1e-3"], ["lr must be > 0, got -0.001"]),
     (["--batch-size", "-8"], ["batch_size must be > 0"]),
