@@ -1,0 +1,106 @@
+"""MAE (He et al. 2022, facebookresearch/mae models_mae.py) over the project's timm ViT backbone.
+
+The encoder reuses the backbone's patch_embed, cls token, pos_embed, blocks and norm and sees only the
+visible patches; a light decoder (timm Blocks, fixed sin-cos positions) predicts the masked patches'
+pixels; the loss is MSE on masked patches only, with per-patch normalised targets (`norm_pix_loss`).
+"""
+import torch
+from timm.models.vision_transformer import Block
+from torch import Tensor, nn
+
+from backbones.vit_tokens import sincos_pos_embed, vit_geometry
+
+
+def decoder_defaults(embed_dim: int) -> dict:
+    """MAE uses 8 x 512 (16 heads) for ViT-B/L; scale width to half the encoder's (>= 64), 2 blocks below ViT-B."""
+    dim = max(64, min(512, embed_dim // 2 // 32 * 32 or 64))
+    return {"decoder_dim": dim, "decoder_depth": 8 if embed_dim >= 768 else 2, "decoder_heads": max(2, dim // 32)}
+
+
+def random_masking(batch: int, length: int, mask_ratio: float, generator=None, device=None):
+    """MAE's per-sample masking by argsort of noise: (ids_keep [B,K], mask [B,L] 1=masked, ids_restore [B,L])."""
+    keep = int(length * (1 - mask_ratio))
+    noise = torch.rand(batch, length, generator=generator, device=device)
+    ids_shuffle = torch.argsort(noise, dim=1)
+    ids_restore = torch.argsort(ids_shuffle, dim=1)
+    mask = torch.ones(batch, length, device=device)
+    mask[:, :keep] = 0
+    return ids_shuffle[:, :keep], torch.gather(mask, 1, ids_restore), ids_restore
+
+
+def patchify(images: Tensor, patch: int) -> Tensor:
+    """[B,C,H,W] -> [B, L, patch*patch*C] in timm's row-major patch order (MAE's layout p,q,c)."""
+    b, c, h, w = images.shape
+    x = images.reshape(b, c, h // patch, patch, w // patch, patch)
+    return torch.einsum("nchpwq->nhwpqc", x).reshape(b, (h // patch) * (w // patch), patch * patch * c)
+
+
+def unpatchify(patches: Tensor, patch: int, grid: tuple[int, int], channels: int = 3) -> Tensor:
+    b = patches.shape[0]
+    x = patches.reshape(b, grid[0], grid[1], patch, patch, channels)
+    return torch.einsum("nhwpqc->nchpwq", x).reshape(b, channels, grid[0] * patch, grid[1] * patch)
+
+
+class MAEModel(nn.Module):
+    """backbone (timm ViT, the weights to pretrain) + MAE decoder; `loss(images, generator)`."""
+
+    def __init__(self, backbone: nn.Module, name: str, mask_ratio: float = 0.75, decoder_dim: int | None = None,
+                 decoder_depth: int | None = None, decoder_heads: int | None = None, norm_pix_loss: bool = True):
+        super().__init__()
+        geo = vit_geometry(backbone, name, "MAE")
+        self.backbone, self.patch, self.grid, self.prefix = backbone, geo["patch"][0], geo["grid"], geo["prefix"]
+        self.mask_ratio, self.norm_pix_loss = mask_ratio, norm_pix_loss
+        d = decoder_defaults(geo["dim"])
+        dim, depth = decoder_dim or d["decoder_dim"], decoder_depth or d["decoder_depth"]
+        heads = decoder_heads or d["decoder_heads"]
+        cfg = getattr(backbone, "pretrained_cfg", None) or {}
+        self.register_buffer("mean", torch.tensor(cfg.get("mean", (0.5, 0.5, 0.5))).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(cfg.get("std", (0.5, 0.5, 0.5))).view(1, -1, 1, 1), persistent=False)
+        self.decoder_embed = nn.Linear(geo["dim"], dim)
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))
+        nn.init.normal_(self.mask_token, std=0.02)
+        self.register_buffer("decoder_pos", sincos_pos_embed(self.grid, dim).unsqueeze(0), persistent=False)
+        self.decoder_blocks = nn.Sequential(*[Block(dim, heads, mlp_ratio=4.0, qkv_bias=True) for _ in range(depth)])
+        self.decoder_norm = nn.LayerNorm(dim)
+        self.decoder_pred = nn.Linear(dim, self.patch * self.patch * 3)
+
+    def encode(self, images: Tensor, ids_keep: Tensor) -> Tensor:
+        """Visible patch tokens only (plus prefix tokens) through the backbone's blocks and norm."""
+        vit = self.backbone
+        x = vit.patch_embed((images - self.mean) / self.std)
+        if x.dim() == 4:  # NHWC patch embed
+            x = x.flatten(1, 2)
+        own = 0 if getattr(vit, "no_embed_class", False) else self.prefix  # prefix rows in pos_embed
+        x = x + vit.pos_embed[:, own:]
+        x = torch.gather(x, 1, ids_keep.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+        if self.prefix:
+            cls = vit.cls_token + (vit.pos_embed[:, :1] if own else 0)
+            x = torch.cat([cls.expand(x.shape[0], -1, -1), x], dim=1)
+        return vit.norm(vit.blocks(x))
+
+    def decode(self, latent: Tensor, ids_restore: Tensor) -> Tensor:
+        """MAE's decoder: embed, append mask tokens, unshuffle, + sin-cos positions, blocks -> [B, L, p*p*3]."""
+        x = self.decoder_embed(latent[:, self.prefix:])
+        b, length = ids_restore.shape
+        x = torch.cat([x, self.mask_token.expand(b, length - x.shape[1], -1)], dim=1)
+        x = torch.gather(x, 1, ids_restore.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+        return self.decoder_pred(self.decoder_norm(self.decoder_blocks(x + self.decoder_pos.to(x.dtype))))
+
+    def target(self, images: Tensor) -> Tensor:
+        target = patchify(images, self.patch)
+        if self.norm_pix_loss:
+            mean, var = target.mean(-1, keepdim=True), target.var(-1, keepdim=True)
+            target = (target - mean) / (var + 1e-6) ** 0.5
+        return target
+
+    def masked_loss(self, pred: Tensor, images: Tensor, mask: Tensor) -> Tensor:
+        per_patch = ((pred - self.target(images)) ** 2).mean(-1)
+        return (per_patch * mask).sum() / mask.sum()
+
+    def forward(self, images: Tensor, generator=None):
+        """images [B,3,H,W] in [0,1] -> (loss, pred [B,L,p*p*3], mask [B,L])."""
+        b = images.shape[0]
+        length = self.grid[0] * self.grid[1]
+        ids_keep, mask, ids_restore = random_masking(b, length, self.mask_ratio, generator, images.device)
+        pred = self.decode(self.encode(images, ids_keep), ids_restore)
+        return self.masked_loss(pred, images, mask), pred, mask

@@ -1,0 +1,60 @@
+"""MAE's published behaviour (He et al. 2022, models_mae.py), checked offline on the embedded images."""
+import pytest
+import torch
+
+from backbones import create_backbone
+from engine.mae_model import MAEModel, patchify, random_masking, unpatchify
+from pretexts.errors import ParameterError
+
+
+def make(seed=0, **kw):
+    torch.manual_seed(seed)
+    return MAEModel(create_backbone("vit_tiny"), "vit_tiny", **kw)
+
+
+def test_mask_ratio_exact_and_restore_inverts_shuffle():
+    ids_keep, mask, ids_restore = random_masking(4, 64, 0.75, torch.Generator().manual_seed(0))
+    assert ids_keep.shape == (4, int(64 * 0.25)) and (mask.sum(1) == 64 - 16).all()
+    tokens = torch.arange(64).expand(4, -1)
+    shuffled = torch.gather(tokens, 1, torch.argsort(ids_restore, 1))
+    assert torch.equal(torch.gather(shuffled, 1, ids_restore), tokens)
+    assert (torch.gather(mask, 1, ids_keep) == 0).all()
+
+
+def test_patchify_round_trip(real_images):
+    assert torch.equal(unpatchify(patchify(real_images, 4), 4, (8, 8)), real_images)
+
+
+def test_loss_counts_masked_patches_only_and_norm_pix(real_images):
+    model = make()
+    images = real_images[:4]
+    target = model.target(images)
+    textured = patchify(images, 4).var(-1) > 1e-3  # flat patches stay below 1: MAE's eps 1e-6 in the variance
+    assert target.mean(-1).abs().max() < 1e-5 and (target.var(-1)[textured] - 1).abs().max() < 1e-2
+    mask = (torch.rand(4, 64) < 0.75).float()
+    pred = torch.randn(4, 64, 48)
+    changed = pred.clone()
+    changed[mask == 0] += 5.0
+    assert torch.allclose(model.masked_loss(pred, images, mask), model.masked_loss(changed, images, mask))
+
+
+def test_seeded_gradients_reach_encoder_and_loss_falls(real_images):
+    a, b = make(), make()
+    la = a(real_images, torch.Generator().manual_seed(1))[0]
+    assert torch.equal(la, b(real_images, torch.Generator().manual_seed(1))[0])
+    la.backward()
+    assert a.backbone.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
+    opt = torch.optim.AdamW(a.parameters(), lr=1e-3)
+    losses = []
+    for step in range(15):
+        loss = a(real_images, torch.Generator().manual_seed(step % 3))[0]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert sum(losses[-3:]) < sum(losses[:3])
+
+
+def test_non_vit_backbone_is_rejected():
+    with pytest.raises(ParameterError, match="ViT"):
+        MAEModel(create_backbone("convnext_atto", img_size=32), "convnext_atto")
