@@ -8,7 +8,7 @@ import torch
 from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
-from backbones.vit_tokens import sincos_pos_embed, vit_geometry
+from backbones.vit_tokens import prefix_tokens, sincos_pos_embed, vit_geometry
 
 
 def decoder_defaults(embed_dim: int) -> dict:
@@ -63,6 +63,11 @@ class MAEModel(nn.Module):
         self.decoder_blocks = nn.Sequential(*[Block(dim, heads, mlp_ratio=4.0, qkv_bias=True) for _ in range(depth)])
         self.decoder_norm = nn.LayerNorm(dim)
         self.decoder_pred = nn.Linear(dim, self.patch * self.patch * 3)
+        with torch.no_grad():  # MAE's encoder positions are the fixed 2D sin-cos table, not learnt
+            own = backbone.pos_embed.shape[1] - self.grid[0] * self.grid[1]
+            backbone.pos_embed[:, own:] = sincos_pos_embed(self.grid, geo["dim"]).to(backbone.pos_embed.dtype)
+            backbone.pos_embed[:, :own] = 0
+        backbone.pos_embed.requires_grad_(False)
 
     def encode(self, images: Tensor, ids_keep: Tensor) -> Tensor:
         """Visible patch tokens only (plus prefix tokens) through the backbone's blocks and norm."""
@@ -70,13 +75,12 @@ class MAEModel(nn.Module):
         x = vit.patch_embed((images - self.mean) / self.std)
         if x.dim() == 4:  # NHWC patch embed
             x = x.flatten(1, 2)
-        own = 0 if getattr(vit, "no_embed_class", False) else self.prefix  # prefix rows in pos_embed
-        x = x + vit.pos_embed[:, own:]
+        x = x + vit.pos_embed[:, vit.pos_embed.shape[1] - x.shape[1]:]  # the patch rows (prefix rows lead)
         x = torch.gather(x, 1, ids_keep.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
-        if self.prefix:
-            cls = vit.cls_token + (vit.pos_embed[:, :1] if own else 0)
-            x = torch.cat([cls.expand(x.shape[0], -1, -1), x], dim=1)
-        return vit.norm(vit.blocks(x))
+        prefix = prefix_tokens(vit, x.shape[0])
+        if prefix is not None:
+            x = torch.cat([prefix, x], dim=1)
+        return vit.norm(vit.blocks(vit.norm_pre(x)))
 
     def decode(self, latent: Tensor, ids_restore: Tensor) -> Tensor:
         """MAE's decoder: embed, append mask tokens, unshuffle, + sin-cos positions, blocks -> [B, L, p*p*3]."""
