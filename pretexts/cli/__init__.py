@@ -67,4 +67,4 @@ def parse_task_args(pairs: tuple[str, ...]) -> dict[str, str]:
     return args
 
 
-from . import energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd, train_cmd  # noqa: E402,F401  (subcommands register on import)
+from . import energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd, segment_cmd, train_cmd  # noqa: E402,F401  (subcommands register on import)
