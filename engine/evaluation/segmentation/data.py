@@ -62,16 +62,20 @@ def infer_classes(items: list[tuple[Path, Path]]) -> int:
 
 
 class SegmentationFolder(torch.utils.data.Dataset):
-    """One split; training applies random scale-crop + flip to image and mask together (albumentations)."""
+    """One split; training applies random scale-crop + flip to image and mask together (albumentations).
 
-    def __init__(self, root, split: str, size: int, train: bool, num_classes: int | None = None):
+    Evaluation resizes to size x size, or with keep_aspect the short side to size (for sliding windows).
+    """
+
+    def __init__(self, root, split: str, size: int, train: bool, num_classes: int | None = None,
+                 keep_aspect: bool = False):
         kind, images, masks = layout(root)
         self.kind, self.items = kind, pairs(images, masks, split)
         self.num_classes = num_classes or (150 if kind == "ade20k" else infer_classes(self.items))
         norm = A.Normalize(MEAN, STD)
         self.transform = A.Compose([
             A.RandomResizedCrop((size, size), scale=(0.5, 1.0), ratio=(0.75, 1.33)), A.HorizontalFlip(), norm,
-        ] if train else [A.Resize(size, size), norm])
+        ] if train else [A.SmallestMaxSize(max_size=size) if keep_aspect else A.Resize(size, size), norm])
 
     def __len__(self):
         return len(self.items)

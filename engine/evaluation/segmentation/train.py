@@ -65,12 +65,13 @@ def run(cfg: SegmentConfig, log=print) -> dict:
                                         None if cfg.checkpoint else cfg.img_size)
     size = cfg.img_size or saved.get("img_size") or 32
     train_set = SegmentationFolder(cfg.data, "training", size, True, cfg.num_classes)
-    val_set = SegmentationFolder(cfg.data, "validation", size, False, train_set.num_classes)
+    slide = cfg.eval_mode == "slide"  # short side to the crop size, windows over the long side, one image a batch
+    val_set = SegmentationFolder(cfg.data, "validation", size, False, train_set.num_classes, keep_aspect=slide)
     k = train_set.num_classes
     model = Segmenter(backbone, cfg.head, k, size).to(device)
     loader = torch.utils.data.DataLoader(train_set, cfg.batch_size, shuffle=True, drop_last=len(train_set) > cfg.batch_size,
                                          num_workers=cfg.workers, generator=torch.Generator().manual_seed(cfg.seed))
-    val_loader = torch.utils.data.DataLoader(val_set, cfg.batch_size, num_workers=cfg.workers)
+    val_loader = torch.utils.data.DataLoader(val_set, 1 if slide else cfg.batch_size, num_workers=cfg.workers)
     per_epoch = len(loader)
     total = cfg.max_steps or cfg.epochs * per_epoch
     epochs = -(-total // per_epoch)
