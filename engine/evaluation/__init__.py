@@ -1,0 +1,1 @@
+"""Downstream evaluation of pretrained backbones (dense transfer and friends)."""

@@ -1,0 +1,1 @@
+"""Semantic segmentation fine-tuning: the paper's ADE20K transfer table (MAE's UperNet protocol)."""

@@ -1,0 +1,88 @@
+"""Segmentation folders: ADE20K (images/ + annotations/, 150 classes, 0 = ignore) and generic (images/ + masks/)."""
+from pathlib import Path
+
+import albumentations as A
+import numpy as np
+import torch
+from PIL import Image
+
+from pretexts.errors import DataError
+
+from .metrics import IGNORE
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+SUFFIXES = {".jpg", ".jpeg", ".png"}
+
+
+def layout(root: str | Path) -> tuple[str, Path, Path]:
+    """('ade20k' | 'generic', images dir, masks dir) of a folder; DataError naming what is missing."""
+    root = Path(root)
+    if (root / "annotations").is_dir():
+        return "ade20k", root / "images", root / "annotations"
+    if (root / "masks").is_dir():
+        return "generic", root / "images", root / "masks"
+    raise DataError(f"'{root}' is neither ADE20K (images/ + annotations/) nor generic (images/ + masks/); "
+                    f"write a set with `pretexts segment --data generated`.")
+
+
+def pairs(images: Path, masks: Path, split: str) -> list[tuple[Path, Path]]:
+    found = sorted(p for p in (images / split).glob("*") if p.suffix.lower() in SUFFIXES)
+    if not found:
+        raise DataError(f"no images in '{images / split}'.")
+    out = []
+    for img in found:
+        mask = masks / split / (img.stem + ".png")
+        if not mask.is_file():
+            raise DataError(f"image '{img}' has no mask '{mask}'.")
+        out.append((img, mask))
+    return out
+
+
+def read_mask(path: Path, size: tuple[int, int], kind: str, num_classes: int | None) -> np.ndarray:
+    """Labels 0..C-1 and IGNORE; ADE20K's 0 becomes IGNORE and the rest shift down (reduce_zero_label)."""
+    try:
+        mask = np.array(Image.open(path))
+    except (OSError, ValueError) as err:
+        raise DataError(f"mask '{path}' is unreadable ({err}).") from None
+    if mask.ndim != 2 or mask.shape != size[::-1]:
+        raise DataError(f"mask '{path}' is {mask.shape}, its image is {size[::-1]}; masks are single-channel "
+                        f"and the image's size.")
+    mask = mask.astype(np.int64)
+    if kind == "ade20k":
+        mask = np.where(mask == 0, IGNORE, mask - 1)
+    if num_classes is not None and ((mask != IGNORE) & (mask >= num_classes)).any():
+        raise DataError(f"mask '{path}' has label {int(mask[mask != IGNORE].max())}, out of range 0..{num_classes - 1}"
+                        f"; pass the right --num-classes.")
+    return mask.astype(np.uint8)
+
+
+def infer_classes(items: list[tuple[Path, Path]]) -> int:
+    top = max(int(np.array(Image.open(m)).max()) for _, m in items)
+    return top + 1
+
+
+class SegmentationFolder(torch.utils.data.Dataset):
+    """One split; training applies random scale-crop + flip to image and mask together (albumentations).
+
+    Evaluation resizes to size x size, or with keep_aspect the short side to size (for sliding windows).
+    """
+
+    def __init__(self, root, split: str, size: int, train: bool, num_classes: int | None = None,
+                 keep_aspect: bool = False):
+        kind, images, masks = layout(root)
+        self.kind, self.items = kind, pairs(images, masks, split)
+        self.num_classes = num_classes or (150 if kind == "ade20k" else infer_classes(self.items))
+        norm = A.Normalize(MEAN, STD)
+        self.transform = A.Compose([
+            A.RandomResizedCrop((size, size), scale=(0.5, 1.0), ratio=(0.75, 1.33)), A.HorizontalFlip(), norm,
+        ] if train else [A.SmallestMaxSize(max_size=size) if keep_aspect else A.Resize(size, size), norm])
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        img_path, mask_path = self.items[i]
+        img = Image.open(img_path).convert("RGB")
+        mask = read_mask(mask_path, img.size, self.kind, self.num_classes)
+        out = self.transform(image=np.asarray(img), mask=mask)
+        return torch.from_numpy(out["image"]).permute(2, 0, 1).float(), torch.from_numpy(out["mask"]).long()

@@ -1,0 +1,109 @@
+"""Fine-tune backbone + head on a segmentation folder; mIoU and pixel accuracy on validation each epoch."""
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from timm.optim import create_optimizer_v2
+from timm.optim._param_groups import param_groups_layer_decay
+from timm.scheduler import PolyLRScheduler
+
+from engine.checkpoint import atomic_save
+from engine.preflight import resolve_device
+from engine.pretrained import create_classifier
+from pretexts.errors import ParameterError
+
+from .config import SegmentConfig
+from .data import SegmentationFolder
+from .figure import save_figure
+from .heads import Segmenter
+from .metrics import IGNORE, confusion, scores
+
+
+def optimizer_for(model: Segmenter, cfg: SegmentConfig) -> torch.optim.Optimizer:
+    """AdamW; backbone layers scaled by layer_decay ** depth (timm's groups), head and pyramid at full lr."""
+    groups = param_groups_layer_decay(model.features.backbone, cfg.weight_decay, layer_decay=cfg.layer_decay)
+    rest = [p for n, p in model.named_parameters() if not n.startswith("features.backbone.")]
+    groups.append({"params": rest, "weight_decay": cfg.weight_decay, "lr_scale": 1.0})
+    return create_optimizer_v2(groups, "adamw", lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+@torch.no_grad()
+def predict(model, images: torch.Tensor, crop: int, mode: str) -> torch.Tensor:
+    """Logits at full size: one pass ('whole') or overlapping crop-size windows averaged ('slide', stride 2/3)."""
+    if mode == "whole":
+        return model(images)
+    n, _, h, w = images.shape
+    stride = max(1, crop * 2 // 3)
+    logits, count = None, torch.zeros(1, 1, h, w, device=images.device)
+    for y in sorted({*range(0, max(h - crop, 0) + 1, stride), max(h - crop, 0)}):
+        for x in sorted({*range(0, max(w - crop, 0) + 1, stride), max(w - crop, 0)}):
+            out = model(images[..., y:y + crop, x:x + crop])
+            logits = logits if logits is not None else images.new_zeros(n, out.shape[1], h, w)
+            logits[..., y:y + crop, x:x + crop] += out
+            count[..., y:y + crop, x:x + crop] += 1
+    return logits / count
+
+
+def evaluate(model, loader, num_classes: int, crop: int, mode: str, device) -> dict:
+    model.eval()
+    conf = torch.zeros(num_classes, num_classes, dtype=torch.long)
+    for images, masks in loader:
+        pred = predict(model, images.to(device), crop, mode).argmax(1).cpu()
+        conf += confusion(pred, masks, num_classes)
+    return scores(conf)
+
+
+def run(cfg: SegmentConfig, log=print) -> dict:
+    if cfg.checkpoint is None and cfg.backbone is None:
+        raise ParameterError("give --checkpoint CKPT, or --from-scratch with --backbone NAME.")
+    if cfg.head not in ("upernet", "linear"):
+        raise ParameterError(f"unknown head '{cfg.head}'; use upernet or linear.")
+    torch.manual_seed(cfg.seed)
+    device = resolve_device(cfg.device)
+    backbone, saved = create_classifier(cfg.checkpoint, None if cfg.checkpoint else cfg.backbone,
+                                        None if cfg.checkpoint else cfg.img_size)
+    size = cfg.img_size or saved.get("img_size") or 32
+    train_set = SegmentationFolder(cfg.data, "training", size, True, cfg.num_classes)
+    slide = cfg.eval_mode == "slide"  # short side to the crop size, windows over the long side, one image a batch
+    val_set = SegmentationFolder(cfg.data, "validation", size, False, train_set.num_classes, keep_aspect=slide)
+    k = train_set.num_classes
+    model = Segmenter(backbone, cfg.head, k, size).to(device)
+    loader = torch.utils.data.DataLoader(train_set, cfg.batch_size, shuffle=True, drop_last=len(train_set) > cfg.batch_size,
+                                         num_workers=cfg.workers, generator=torch.Generator().manual_seed(cfg.seed))
+    val_loader = torch.utils.data.DataLoader(val_set, 1 if slide else cfg.batch_size, num_workers=cfg.workers)
+    per_epoch = len(loader)
+    total = cfg.max_steps or cfg.epochs * per_epoch
+    epochs = -(-total // per_epoch)
+    opt = optimizer_for(model, cfg)
+    sched = PolyLRScheduler(opt, t_initial=total, power=1.0, warmup_t=cfg.warmup_steps, t_in_epochs=False)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    step, history = 0, []
+    with open(out / "log.jsonl", "w") as log_file:
+        for epoch in range(epochs):
+            model.train()
+            for images, masks in loader:
+                if step >= total:
+                    break
+                logits = model(images.to(device))
+                loss = F.cross_entropy(logits, masks.to(device), ignore_index=IGNORE)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                step += 1
+                sched.step_update(step)
+            metrics = evaluate(model, val_loader, k, size, cfg.eval_mode, device)
+            row = {"epoch": epoch + 1, "step": step, "loss": loss.item(), **metrics}
+            history.append(row)
+            log_file.write(json.dumps(row) + "\n")
+            log_file.flush()
+            log(f"epoch {epoch + 1}/{epochs}  step {step}  loss {loss.item():.4f}  mIoU {metrics['miou']:.4f}  "
+                f"pixel acc {metrics['pixel_acc']:.4f}")
+            atomic_save({"model": model.state_dict(), "config": cfg.to_dict(), "epoch": epoch + 1}, out / "segmenter.pt")
+    images, masks = next(iter(val_loader))
+    pred = predict(model, images.to(device), size, cfg.eval_mode).argmax(1).cpu()
+    save_figure(images, pred, masks, out / "predictions.png")
+    results = {"config": cfg.to_dict(), "num_classes": k, "img_size": size, "steps": step, **history[-1]}
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    return results

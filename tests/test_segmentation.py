@@ -1,0 +1,91 @@
+"""Segmentation: metrics by hand, head/backbone shapes, layout errors, a fixed batch overfits."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import backbones
+from engine.evaluation.segmentation.config import SegmentConfig
+from engine.evaluation.segmentation.data import SegmentationFolder
+from engine.evaluation.segmentation.generate import write_generated
+from engine.evaluation.segmentation.heads import Segmenter
+from engine.evaluation.segmentation.metrics import IGNORE, confusion, scores
+from engine.evaluation.segmentation.train import evaluate, optimizer_for, predict
+from pretexts.errors import DataError
+
+from cli_runs import one_torch_thread  # noqa: F401 (autouse)
+
+
+def test_miou_hand_computed_with_ignore():
+    truth = torch.tensor([0, 0, 1, 1, 2, IGNORE])
+    pred = torch.tensor([0, 1, 1, 1, 0, 2])
+    # class 0: tp 1, union 3 -> 1/3; class 1: tp 2, union 3 -> 2/3; class 2: tp 0, union 1 -> 0. Ignored pixel dropped.
+    s = scores(confusion(pred, truth, 3))
+    assert s["miou"] == pytest.approx((1 / 3 + 2 / 3 + 0) / 3)
+    assert s["pixel_acc"] == pytest.approx(3 / 5)
+
+
+@pytest.mark.parametrize("name", ["vit_tiny", "convnext_atto", "resnet18"])
+@pytest.mark.parametrize("head", ["upernet", "linear"])
+def test_every_head_backbone_pair_gives_full_size_logits(name, head):
+    model = Segmenter(backbones.create_backbone(name, img_size=32), head, 5, 32)
+    logits = model(torch.randn(2, 3, 32, 32))
+    assert logits.shape == (2, 5, 32, 32)
+    logits.mean().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.features.backbone.parameters())
+
+
+def test_sliding_window_matches_shape_on_larger_images():
+    model = Segmenter(backbones.create_backbone("resnet18", img_size=32), "linear", 3, 32).eval()
+    assert predict(model, torch.randn(1, 3, 48, 40), 32, "slide").shape == (1, 3, 48, 40)
+
+
+def test_generated_set_is_seeded_and_masks_match(tmp_path):
+    a = write_generated(tmp_path / "a", 3, 1, 32, seed=1)
+    b = write_generated(tmp_path / "b", 3, 1, 32, seed=1)
+    for rel in ("images/training/00002.png", "masks/training/00002.png"):
+        assert np.array_equal(np.array(Image.open(a / rel)), np.array(Image.open(b / rel)))
+    data = SegmentationFolder(a, "training", 32, True)
+    image, mask = data[0]
+    assert image.shape == (3, 32, 32) and mask.shape == (32, 32) and data.num_classes <= 5
+
+
+def test_bad_masks_name_the_file(tmp_path):
+    root = write_generated(tmp_path / "d", 2, 1, 32)
+    Image.fromarray(np.zeros((16, 16), np.uint8)).save(root / "masks/training/00000.png")
+    with pytest.raises(DataError, match="00000.png"):
+        SegmentationFolder(root, "training", 32, False)[0]
+    Image.fromarray(np.full((32, 32), 9, np.uint8)).save(root / "masks/training/00000.png")
+    with pytest.raises(DataError, match="out of range"):
+        SegmentationFolder(root, "training", 32, False, num_classes=5)[0]
+    (root / "masks/training/00001.png").unlink()
+    with pytest.raises(DataError, match="no mask"):
+        SegmentationFolder(root, "training", 32, False)
+    with pytest.raises(DataError, match="neither ADE20K"):
+        SegmentationFolder(tmp_path, "training", 32, False)
+
+
+def test_ade20k_zero_is_ignored_and_labels_shift(tmp_path):
+    for d in ("images/training", "annotations/training"):
+        (tmp_path / d).mkdir(parents=True)
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "images/training/x.jpg")
+    Image.fromarray(np.array([[0, 1], [150, 2]], np.uint8).repeat(4, 0).repeat(4, 1)).save(tmp_path / "annotations/training/x.png")
+    _, mask = SegmentationFolder(tmp_path, "training", 8, False)[0]
+    assert set(mask.unique().tolist()) == {IGNORE, 0, 149, 1}
+
+
+def test_fixed_batch_overfits(tmp_path):
+    torch.manual_seed(0)
+    data = SegmentationFolder(write_generated(tmp_path / "d", 8, 1, 32), "training", 32, False, 5)
+    batch = [torch.stack(t) for t in zip(*[data[i] for i in range(8)])]
+    model = Segmenter(backbones.create_backbone("resnet18", img_size=32), "upernet", 5, 32)
+    opt = optimizer_for(model, SegmentConfig(data="", out="", lr=3e-3, layer_decay=0.9))
+    before = evaluate(model, [batch], 5, 32, "whole", "cpu")["miou"]
+    for _ in range(30):
+        model.train()
+        loss = torch.nn.functional.cross_entropy(model(batch[0]), batch[1], ignore_index=IGNORE)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    after = evaluate(model, [batch], 5, 32, "whole", "cpu")["miou"]
+    assert after > before + 0.2, (before, after)
