@@ -19,7 +19,8 @@ from engine.evaluation.segmentation.train import run
 
 def pretrain(method: str, args, out: Path) -> Path:
     cmd = [sys.executable, "-m", "pretexts", "train", "--method", method, "--backbone", args.backbone,
-           "--epochs", str(args.pretrain_epochs), "--out", str(out / f"pre-{method}"), "--device", "cpu"]
+           "--epochs", str(args.pretrain_epochs), "--out", str(out / f"pre-{method}"), "--device", "cpu", "--force",
+           "--quiet"]
     if args.pretrain_steps:
         cmd += ["--max-steps-per-epoch", str(args.pretrain_steps)]
     subprocess.run(cmd, check=True)

@@ -5,6 +5,7 @@ from .evaluate import figure_columns, restoration_error
 from .pretrain import TRAINERS, Pretrainer, create_trainer, format_held_out, pretrain
 from .restore import restoration_loss, restore
 from .autoencoder import AutoencoderTrainer  # registers TRAINERS["ae"]
+from .mae import MAETrainer  # registers TRAINERS["mae"]
 from .energy_histogram import energy_histogram
 from .export import export_backbone
 from .finetune import Finetuner, finetune
@@ -14,5 +15,5 @@ from .probe import ProbeConfig, run_probe
 
 __all__ = ["restore", "restoration_loss", "PretrainConfig", "Pretrainer", "TRAINERS", "create_trainer", "pretrain", "format_held_out",
            "restoration_error", "figure_columns", "atomic_save", "load_checkpoint",
-           "AutoencoderTrainer", "FinetuneConfig", "Finetuner", "finetune", "ProbeConfig", "run_probe", "knn_predict",
+           "AutoencoderTrainer", "MAETrainer", "FinetuneConfig", "Finetuner", "finetune", "ProbeConfig", "run_probe", "knn_predict",
            "export_backbone", "energy_histogram"]

@@ -18,6 +18,7 @@ class PretrainConfig:
     method: str = "energy"            # "energy" (the paper), or a baseline registered in engine.pretrain.TRAINERS
     task: str = "random-mask"         # the demo's: its restoration shows within 200 CPU steps (README, learning speed)
     task_args: dict = field(default_factory=dict)
+    method_args: dict = field(default_factory=dict)  # the method's own options (e.g. MAE's mask_ratio)
     backbone: str = "convnext_atto"   # LayerNorm, 3.7 M params: learns within minutes on a CPU
     data: str = "sample"              # "sample", "synthetic", an ImageFolder dir, or a CIFAR-10 folder
     dataset: str | None = None        # a timm create_dataset name (torch/cifar100, hfds/...); --data is its root

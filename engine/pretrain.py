@@ -67,6 +67,7 @@ class Pretrainer:
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
         self.task = pretexts.create_pretext(cfg.task, **cfg.task_args)
+        self.method_args = self.method_arguments()
         self.model = apply_speedups(self.build_model().to(self.device), cfg)
         self.task = self.task.bind(self.model)
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
@@ -98,6 +99,27 @@ class Pretrainer:
         self.stop = StopSignals()
         self.experiment = NoLog()
 
+    # the method's own options (`--method-arg KEY=VALUE`): name -> pretexts.Param; the energy method has none
+    method_params: dict = {}
+
+    def method_arguments(self) -> dict:
+        """`cfg.method_args` checked against `method_params` and converted; defaults filled in."""
+        given, known = self.cfg.method_args, self.method_params
+        unknown = [k for k in given if k not in known]
+        if unknown:
+            raise ParameterError(f"method '{self.cfg.method}' has no argument '{unknown[0]}'; its arguments: "
+                                 f"{', '.join(known) or 'none'}.")
+        return {k: param.convert(f"method {self.cfg.method}", k, given.get(k, param.default))
+                for k, param in known.items()}
+
+    def corruption(self) -> str:
+        """What the run learns to undo, for the start line."""
+        return f"'{self.cfg.task}'"
+
+    def corrupt(self, images: torch.Tensor, generator: torch.Generator):
+        """The step's corrupted sample; a method that corrupts its own way (MAE masks) overrides this."""
+        return self.task(images, generator)
+
     def build_model(self) -> torch.nn.Module:
         """The energy model; a baseline method (a subclass) builds its own."""
         cfg = self.cfg
@@ -126,7 +148,7 @@ class Pretrainer:
         value = 0.0
         chunks = images.chunk(cfg.accum_iter)  # gradient accumulation: one micro-batch's memory, the batch's gradient
         for i, chunk in enumerate(chunks):
-            sample = self.task(chunk, generator)
+            sample = self.corrupt(chunk, generator)
             # under DDP the loss runs inside the wrapper's forward, which arms the gradient all-reduce (on the
             # last micro-batch only)
             sync = self.replicated.no_sync() if self.replicated and i < len(chunks) - 1 else nullcontext()

@@ -55,14 +55,13 @@ def main(debug: bool) -> None:
     """Energy-inspired self-supervised pretraining (Wang et al., ICLR 2023): a zoo of pretext tasks."""
 
 
-def parse_task_args(pairs: tuple[str, ...]) -> dict[str, str]:
-    """('scale=16', 'ratio=0.5') -> {'scale': '16', 'ratio': '0.5'}; tasks convert the types."""
+def parse_task_args(pairs: tuple[str, ...], option: str = "--task-arg") -> dict[str, str]:
+    """('scale=16', 'ratio=0.5') -> {'scale': '16', 'ratio': '0.5'}; tasks (and methods) convert the types."""
     args = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"'{pair}' is not KEY=VALUE (e.g. --task-arg scale=16).",
-                                     param_hint="--task-arg")
+            raise click.BadParameter(f"'{pair}' is not KEY=VALUE (e.g. {option} scale=16).", param_hint=option)
         args[key.strip().replace("-", "_")] = value.strip()
     return args
 

@@ -9,7 +9,10 @@ from .config_file import build_config, config_options, defaults_from
 
 @main.command("train", cls=defaults_from("engine.config:PretrainConfig"))
 @click.option("--task", default=None, help="Pretext task (see `pretexts list`).")
-@click.option("--method", default=None, help="energy (the paper, default) or ae (the autoencoder baseline).")
+@click.option("--method", default=None, help="energy (the paper), ae (the autoencoder baseline) or mae "
+              "(masked autoencoder, ViT only).")
+@click.option("--method-arg", "method_args", multiple=True, metavar="KEY=VALUE",
+              help="An option of the method, e.g. mask_ratio=0.75 for mae; repeatable.")
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option("--preset", default=None, help="A named preset of the task (see `pretexts list -v`).")
 @click.option("--backbone", default=None, help="Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.")
@@ -68,17 +71,18 @@ from .config_file import build_config, config_options, defaults_from
 @click.option("--skip-nonfinite", is_flag=True, default=None,
               help="Skip (and count) a step whose loss is NaN or inf, instead of stopping the run.")
 @config_options
-def train_command(task_args, preset, config, sets, **options) -> None:
+def train_command(task_args, method_args, preset, config, sets, **options) -> None:
     """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
     from engine import PretrainConfig, create_trainer, distributed, format_held_out
 
     args = parse_task_args(task_args)
     if preset is not None:
         args["preset"] = preset
-    cfg = build_config(PretrainConfig, {"task_args": args, **options}, config, sets)
+    cfg = build_config(PretrainConfig, {"task_args": args, "method_args": parse_task_args(method_args, "--method-arg"),
+                                        **options}, config, sets, merge=("task_args", "method_args"))
     trainer = create_trainer(cfg)
     echo = click.echo if trainer.rank == 0 else lambda *args, **kwargs: None  # under torchrun rank 0 speaks
-    echo(f"pretraining {cfg.backbone} on '{cfg.task}' with data '{cfg.data}' for {cfg.epochs} epochs "
+    echo(f"pretraining {cfg.backbone} on {trainer.corruption()} with data '{cfg.data}' for {cfg.epochs} epochs "
          f"-> {cfg.out}")
     try:
         results = trainer.run()

@@ -1,0 +1,108 @@
+"""The MAE baseline (`--method mae`, He et al. 2022): the same ViT, data, loop and outputs as the energy
+method; MAE's own random patch masking replaces the task's corruption (`--task` is not used)."""
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+import backbones
+from pretexts.params import Param
+
+from .evaluate import eval_mode
+from .figures import restoration_figure
+from .loader import to_device
+from .mae_model import MAEModel, patchify, unpatchify
+from .pretrain import TRAINERS, Pretrainer
+
+
+@dataclass
+class MaskingSample:
+    """The clean images and the step's seeded generator, from which MAE draws its mask."""
+
+    images: torch.Tensor
+    generator: torch.Generator
+
+
+class MAETrainer(Pretrainer):
+    method_params = {
+        "mask_ratio": Param(0.75, float, 0.01, 0.99, help="share of patches masked (MAE: 0.75)"),
+        "decoder_dim": Param(0, int, 0, 4096, help="decoder width; 0: half the encoder's, 64-512"),
+        "decoder_depth": Param(0, int, 0, 64, help="decoder blocks; 0: 8 for ViT-B and larger (MAE), else 2"),
+        "decoder_heads": Param(0, int, 0, 64, help="decoder heads; 0: width / 32"),
+        "norm_pix_loss": Param(True, bool, help="targets normalised per patch (MAE's recipe)"),
+    }
+
+    def build_model(self) -> torch.nn.Module:
+        cfg, args = self.cfg, self.method_args
+        sizes = {k: args[k] or None for k in ("decoder_dim", "decoder_depth", "decoder_heads")}
+        return MAEModel(backbones.create_backbone(cfg.backbone, img_size=cfg.img_size), cfg.backbone,
+                        mask_ratio=args["mask_ratio"], norm_pix_loss=args["norm_pix_loss"], **sizes)
+
+    def corruption(self) -> str:
+        return f"MAE masking ({self.method_args['mask_ratio']:.0%} of patches; --task unused)"
+
+    def corrupt(self, images: torch.Tensor, generator: torch.Generator) -> MaskingSample:
+        return MaskingSample(images, generator)
+
+    def compute_loss(self, sample: MaskingSample) -> torch.Tensor:
+        autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
+        with autocast:
+            loss, _, _ = self.model(sample.images, sample.generator)
+        return loss
+
+    def held_out_error(self) -> dict:
+        return masked_patch_error(self.model, self.val_batches(self.cfg.eval_images), self.device, self.cfg.seed)
+
+    def figure(self, path: Path) -> None:
+        count = self.cfg.figure_images
+        if self.val_set is not None:
+            images = next(iter(self.val_batches(count)))
+        else:
+            images = to_device(torch.stack([self.train_set[(0, i)][0] for i in range(count)]), self.device)
+        restoration_figure(mae_columns(self.model, images, self.cfg.seed), path,
+                           f"MAE on {self.cfg.backbone}, epoch {self.epoch}")
+
+
+def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> dict:
+    """On the masked patches, in the loss's target space (per-patch normalised pixels under norm_pix_loss):
+    the MSE of the reconstruction ('restored') against that of the best guess without the encoder
+    ('corrupted': each patch's own mean under norm_pix_loss, i.e. 0; else the visible pixels' mean)."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    blank = restored = 0.0
+    count = 0
+    with eval_mode(model), torch.no_grad():
+        for images in batches:
+            images = images.to(device)
+            loss, _, mask = model(images, generator)
+            target = model.target(images)
+            if model.norm_pix_loss:
+                guess = torch.zeros_like(target)
+            else:
+                visible = (1 - mask).unsqueeze(-1)
+                guess = ((target * visible).sum((1, 2), keepdim=True) / (visible.sum(1, keepdim=True) *
+                                                                         target.shape[-1])).expand_as(target)
+            blank += model.masked_loss(guess, images, mask).item() * images.shape[0]
+            restored += loss.item() * images.shape[0]
+            count += images.shape[0]
+    if count == 0:
+        raise ValueError("no held-out images to evaluate")
+    return {"corrupted_mse": blank / count, "restored_mse": [restored / count], "images": count, "method": "mae"}
+
+
+def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:
+    """{'masked', 'reconstruction', 'original'}: MAE's visualisation, the visible patches pasted back and the
+    predicted ones shown in pixels (un-normalised with each patch's true mean and std, as MAE's demo does)."""
+    generator = torch.Generator(device=images.device).manual_seed(seed)
+    with eval_mode(model), torch.no_grad():
+        _, pred, mask = model(images, generator)
+    if model.norm_pix_loss:
+        patches = patchify(images, model.patch)
+        pred = pred * (patches.var(-1, keepdim=True) + 1e-6) ** 0.5 + patches.mean(-1, keepdim=True)
+    pixel_mask = unpatchify(mask.unsqueeze(-1).expand(-1, -1, pred.shape[-1]), model.patch, model.grid)
+    reconstruction = unpatchify(pred, model.patch, model.grid)
+    return {"masked": images * (1 - pixel_mask), "reconstruction": images * (1 - pixel_mask) + reconstruction *
+            pixel_mask, "original": images}
+
+
+TRAINERS["mae"] = MAETrainer

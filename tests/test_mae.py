@@ -1,0 +1,76 @@
+"""`train --method mae`: MAE's masking and loss in the project's loop; its checkpoint goes downstream."""
+import json
+
+import pytest
+import timm
+import torch
+
+from cli_runs import one_torch_thread, run_cli  # noqa: F401 (a fixture)
+from engine import MAETrainer, PretrainConfig, load_checkpoint
+from test_resume import KilledAfterFirstEpoch
+
+FAST = ["train", "--method", "mae", "--backbone", "vit_tiny", "--batch-size", "16", "--max-steps-per-epoch", "2",
+        "--workers", "0", "--set", "eval_images=16", "--set", "figure_images=2"]
+
+
+@pytest.fixture(scope="module")
+def mae_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mae") / "run"
+    result, error = run_cli([*FAST, "--epochs", "2", "--method-arg", "mask_ratio=0.5", "--out", out])
+    assert result.exit_code == 0, error or result.output
+    assert "MAE masking (50% of patches; --task unused)" in result.output
+    return out, result.output
+
+
+def test_mae_trains_and_reports_the_masked_patch_error(mae_run):
+    out, output = mae_run
+    held = json.loads((out / "results.json").read_text())["held_out"]
+    assert held["method"] == "mae" and len(held["restored_mse"]) == 1
+    assert held["corrupted_mse"] == pytest.approx(1.0, abs=0.05)  # norm_pix targets: predicting 0 scores ~1
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["method_args"] == {"mask_ratio": "0.5"}
+    ckpt = load_checkpoint(out / "checkpoint.pt")
+    assert any(k.startswith("decoder_blocks.") for k in ckpt["model"]) and ckpt["global_step"] == 4
+
+
+def test_the_mae_checkpoint_fine_tunes_probes_and_exports(mae_run, tmp_path):
+    out, _ = mae_run
+    ckpt = out / "checkpoint.pt"
+    result, error = run_cli(["finetune", "--checkpoint", ckpt, "--epochs", "1", "--max-steps-per-epoch", "1",
+                             "--batch-size", "8", "--workers", "0", "--randaug", "none", "--out", tmp_path / "ft"])
+    assert result.exit_code == 0, error or result.output
+    result, error = run_cli(["probe", "--checkpoint", ckpt, "--probe", "knn", "--workers", "0",
+                             "--out", tmp_path / "probe"])
+    assert result.exit_code == 0, error or result.output
+    result, error = run_cli(["export", "--checkpoint", ckpt, "--out", tmp_path / "export"])
+    assert result.exit_code == 0, error or result.output
+    exported = timm.create_model(f"local-dir:{tmp_path / 'export'}", pretrained=True)
+    trained = load_checkpoint(ckpt)["model"]
+    torch.testing.assert_close(exported.blocks[0].attn.qkv.weight, trained["backbone.blocks.0.attn.qkv.weight"])
+
+
+def test_mae_resumes_to_the_same_weights(tmp_path):
+    def config(out, **extra):
+        return PretrainConfig(method="mae", backbone="vit_tiny", batch_size=16, epochs=2, max_steps_per_epoch=1,
+                              workers=0, eval_images=8, figure_images=2, out=str(tmp_path / out), **extra)
+
+    class Killed(KilledAfterFirstEpoch, MAETrainer):
+        pass
+
+    MAETrainer(config("straight")).run()
+    with pytest.raises(KeyboardInterrupt):
+        Killed(config("split")).run()
+    MAETrainer(config("split", resume="auto")).run()
+    a, b = (load_checkpoint(tmp_path / run / "checkpoint.pt")["model"] for run in ("straight", "split"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_method_arguments_are_checked():
+    result, error = run_cli([*FAST, "--method-arg", "mask_ratio=1.5"])
+    assert result.exit_code == 2 and "mask_ratio' is 1.5; allowed range is [0.01, 0.99]" in error
+    result, error = run_cli([*FAST, "--method-arg", "mask_rate=0.5"])
+    assert result.exit_code == 2 and "has no argument 'mask_rate'; its arguments: mask_ratio" in error
+    result, error = run_cli(["train", "--method-arg", "mask_ratio=0.5"])
+    assert result.exit_code == 2 and "method 'energy' has no argument 'mask_ratio'; its arguments: none" in error
+    result, error = run_cli(["train", "--method", "mae", "--backbone", "convnext_atto"])
+    assert result.exit_code == 2 and "MAE needs a ViT backbone" in error
