@@ -11,7 +11,6 @@ import backbones
 from .autoencoder_model import AutoencoderModel
 from .evaluate import eval_mode
 from .figures import restoration_figure
-from .loader import to_device
 from .pretrain import TRAINERS, Pretrainer
 from .restore import restoration_loss
 
@@ -65,11 +64,7 @@ class AutoencoderTrainer(Pretrainer):
                                     seed=self.cfg.seed)
 
     def figure(self, path: Path) -> None:
-        count = self.cfg.figure_images
-        if self.val_set is not None:
-            images = next(iter(self.val_batches(count)))
-        else:
-            images = to_device(torch.stack([self.train_set[(0, i)][0] for i in range(count)]), self.device)
+        images = self.figure_batch()
         columns = reconstruction_columns(self.model, self.task, images, seed=self.cfg.seed)
         restoration_figure(columns, path, f"AE {self.cfg.task} on {self.cfg.backbone}, epoch {self.epoch}")
 

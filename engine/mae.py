@@ -11,7 +11,6 @@ from pretexts.params import Param
 
 from .evaluate import eval_mode
 from .figures import restoration_figure
-from .loader import to_device
 from .mae_model import MAEModel, patchify, unpatchify
 from .pretrain import TRAINERS, Pretrainer
 
@@ -55,11 +54,7 @@ class MAETrainer(Pretrainer):
         return masked_patch_error(self.model, self.val_batches(self.cfg.eval_images), self.device, self.cfg.seed)
 
     def figure(self, path: Path) -> None:
-        count = self.cfg.figure_images
-        if self.val_set is not None:
-            images = next(iter(self.val_batches(count)))
-        else:
-            images = to_device(torch.stack([self.train_set[(0, i)][0] for i in range(count)]), self.device)
+        images = self.figure_batch()
         restoration_figure(mae_columns(self.model, images, self.cfg.seed), path,
                            f"MAE on {self.cfg.backbone}, epoch {self.epoch}")
 

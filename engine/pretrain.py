@@ -293,10 +293,14 @@ class Pretrainer:
         return restoration_error(self.model, self.task, self.val_batches(self.cfg.eval_images), self.cfg.steps,
                                  self.device, seed=self.cfg.seed)
 
+    def figure_batch(self) -> torch.Tensor:
+        """The figure's images: the seeded held-out ones, or the first training images when there is no val/."""
+        if self.val_set is not None:
+            return next(iter(self.val_batches(self.cfg.figure_images)))
+        return to_device(torch.stack([self.train_set[(0, i)][0] for i in range(self.cfg.figure_images)]), self.device)
+
     def figure(self, path: Path) -> None:
-        source = self.val_set if self.val_set is not None else self.train_set
-        images = next(iter(self.val_batches(self.cfg.figure_images))) if self.val_set is not None else \
-            to_device(torch.stack([source[(0, i)][0] for i in range(self.cfg.figure_images)]), self.device)
+        images = self.figure_batch()
         columns = figure_columns(self.model, self.task, images, self.cfg.steps, seed=self.cfg.seed)
         restoration_figure(columns, path, f"{self.cfg.task} on {self.cfg.backbone}, epoch {self.epoch}")
 
