@@ -1,7 +1,7 @@
 """`pretexts segment`: semantic segmentation fine-tuning (the paper's ADE20K transfer table)."""
 import click
 
-from . import main
+from . import main, single_process, written_files
 
 
 @main.command("segment")
@@ -34,9 +34,11 @@ def segment_command(from_scratch, **options) -> None:
     from engine.evaluation.segmentation.train import run
     from pretexts.errors import ParameterError
 
+    single_process("segment")
     if from_scratch == (options["checkpoint"] is not None):
         raise ParameterError("give exactly one of --checkpoint CKPT and --from-scratch.")
     if options["data"] == "generated":
         options["data"] = str(write_generated(Path(options["out"]) / "generated-data"))
     results = run(SegmentConfig(**options), log=click.echo)
-    click.echo(f"mIoU {results['miou']:.4f}  pixel acc {results['pixel_acc']:.4f}; wrote {options['out']}/results.json")
+    click.echo(f"mIoU {results['miou']:.4f}  pixel acc {results['pixel_acc']:.4f}")
+    click.echo(f"wrote {options['out']}/: {written_files(options['out'])}")
