@@ -56,3 +56,41 @@ def test_nested_results_flatten_to_scalar_names():
                                                                    "images": 8, "method": "energy"}}) == \
         {"loss": 0.5, "held_out/corrupted_mse": 2.0, "held_out/restored_mse_step1": 1.0,
          "held_out/restored_mse_step2": 0.5, "held_out/images": 8.0}
+
+
+def test_wandb_gets_the_same_scalars_and_figures_offline_and_resumes_its_run(tmp_path, monkeypatch):
+    """wandb is replaced at its module boundary (it is an optional extra); the calls pretexts makes are real."""
+    import sys
+    import types
+
+    calls = []
+
+    class Run:
+        id = "run-123"
+
+        def log(self, values, step):
+            calls.append(("log", step, sorted(values)))
+
+        def finish(self):
+            calls.append(("finish",))
+
+    def init(**kwargs):
+        calls.append(("init", kwargs["mode"], kwargs["id"], kwargs["resume"], kwargs["config"]["logger"]))
+        return Run()
+
+    fake = types.SimpleNamespace(init=init, Image=lambda path: ("image", path))
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "wandb" else real(name, *a))
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    out = tmp_path / "run"
+    args = [*TRAIN, "--max-steps-per-epoch", "2", "--workers", "0", "--logger", "wandb", "--out", out]
+    assert run_cli([*args, "--epochs", "1"])[0].exit_code == 0
+    assert calls[0] == ("init", "offline", None, None, "wandb") and calls[-1] == ("finish",)
+    steps = [c[1] for c in calls if c[0] == "log"]
+    assert steps[:2] == [1, 2] and ("log", 2, ["restoration"]) in calls
+    assert any(c[0] == "log" and "held_out/corrupted_mse" in c[2] for c in calls)
+    calls.clear()
+    assert run_cli([*args, "--epochs", "2", "--resume"])[0].exit_code == 0
+    assert calls[0][:4] == ("init", "offline", "run-123", "allow")  # the same W&B run continues
