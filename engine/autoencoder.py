@@ -7,8 +7,10 @@ import torch
 import torch.nn.functional as F
 
 import backbones
+from pretexts.errors import ParameterError
+from pretexts.params import Param
 
-from .autoencoder_model import AutoencoderModel
+from .autoencoder_model import DECODER_DEPTH, DECODER_DIM, DECODER_HEADS, AutoencoderModel
 from .evaluate import eval_mode
 from .figures import restoration_figure
 from .pretrain import TRAINERS, Pretrainer
@@ -48,10 +50,19 @@ def reconstruction_columns(model: AutoencoderModel, task, images: torch.Tensor, 
 class AutoencoderTrainer(Pretrainer):
     """`Pretrainer` with the autoencoder in place of the energy model; loop, data and outputs are shared."""
 
+    method_params = {
+        "decoder_dim": Param(DECODER_DIM, int, 8, 4096, help="decoder width (ViT token blocks, or the CNN's FPN)"),
+        "decoder_depth": Param(DECODER_DEPTH, int, 1, 64, help="ViT token decoder blocks (MAE: 8 for ViT-L)"),
+        "decoder_heads": Param(DECODER_HEADS, int, 1, 64, help="ViT token decoder heads; must divide decoder_dim"),
+    }
+
     def build_model(self) -> torch.nn.Module:
-        cfg = self.cfg
+        cfg, args = self.cfg, self.method_args
+        if args["decoder_dim"] % args["decoder_heads"]:
+            raise ParameterError(f"method ae: decoder_dim {args['decoder_dim']} is not divisible by decoder_heads "
+                                 f"{args['decoder_heads']}; choose heads that divide the width.")
         backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size)
-        return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone)
+        return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone, **args)
 
     def compute_loss(self, sample) -> torch.Tensor:
         autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()

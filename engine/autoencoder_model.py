@@ -1,5 +1,6 @@
 """The autoencoder baseline's model: the same backbone as encoder, an MAE-style light decoder (paper, Table 2 gray rows)."""
 import torch
+import torch.nn.functional as F
 from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
@@ -7,6 +8,8 @@ from backbones.vit_tokens import sincos_pos_embed, vit_geometry
 from pretexts.base import Pretext
 from pretexts.errors import ParameterError
 from pretexts.patch_sorting import PatchSorting
+
+from .evaluation.segmentation.heads import Features, UperNet
 
 # MAE's decoder is 8 blocks of width 512 for ViT-L; its ablation shows one narrow block still fine-tunes
 # as well. A few narrow blocks keep the baseline light at CPU scale.
@@ -33,18 +36,44 @@ class LightDecoder(nn.Module):
         return self.out(self.norm(self.blocks(x)))
 
 
-class AutoencoderModel(nn.Module):
-    """Encoder = the backbone to pretrain; decoder = `LightDecoder`.
+class PyramidDecoder(nn.Module):
+    """A CNN's (or Swin's) 4 stages -> image: UperNet's PPM + FPN of width `dim` fused at the finest stage,
+    which predicts each cell's stride x stride pixels (pixel shuffle).
 
-    Pixel tasks: the encoder reads the corrupted image; a ViT gives one token per patch, a CNN one per
-    location of its last feature map (a cell of stride x stride pixels); the decoder predicts each
-    token's pixels and the image is reassembled (MAE's per-patch pixel head).
+    The last feature map alone is 1 x 1 at 32 px: a decoder reading only that stays 3-5x worse than its
+    input; the pyramid gives it the spatial detail the stages before pooling hold.
+    """
+
+    def __init__(self, backbone: nn.Module, img_size: int, dim: int):
+        super().__init__()
+        self.features = Features(backbone, img_size)
+        with torch.no_grad():
+            was = backbone.training
+            finest = self.features.eval()(torch.zeros(1, 3, img_size, img_size))[0].shape[-1]
+            self.features.train(was)
+        if img_size % finest:
+            raise ParameterError(f"the finest feature map is {finest} px wide at {img_size} px; use an image size "
+                                 f"that is a multiple of the backbone's total stride.")
+        self.stride = img_size // finest
+        self.head = UperNet(self.features.channels, 3 * self.stride ** 2, width=dim)
+
+    def forward(self, images: Tensor) -> Tensor:
+        return F.pixel_shuffle(self.head(self.features(images)), self.stride)
+
+
+class AutoencoderModel(nn.Module):
+    """Encoder = the backbone to pretrain; decoder = `LightDecoder` over tokens, or `PyramidDecoder` over stages.
+
+    Pixel tasks: the encoder reads the corrupted image. A ViT gives one token per patch and the token
+    decoder predicts each patch's pixels (MAE's per-patch pixel head). A CNN or Swin gives its 4 stages
+    (timm `forward_intermediates`, the last feature map before pooling included) to a `PyramidDecoder`.
     Patch sorting (Section 4.1): the encoder ViT has no position embedding, sees the task's
     edge-masked image and, in training, only the kept tokens; the decoder, also without positions,
     predicts each patch's sin-cos position embedding, scored by MSE like the energy method's sorting.
     """
 
-    def __init__(self, backbone: nn.Module, task: Pretext, img_size: int, name: str):
+    def __init__(self, backbone: nn.Module, task: Pretext, img_size: int, name: str, decoder_dim: int = DECODER_DIM,
+                 decoder_depth: int = DECODER_DEPTH, decoder_heads: int = DECODER_HEADS):
         super().__init__()
         self.backbone, self.backbone_name = backbone, name
         cfg = getattr(backbone, "pretrained_cfg", None) or {}
@@ -59,35 +88,22 @@ class AutoencoderModel(nn.Module):
         if self.sorting:
             vit_geometry(backbone, name, "the autoencoder baseline of patch sorting")
             self.grid, self.patch = None, None
-            self.decoder = LightDecoder(dim, backbone.embed_dim, grid=None)
+            self.decoder = LightDecoder(dim, backbone.embed_dim, None, decoder_dim, decoder_depth, decoder_heads)
             return
-        self.grid = tuple(backbone.patch_embed.grid_size) if self.vit else self._feature_grid(img_size)
-        if img_size % self.grid[0] or img_size % self.grid[1]:
-            raise ParameterError(f"backbone '{name}' maps {img_size} px to a {self.grid} grid; use an image size "
-                                 f"that is a multiple of its stride.")
+        if not self.vit or hasattr(backbone, "layers"):  # CNNs and Swin: decode from their stages
+            self.decoder = PyramidDecoder(backbone, img_size, decoder_dim)
+            return
+        self.grid = tuple(backbone.patch_embed.grid_size)
         self.patch = (img_size // self.grid[0], img_size // self.grid[1])
-        self.decoder = LightDecoder(dim, 3 * self.patch[0] * self.patch[1], grid=self.grid)
-
-    @torch.no_grad()
-    def _feature_grid(self, img_size: int) -> tuple[int, int]:
-        was_training = self.backbone.training
-        features = self.backbone.eval().forward_features(torch.zeros(1, 3, img_size, img_size))
-        self.backbone.train(was_training)
-        return tuple(features.shape[1:3] if self.channels_last else features.shape[2:4])
-
-    @property
-    def channels_last(self) -> bool:
-        return getattr(self.backbone, "output_fmt", "NCHW") == "NHWC"  # Swin
+        self.decoder = LightDecoder(dim, 3 * self.patch[0] * self.patch[1], self.grid, decoder_dim, decoder_depth,
+                                    decoder_heads)
 
     def normalize(self, x: Tensor) -> Tensor:
         return (x - self.mean) / self.std
 
     def encode(self, images: Tensor) -> Tensor:
-        """Tokens [B, L, D] of the corrupted images: ViT patch tokens, or a CNN's last feature map."""
-        x = self.backbone.forward_features(self.normalize(images))
-        if self.vit:
-            return x[:, self.backbone.num_prefix_tokens:]
-        return x.flatten(1, 2) if self.channels_last else x.flatten(2).transpose(1, 2)
+        """ViT patch tokens [B, L, D] of the corrupted images."""
+        return self.backbone.forward_features(self.normalize(images))[:, self.backbone.num_prefix_tokens:]
 
     def encode_unpositioned(self, images: Tensor, keep: Tensor | None) -> Tensor:
         """ViT patch tokens without any position embedding (the sorting baseline's encoder), kept tokens only."""
@@ -110,6 +126,8 @@ class AutoencoderModel(nn.Module):
         """Pixel tasks: the reconstructed images. Patch sorting: each (kept) patch's predicted position embedding."""
         if self.sorting:
             return self.decoder(self.encode_unpositioned(images, keep))
+        if isinstance(self.decoder, PyramidDecoder):
+            return self.decoder(self.normalize(images))
         return self.unpatchify(self.decoder(self.encode(images)))
 
     def reconstruct(self, sample) -> tuple[Tensor, Tensor]:

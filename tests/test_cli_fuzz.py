@@ -62,9 +62,9 @@ def bad_task_args() -> st.SearchStrategy:
 NAMES = st.one_of(TEXT.filter(not_a_task).map(lambda n: ["--task", n]),
                   TEXT.filter(not_a_backbone).map(lambda n: ["--backbone", n]))
 
-TRAIN = options(positive=("--steps", "--epochs", "--batch-size", "--img-size", "--lr", "--base-lr",
+TRAIN = options(positive=("--epochs", "--batch-size", "--img-size", "--lr", "--base-lr",
                           "--alpha-lr-scale", "--energy-scale", "--fd-delta", "--clip-grad", "--max-steps-per-epoch"),
-                non_negative=("--warmup-epochs", "--workers"),
+                non_negative=("--steps", "--warmup-epochs", "--workers"),  # --steps 0 is the paper's N = 0
                 integers=("--steps", "--epochs", "--batch-size", "--img-size", "--workers", "--max-steps-per-epoch"))
 FINETUNE = options(positive=("--epochs", "--batch-size", "--lr", "--base-lr", "--clip-grad", "--max-steps-per-epoch"),
                    non_negative=("--warmup-epochs", "--min-lr", "--weight-decay", "--drop-path", "--smoothing",

@@ -1,0 +1,247 @@
+"""Representation quality against pretraining time: energy (exact, finite-difference) vs AE vs MAE vs random init.
+
+    python benchmarks/representation.py --minutes 5 15 --seeds 0 1 2 --jobs 2
+
+For each backbone, method and seed, one pretraining run on the CIFAR-10 subset's train/ is stopped at each
+budget in --minutes (a snapshot checkpoint is written there); every snapshot is evaluated on val/ with
+frozen features (kNN k=20 and the linear probe, `engine.run_probe`), and the last one is also fine-tuned
+(--finetune-epochs, the small-data recipe of benchmarks/quality.py). Random init is evaluated once and
+drawn flat. Prints mean +- std over seeds per cell and writes OUT/representation.png (top-1 against
+pretraining minutes, one line per method, the seeds' std shaded).
+
+Budgets are minutes of one CPU thread (process time, 1 torch thread, no loader workers), so two cells run
+side by side (--jobs 2), or a busy machine, get the same compute as one alone; --clock wall times them by
+the wall clock instead (for GPUs). Every cell is cached as OUT/BACKBONE/METHOD/seedS/cell.json (by default
+in benchmarks/results/, committed): a finished cell is never run again, so the study grows over several
+sessions (add seeds, backbones or a larger budget and run again; a new largest budget reruns that cell's
+pretraining, since its checkpoints are not kept). Asserts nothing.
+"""
+import argparse
+import json
+import math
+import multiprocessing
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from engine import TRAINERS, FinetuneConfig, Finetuner, PretrainConfig, ProbeConfig, run_probe
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
+RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # committed: the study grows across sessions
+METHODS = {"energy": ("energy", {}), "energy-fd": ("energy", {"grad_mode": "finite-difference"}),
+           "ae": ("ae", {}), "mae": ("mae", {}), "random": None}
+VIT_ONLY = {"mae"}
+
+
+def clock(kind: str) -> float:
+    return time.process_time() if kind == "process" else time.time()
+
+
+def with_snapshots(trainer_cls):
+    """The trainer, writing a snapshot checkpoint at each budget (minutes of pretraining) and ending at the last.
+
+    Only the steps are timed: the end-of-epoch figures are skipped and the checkpoints' writes not counted."""
+
+    class Snapshots(trainer_cls):
+        def start_clock(self, minutes: list, folder: Path, kind: str) -> None:
+            self.marks, self.folder, self.kind, self.spent, self.snapshots = list(minutes), folder, kind, 0.0, {}
+
+        def train_step(self, images):
+            start = clock(self.kind)
+            stats = super().train_step(images)
+            self.spent += clock(self.kind) - start
+            while self.marks and self.spent >= 60 * self.marks[0]:
+                minutes = self.marks.pop(0)
+                path = self.folder / f"m{minutes:g}" / "checkpoint.pt"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.save(path)
+                self.snapshots[minutes] = {"steps": self.global_step, "seconds": self.spent}
+            if not self.marks:
+                self.batches_per_epoch, self.cfg.epochs = self.batch + 1, self.epoch + 1  # ends the epoch and the run
+            return stats
+
+        def end_of_epoch_outputs(self) -> None:
+            pass
+
+    return Snapshots
+
+
+def pretrain_cell(args, backbone: str, name: str, seed: int, folder: Path) -> dict:
+    """Pretrain to the largest budget, leaving a snapshot per budget; {minutes: steps and seconds, ...}."""
+    method, overrides = METHODS[name]
+    cfg = PretrainConfig(method=method, task=args.task, backbone=backbone, data=args.data, img_size=args.img_size,
+                         batch_size=args.batch_size, epochs=100000, seed=seed, workers=0, out=str(folder / "run"),
+                         eval_images=256, figure_images=4, quiet=True, force=True, **overrides)
+    trainer = with_snapshots(TRAINERS[method])(cfg)
+    trainer.start_clock(sorted(args.minutes), folder, args.clock)
+    results = trainer.run()
+    held = results.get("held_out", {})
+    ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held.get("restored_mse") else None
+    return {"snapshots": {f"{m:g}": s for m, s in trainer.snapshots.items()}, "held_out_ratio": ratio}
+
+
+def random_cell(args, backbone: str, seed: int, folder: Path) -> None:
+    """A checkpoint of the untrained backbone (the energy trainer's, saved before any step)."""
+    cfg = PretrainConfig(backbone=backbone, data=args.data, img_size=args.img_size, batch_size=args.batch_size,
+                         seed=seed, workers=0, out=str(folder / "run"), quiet=True, force=True)
+    path = folder / "m0" / "checkpoint.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    TRAINERS["energy"](cfg).save(path)
+
+
+def probe(args, checkpoint: Path, seed: int) -> dict:
+    results = run_probe(ProbeConfig(checkpoint=str(checkpoint), data=args.data, probes=("knn", "linear"), knn_k=(20,),
+                                    seed=seed, workers=0, quiet=True, out=str(checkpoint.parent / "probe")),
+                        echo=lambda line: None)
+    return {"knn": results["knn"]["k=20"], "linear": results["linear"]["top1"]}
+
+
+def finetune(args, checkpoint: Path, seed: int) -> dict:
+    cfg = FinetuneConfig(checkpoint=str(checkpoint), data=args.data, epochs=args.finetune_epochs, warmup_epochs=1,
+                         batch_size=args.batch_size, base_lr=4e-3, layer_decay=0.75, drop_path=0.1, randaug="none",
+                         mixup=0.0, cutmix=0.0, smoothing=0.1, crop_min_scale=0.35, crop_pct=1.0, seed=seed,
+                         workers=0, quiet=True, force=True, out=str(checkpoint.parent / "finetune"))
+    results = Finetuner(cfg, echo=lambda line: None).run()
+    return {"final": results["final_top1"], "best": results["best_top1"], "epochs": args.finetune_epochs}
+
+
+def run_cell(args, backbone: str, name: str, seed: int) -> dict:
+    """One (backbone, method, seed): pretraining, probes, fine-tune; each part read from OUT when done before."""
+    torch.set_num_threads(args.threads)
+    folder = Path(args.out) / backbone / name / f"seed{seed}"
+    done_file = folder / "cell.json"
+    cell = json.loads(done_file.read_text()) if done_file.is_file() else {}
+    minutes = [0.0] if name == "random" else sorted(args.minutes)
+    last = folder / f"m{minutes[-1]:g}" / "checkpoint.pt"
+    tune = args.finetune_epochs and cell.get("finetune", {}).get("epochs") != args.finetune_epochs
+    if not all(f"{m:g}" in cell.get("points", {}) for m in minutes) or (tune and not last.is_file()):
+        if name == "random":
+            random_cell(args, backbone, seed, folder)
+            pre = {"snapshots": {"0": {"steps": 0, "seconds": 0.0}}, "held_out_ratio": None}
+        else:
+            pre = pretrain_cell(args, backbone, name, seed, folder)
+        points = {}
+        for m in minutes:
+            key = f"{m:g}"
+            points[key] = {**pre["snapshots"][key], **probe(args, folder / f"m{key}" / "checkpoint.pt", seed)}
+        cell = {"points": points, "held_out_ratio": pre["held_out_ratio"]}
+        done_file.write_text(json.dumps(cell, indent=2))
+    if tune:
+        cell["finetune"] = finetune(args, last, seed)
+        done_file.write_text(json.dumps(cell, indent=2))
+    if not args.keep_checkpoints:  # the cell's record is cell.json; the rest is tens of MB a cell
+        for path in [*folder.glob("m*"), folder / "run"]:
+            shutil.rmtree(path, ignore_errors=True)
+    return cell
+
+
+def cells(args) -> list:
+    return [(b, m, s) for b in args.backbones for m in args.methods for s in args.seeds
+            if not (m in VIT_ONLY and "vit" not in b)]
+
+
+def mean_std(values: list) -> tuple[float, float]:
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def summarise(args, results: dict) -> list:
+    """Rows (backbone, method, minutes, n, steps, kNN mean/std, linear mean/std, fine-tune mean/std or None)."""
+    rows = []
+    for backbone in args.backbones:
+        for name in args.methods:
+            runs = [results[(backbone, name, s)] for s in args.seeds if (backbone, name, s) in results]
+            if not runs:
+                continue
+            for key in sorted(runs[0]["points"], key=float):
+                points = [r["points"][key] for r in runs]
+                ft = [r["finetune"]["final"] for r in runs if "finetune" in r] if key == max(runs[0]["points"], key=float) else []
+                rows.append((backbone, name, float(key), len(points), statistics.mean(p["steps"] for p in points),
+                             *mean_std([p["knn"] for p in points]), *mean_std([p["linear"] for p in points]),
+                             *(mean_std(ft) if ft else (None, None))))
+    return rows
+
+
+def print_table(rows: list) -> None:
+    print("| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | linear probe top-1 | fine-tune top-1 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for b, m, minutes, n, steps, knn, knn_sd, lin, lin_sd, ft, ft_sd in rows:
+        tune = f"{ft:.2f} +- {ft_sd:.2f}" if ft is not None else "-"
+        print(f"| {b} | {m} | {minutes:g} | {n} | {steps:.0f} | {knn:.2f} +- {knn_sd:.2f} | {lin:.2f} +- {lin_sd:.2f} "
+              f"| {tune} |")
+
+
+def plot(args, rows: list, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(args.backbones), 2, figsize=(10, 3.6 * len(args.backbones)), squeeze=False)
+    top = max(args.minutes)
+    for i, backbone in enumerate(args.backbones):
+        for j, (metric, title) in enumerate([(5, "kNN k=20"), (7, "linear probe")]):
+            ax = axes[i][j]
+            for name in args.methods:
+                mine = [r for r in rows if r[0] == backbone and r[1] == name]
+                if not mine:
+                    continue
+                xs = [0.0, top] if name == "random" else [r[2] for r in mine]
+                mean = [mine[0][metric]] * 2 if name == "random" else [r[metric] for r in mine]
+                std = [mine[0][metric + 1]] * 2 if name == "random" else [r[metric + 1] for r in mine]
+                line, = ax.plot(xs, mean, "--" if name == "random" else "-o", label=f"{name} ({mine[0][3]} seeds)")
+                ax.fill_between(xs, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
+                                color=line.get_color(), alpha=0.2)
+            ax.set_title(f"{backbone}: {title}")
+            ax.set_xlabel(f"pretraining minutes ({args.clock} clock)")
+            ax.set_ylabel("top-1 on val/ (%)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(SHARED_DATA) if SHARED_DATA.is_dir() else "sample",
+                        help="an ImageFolder tree with train/ and val/ (labelled)")
+    parser.add_argument("--backbones", nargs="+", default=["vit_tiny", "convnext_atto"])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--minutes", nargs="+", type=float, default=[5, 15, 30, 60], help="budgets to evaluate at")
+    parser.add_argument("--clock", choices=("process", "wall"), default="process")
+    parser.add_argument("--task", default="random-mask", help="the energy and AE methods' corruption (MAE masks its own)")
+    parser.add_argument("--img-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--finetune-epochs", type=int, default=10,
+                        help="of the last snapshot; 0: none run (fine-tunes cached before are still reported)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per cell")
+    parser.add_argument("--jobs", type=int, default=1, help="cells run side by side")
+    parser.add_argument("--keep-checkpoints", action="store_true", help="keep the snapshot checkpoints (large)")
+    parser.add_argument("--out", default=str(RESULTS), help="the cache; its cell.json files are the study's record")
+    args = parser.parse_args()
+    if any(m <= 0 for m in args.minutes):
+        parser.error("--minutes must be > 0")
+    todo = cells(args)
+    print(f"{len(todo)} cells on {args.data}: {' '.join(args.backbones)} x {' '.join(args.methods)} x seeds "
+          f"{' '.join(map(str, args.seeds))}; budgets {' '.join(f'{m:g}' for m in sorted(args.minutes))} min "
+          f"({args.clock} clock)", flush=True)
+    results = {}
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(args.jobs) as pool:
+        pending = {cell: pool.apply_async(run_cell, (args, *cell)) for cell in todo}
+        for cell, job in pending.items():
+            results[cell] = job.get()
+            print(f"done {'/'.join(map(str, cell))}", flush=True)
+    rows = summarise(args, results)
+    print_table(rows)
+    out = Path(args.out)
+    plot(args, rows, out / "representation.png")
+    (out / "representation.json").write_text(json.dumps(
+        {"args": vars(args), "cells": {"/".join(map(str, c)): r for c, r in results.items()}}, indent=2))
+    print(f"wrote {out / 'representation.png'}, {out / 'representation.json'}")
+
+
+if __name__ == "__main__":
+    main()
