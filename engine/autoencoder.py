@@ -50,6 +50,8 @@ def reconstruction_columns(model: AutoencoderModel, task, images: torch.Tensor, 
 class AutoencoderTrainer(Pretrainer):
     """`Pretrainer` with the autoencoder in place of the energy model; loop, data and outputs are shared."""
 
+    summary = "autoencoder baseline: the task's corruption, a light decoder reconstructs the target (any backbone)"
+
     method_params = {
         "decoder_dim": Param(DECODER_DIM, int, 8, 4096, help="decoder width (ViT token blocks, or the CNN's FPN)"),
         "decoder_depth": Param(DECODER_DEPTH, int, 1, 64, help="ViT token decoder blocks (MAE: 8 for ViT-L)"),

@@ -24,6 +24,7 @@ class MaskingSample:
 
 
 class MAETrainer(Pretrainer):
+    summary = "MAE (He et al. 2022): random patch masking, visible-only encoder, light decoder (ViT only)"
     method_params = {
         "mask_ratio": Param(0.75, float, 0.01, 0.99, help="share of patches masked (MAE: 0.75)"),
         "decoder_dim": Param(0, int, 0, 4096, help="decoder width; 0: half the encoder's, 64-512"),

@@ -61,6 +61,8 @@ def build_optimizer(model, cfg: PretrainConfig) -> torch.optim.AdamW:
 class Pretrainer:
     """One pretraining run: `Pretrainer(cfg).run()` returns the held-out results."""
 
+    summary = "the paper's: restore the corrupted image by N gradient steps down the energy (any backbone)"
+
     def __init__(self, cfg: PretrainConfig):
         self.cfg = cfg
         self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size)

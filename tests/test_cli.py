@@ -102,6 +102,17 @@ def test_list_backbones_shows_aliases_and_timm_names_by_pattern():
     assert result.output.strip() == "0 timm models match 'no_such_net*'."
 
 
+def test_list_methods_shows_each_method_and_its_arguments_with_ranges():
+    result = CliRunner().invoke(main, ["list", "--methods"])
+    assert result.exit_code == 0, result.output
+    names = [line.split()[0] for line in result.output.splitlines() if not line.startswith(" ")]
+    assert names == ["energy", "ae", "mae"]
+    assert "--method-arg decoder_dim=...  int in [8, 4096], default 128" in result.output
+    assert "--method-arg mask_ratio=...  float in [0.01, 0.99], default 0.75" in result.output
+    only = CliRunner().invoke(main, ["list", "--methods", "m*"]).output
+    assert only.startswith("mae ") and "decoder_dim" in only and "energy" not in only
+
+
 def test_the_wrote_line_names_every_file_of_the_run(tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(main, ["train", "--backbone", "test_convnext", "--batch-size", "8", "--epochs", "2",

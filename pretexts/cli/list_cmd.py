@@ -11,10 +11,14 @@ from . import main
 @click.option("-v", "--verbose", is_flag=True, help="Show each parameter's range and help, and the presets.")
 @click.option("--backbones", is_flag=True, help="List backbones instead: the short aliases (with the timm model and "
               "arguments each stands for), then the timm models matching PATTERN.")
-def list_command(pattern: str, verbose: bool, backbones: bool) -> None:
-    """List pretext tasks (or --backbones) matching PATTERN (shell wildcards, default all)."""
+@click.option("--methods", is_flag=True, help="List pretraining methods instead (train --method), with their "
+              "--method-arg options, ranges and defaults.")
+def list_command(pattern: str, verbose: bool, backbones: bool, methods: bool) -> None:
+    """List pretext tasks (or --backbones, --methods) matching PATTERN (shell wildcards, default all)."""
     if backbones:
         return list_backbone_names(pattern)
+    if methods:
+        return list_method_names(pattern)
     for name in list_pretexts(pattern):
         cls = get_pretext_class(name)
         defaults = ", ".join(f"{k}={p.default}" for k, p in cls.params.items())
@@ -50,3 +54,16 @@ def list_backbone_names(pattern: str) -> None:
     click.echo(f"{len(models)} timm models match '{pattern}'" + (":" if models else "."))
     for name in models:
         click.echo(f"  {name}")
+
+
+def list_method_names(pattern: str) -> None:
+    import fnmatch
+
+    from engine import TRAINERS
+
+    for name, trainer in TRAINERS.items():
+        if not fnmatch.fnmatch(name, pattern):
+            continue
+        click.echo(f"{name:<18} {trainer.summary}")
+        for key, param in trainer.method_params.items():
+            click.echo(f"{'':<18}   --method-arg {key}=...  {param.describe()}. {param.help}".rstrip())

@@ -12,7 +12,8 @@ from .config_file import build_config, config_options, defaults_from
 @click.option("--method", default=None, help="energy (the paper), ae (the autoencoder baseline) or mae "
               "(masked autoencoder, ViT only).")
 @click.option("--method-arg", "method_args", multiple=True, metavar="KEY=VALUE",
-              help="An option of the method, e.g. mask_ratio=0.75 for mae; repeatable.")
+              help="An option of the method, e.g. mask_ratio=0.75 for mae (see `pretexts list --methods`); "
+              "repeatable.")
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option("--preset", default=None, help="A named preset of the task (see `pretexts list -v`).")
 @click.option("--backbone", default=None, help="Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.")
