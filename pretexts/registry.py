@@ -3,11 +3,14 @@ import fnmatch
 import inspect
 import traceback
 import warnings
+from importlib import import_module
 from importlib.metadata import entry_points
 
 from .errors import DuplicateNameError, UnknownNameError, suggest
 
 ENTRY_POINT_GROUP = "pretexts.tasks"
+# imported on first use (they import torch and kornia); they register at definition
+BUILTIN_MODULES = ("colorization", "denoising", "masking", "mixed", "patch_sorting", "super_resolution")
 
 _TASKS: dict[str, type] = {}
 _BROKEN: dict[str, str] = {}
@@ -45,6 +48,8 @@ def load_plugins(force: bool = False) -> None:
     global _plugins_loaded
     if _plugins_loaded and not force:
         return
+    for module in BUILTIN_MODULES:  # before any plugin, so a built-in name always wins
+        import_module(f"pretexts.{module}")
     _plugins_loaded = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value

@@ -1,4 +1,5 @@
 """The task registry: names, wildcards, None kwargs, duplicates, suggestions and entry-point plugins."""
+import subprocess
 import sys
 import textwrap
 
@@ -12,12 +13,23 @@ from pretexts.errors import DuplicateNameError, ParameterError, UnknownNameError
 @pytest.fixture
 def clean_registry():
     """Restore the registry (and plugin state) after a test that adds to it."""
+    registry.list_pretexts()  # the built-ins load on first use: snapshot them too
     tables = [registry._TASKS, registry._BROKEN, registry._TRACEBACKS, registry._SHADOWED, registry._PLUGIN_OF]
     saved, loaded = [dict(table) for table in tables], registry._plugins_loaded
     yield
     for table, before in zip(tables, saved):
         table.clear(), table.update(before)
     registry._plugins_loaded = loaded
+
+
+def test_import_pretexts_loads_no_torch_until_a_task_is_used():
+    """`pretexts --help` stays instant: the package and its CLI import neither torch nor timm."""
+    code = ("import sys, pretexts, pretexts.cli; assert not {'torch', 'timm', 'kornia'} & set(sys.modules), "
+            "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm', 'kornia'))[:3]; "
+            "assert 'colorization' in pretexts.list_pretexts() and 'torch' in sys.modules; "
+            "assert pretexts.Pretext.__module__ == 'pretexts.base'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_list_is_sorted_and_filters_by_wildcard():
