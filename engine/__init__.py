@@ -2,10 +2,11 @@
 from .checkpoint import atomic_save, load_checkpoint
 from .config import PretrainConfig
 from .evaluate import figure_columns, restoration_error
-from .pretrain import TRAINERS, Pretrainer, create_trainer, format_held_out, pretrain
+from .methods import TRAINERS, create_trainer, list_methods, register_method
+from .pretrain import Pretrainer, format_held_out, pretrain
 from .restore import restoration_loss, restore
-from .autoencoder import AutoencoderTrainer  # registers TRAINERS["ae"]
-from .mae import MAETrainer  # registers TRAINERS["mae"]
+from .autoencoder import AutoencoderTrainer  # registers method "ae"
+from .mae import MAETrainer  # registers method "mae"
 from .energy_histogram import energy_histogram
 from .export import export_backbone
 from .finetune import Finetuner, finetune
@@ -13,7 +14,8 @@ from .finetune_config import FinetuneConfig
 from .knn import knn_predict
 from .probe import ProbeConfig, run_probe
 
-__all__ = ["restore", "restoration_loss", "PretrainConfig", "Pretrainer", "TRAINERS", "create_trainer", "pretrain", "format_held_out",
+__all__ = ["restore", "restoration_loss", "PretrainConfig", "Pretrainer", "TRAINERS", "create_trainer", "list_methods",
+           "register_method", "pretrain", "format_held_out",
            "restoration_error", "figure_columns", "atomic_save", "load_checkpoint",
            "AutoencoderTrainer", "MAETrainer", "FinetuneConfig", "Finetuner", "finetune", "ProbeConfig", "run_probe", "knn_predict",
            "export_backbone", "energy_histogram"]

@@ -13,7 +13,8 @@ from pretexts.params import Param
 from .autoencoder_model import DECODER_DEPTH, DECODER_DIM, DECODER_HEADS, AutoencoderModel
 from .evaluate import eval_mode
 from .figures import restoration_figure
-from .pretrain import TRAINERS, Pretrainer
+from .methods import register_method
+from .pretrain import Pretrainer
 from .restore import restoration_loss
 
 
@@ -47,6 +48,7 @@ def reconstruction_columns(model: AutoencoderModel, task, images: torch.Tensor, 
             "original": images}
 
 
+@register_method("ae")
 class AutoencoderTrainer(Pretrainer):
     """`Pretrainer` with the autoencoder in place of the energy model; loop, data and outputs are shared."""
 
@@ -81,5 +83,3 @@ class AutoencoderTrainer(Pretrainer):
         columns = reconstruction_columns(self.model, self.task, images, seed=self.cfg.seed)
         restoration_figure(columns, path, f"AE {self.cfg.task} on {self.cfg.backbone}, epoch {self.epoch}")
 
-
-TRAINERS["ae"] = AutoencoderTrainer

@@ -15,7 +15,7 @@ from .recipes import apply_recipe
 class PretrainConfig:
     """Everything `engine.pretrain` needs; the CLI builds one of these, so does the Python API."""
 
-    method: str = "energy"            # "energy" (the paper), or a baseline registered in engine.pretrain.TRAINERS
+    method: str = "energy"            # "energy" (the paper), "ae", "mae", or a plugin's (engine.methods)
     task: str = "random-mask"         # the demo's: its restoration shows within 200 CPU steps (README, learning speed)
     task_args: dict = field(default_factory=dict)
     method_args: dict = field(default_factory=dict)  # the method's own options (e.g. MAE's mask_ratio)

@@ -12,7 +12,8 @@ from pretexts.params import Param
 from .evaluate import eval_mode
 from .figures import restoration_figure
 from .mae_model import MAEModel, patchify, unpatchify
-from .pretrain import TRAINERS, Pretrainer
+from .methods import register_method
+from .pretrain import Pretrainer
 
 
 @dataclass
@@ -23,6 +24,7 @@ class MaskingSample:
     generator: torch.Generator
 
 
+@register_method("mae")
 class MAETrainer(Pretrainer):
     summary = "MAE (He et al. 2022): random patch masking, visible-only encoder, light decoder (ViT only)"
     method_params = {
@@ -100,5 +102,3 @@ def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:
     return {"masked": images * (1 - pixel_mask), "reconstruction": images * (1 - pixel_mask) + reconstruction *
             pixel_mask, "original": images}
 
-
-TRAINERS["mae"] = MAETrainer

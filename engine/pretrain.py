@@ -24,6 +24,7 @@ from .experiment_log import NoLog, open_experiment_log
 from .figures import loss_curve, restoration_figure
 from .image_check import report_skipped
 from .interrupt import StopSignals
+from .methods import create_trainer, register_method
 from .loader import (AugmentedImages, EpochSampler, batches, eval_transform, make_loader, pretrain_transform,
                      to_device)
 from .nonfinite import NonFiniteGuard
@@ -58,6 +59,7 @@ def build_optimizer(model, cfg: PretrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(groups, lr=cfg.peak_lr, betas=cfg.betas)
 
 
+@register_method("energy")
 class Pretrainer:
     """One pretraining run: `Pretrainer(cfg).run()` returns the held-out results."""
 
@@ -342,16 +344,6 @@ class Pretrainer:
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
         if self.rank == 0:
             truncate_log(self.out / "log.jsonl", self.global_step)
-
-
-# method name -> trainer class; baselines register here
-TRAINERS: dict[str, type] = {"energy": Pretrainer}
-
-
-def create_trainer(cfg: PretrainConfig) -> Pretrainer:
-    if cfg.method not in TRAINERS:
-        raise ParameterError(f"unknown method '{cfg.method}'; methods: {', '.join(TRAINERS)}.")
-    return TRAINERS[cfg.method](cfg)
 
 
 def pretrain(cfg: PretrainConfig) -> dict:

@@ -1,75 +1,23 @@
-"""The task registry: built-ins register at definition, plugins through the `pretexts.tasks` entry points."""
+"""The task registry: built-ins register at definition, plugins through the `pretexts.tasks` entry points.
+
+`Registry` is the shared machinery (a name table, its decorator, its entry-point plugins); the method
+registry (engine/methods.py) is a second instance of it."""
 import fnmatch
 import inspect
 import traceback
 import warnings
+from dataclasses import dataclass, field
 from importlib import import_module
 from importlib.metadata import entry_points
 
 from .errors import DuplicateNameError, UnknownNameError, suggest
 
-ENTRY_POINT_GROUP = "pretexts.tasks"
-# imported on first use (they import torch and kornia); they register at definition
-BUILTIN_MODULES = ("colorization", "denoising", "masking", "mixed", "patch_sorting", "super_resolution")
 
-_TASKS: dict[str, type] = {}
-_BROKEN: dict[str, str] = {}
-_TRACEBACKS: dict[str, str] = {}
-_SHADOWED: dict[str, str] = {}
-_PLUGIN_OF: dict[str, str] = {}
-_plugins_loaded = False
-
-
-def _where(cls) -> str:
+def defined_at(cls) -> str:
     try:
         return f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
     except (OSError, TypeError):
         return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def register(name: str):
-    """Class decorator: `@register("colorization")` makes the class creatable by that name."""
-
-    def wrap(cls):
-        old = _TASKS.get(name)
-        if old is not None and old is not cls:
-            raise DuplicateNameError(
-                f"pretext '{name}' is registered twice: {_where(old)} and {_where(cls)}. Rename one of them.")
-        cls.name = name
-        _TASKS[name] = cls
-        return cls
-
-    return wrap
-
-
-def load_plugins(force: bool = False) -> None:
-    """Import every `pretexts.tasks` entry point once. A failing one is recorded as broken, with the file and
-    line where it failed; one that registers a built-in's name is shadowed: the built-in wins, said once."""
-    global _plugins_loaded
-    if _plugins_loaded and not force:
-        return
-    for module in BUILTIN_MODULES:  # before any plugin, so a built-in name always wins
-        import_module(f"pretexts.{module}")
-    _plugins_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
-        before = dict(_TASKS)
-        try:
-            ep.load()
-        except DuplicateNameError as err:
-            _SHADOWED[ep.name] = f"{package}: {err}"
-            warnings.warn(f"plugin {package} registers a task name pretexts already has; the built-in wins. {err}",
-                          stacklevel=2)
-        except (Exception, SystemExit) as err:  # a plugin's bug (or its sys.exit) must not break the built-ins
-            _BROKEN[ep.name] = f"{package} ({ep.value}) failed at {failing_line(err)}: {type(err).__name__}: {err}"
-            _TRACEBACKS[ep.name] = "".join(traceback.format_exception(err))
-        else:
-            _BROKEN.pop(ep.name, None)
-            added = [name for name in _TASKS if name not in before]
-            for name in added:
-                _PLUGIN_OF[name] = package
-            if not added and not any(_TASKS[n].__module__ == ep.module for n in _TASKS):
-                _BROKEN[ep.name] = f"{package} ({ep.value}) loaded but registered no task"
 
 
 def failing_line(err: BaseException) -> str:
@@ -78,44 +26,133 @@ def failing_line(err: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "import"
 
 
+@dataclass
+class Registry:
+    """Names -> classes of one kind ("task", "method"), filled by `register` and by one entry-point group.
+
+    Built-in modules are imported on first use, before any plugin, so a built-in name always wins."""
+
+    kind: str
+    group: str
+    builtins: tuple = ()
+    table: dict = field(default_factory=dict)
+    broken: dict = field(default_factory=dict)       # entry-point name -> where and why it failed
+    tracebacks: dict = field(default_factory=dict)
+    shadowed: dict = field(default_factory=dict)     # entry-point name -> which built-in it clashed with
+    plugin_of: dict = field(default_factory=dict)    # registered name -> 'package version'
+    loaded: bool = False
+
+    def register(self, name: str):
+        """Class decorator: makes the class creatable by `name`; a second class of that name is an error."""
+
+        def wrap(cls):
+            old = self.table.get(name)
+            if old is not None and old is not cls:
+                raise DuplicateNameError(f"{self.kind} '{name}' is registered twice: {defined_at(old)} and "
+                                         f"{defined_at(cls)}. Rename one of them.")
+            self.table[name] = cls
+            return cls
+
+        return wrap
+
+    def load(self, force: bool = False) -> None:
+        """Import the built-ins, then every entry point of the group once. A failing one is recorded as broken,
+        with the file and line where it failed; one that registers a built-in's name is shadowed (said once)."""
+        if self.loaded and not force:
+            return
+        for module in self.builtins:
+            import_module(module)
+        self.loaded = True
+        for ep in entry_points(group=self.group):
+            package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
+            before = dict(self.table)
+            try:
+                ep.load()
+            except DuplicateNameError as err:
+                self.shadowed[ep.name] = f"{package}: {err}"
+                warnings.warn(f"plugin {package} registers a {self.kind} name pretexts already has; the built-in "
+                              f"wins. {err}", stacklevel=3)
+            except (Exception, SystemExit) as err:  # a plugin's bug (or its sys.exit) must not break the built-ins
+                self.broken[ep.name] = (f"{package} ({ep.value}) failed at {failing_line(err)}: "
+                                        f"{type(err).__name__}: {err}")
+                self.tracebacks[ep.name] = "".join(traceback.format_exception(err))
+            else:
+                self.broken.pop(ep.name, None)
+                added = [name for name in self.table if name not in before]
+                for name in added:
+                    self.plugin_of[name] = package
+                if not added and not any(cls.__module__ == ep.module for cls in self.table.values()):
+                    self.broken[ep.name] = f"{package} ({ep.value}) loaded but registered no {self.kind}"
+
+    def get(self, name: str) -> type:
+        self.load()
+        if name in self.broken and name not in self.table:
+            raise UnknownNameError(f"{self.kind} '{name}' comes from a plugin that failed to load: "
+                                   f"{self.broken[name]}. Fix or reinstall the plugin; `pretexts --debug list` "
+                                   f"shows its traceback.")
+        if name not in self.table:
+            raise UnknownNameError(f"unknown {self.kind} '{name}'.{suggest(name, self.table)}")
+        return self.table[name]
+
+
+TASKS = Registry("pretext task", "pretexts.tasks", tuple(f"pretexts.{m}" for m in (
+    "colorization", "denoising", "masking", "mixed", "patch_sorting", "super_resolution")))
+# the tables by their old names (tests and plugins reach for them)
+_TASKS, _BROKEN, _TRACEBACKS, _SHADOWED, _PLUGIN_OF = (TASKS.table, TASKS.broken, TASKS.tracebacks, TASKS.shadowed,
+                                                      TASKS.plugin_of)
+
+
+def register(name: str):
+    """Class decorator: `@register("colorization")` makes the class creatable by that name."""
+
+    def wrap(cls):
+        cls = TASKS.register(name)(cls)
+        cls.name = name
+        return cls
+
+    return wrap
+
+
+def load_plugins(force: bool = False) -> None:
+    TASKS.load(force)
+
+
 def plugin_of(name: str) -> str | None:
     """'pretexts-jpeg 0.1.0' for a task a plugin registered; None for a built-in."""
-    load_plugins()
-    return _PLUGIN_OF.get(name)
+    TASKS.load()
+    return TASKS.plugin_of.get(name)
 
 
 def broken_plugins() -> dict[str, str]:
     """Plugins that failed to load: entry-point name -> where and why."""
-    load_plugins()
-    return dict(_BROKEN)
+    TASKS.load()
+    return dict(TASKS.broken)
 
 
 def broken_traceback(name: str) -> str:
     """The full traceback of a broken plugin, for `--debug`."""
-    return _TRACEBACKS.get(name, "")
+    return TASKS.tracebacks.get(name, "")
 
 
 def shadowed_plugins() -> dict[str, str]:
     """Plugins whose task name a built-in already has: entry-point name -> which and where."""
-    load_plugins()
-    return dict(_SHADOWED)
+    TASKS.load()
+    return dict(TASKS.shadowed)
 
 
 def list_pretexts(pattern: str = "*") -> list[str]:
     """Registered task names matching a shell-style wildcard, sorted."""
-    load_plugins()
-    return sorted(n for n in _TASKS if fnmatch.fnmatch(n, pattern))
+    TASKS.load()
+    return sorted(n for n in TASKS.table if fnmatch.fnmatch(n, pattern))
 
 
 def get_pretext_class(name: str) -> type:
-    load_plugins()
-    if name in _BROKEN and name not in _TASKS:
-        raise UnknownNameError(f"pretext task '{name}' comes from a plugin that failed to load: {_BROKEN[name]}. "
-                               f"Fix or reinstall the plugin; `pretexts --debug list` shows its traceback.")
-    if name not in _TASKS:
-        raise UnknownNameError(
-            f"unknown pretext task '{name}'.{suggest(name, _TASKS)} Run `pretexts list` to see all tasks.")
-    return _TASKS[name]
+    try:
+        return TASKS.get(name)
+    except UnknownNameError as err:
+        if name in TASKS.broken:
+            raise
+        raise UnknownNameError(f"{err} Run `pretexts list` to see all tasks.") from None
 
 
 def create_pretext(name: str, **kwargs):

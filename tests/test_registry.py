@@ -15,11 +15,11 @@ def clean_registry():
     """Restore the registry (and plugin state) after a test that adds to it."""
     registry.list_pretexts()  # the built-ins load on first use: snapshot them too
     tables = [registry._TASKS, registry._BROKEN, registry._TRACEBACKS, registry._SHADOWED, registry._PLUGIN_OF]
-    saved, loaded = [dict(table) for table in tables], registry._plugins_loaded
+    saved, loaded = [dict(table) for table in tables], registry.TASKS.loaded
     yield
     for table, before in zip(tables, saved):
         table.clear(), table.update(before)
-    registry._plugins_loaded = loaded
+    registry.TASKS.loaded = loaded
 
 
 def test_import_pretexts_loads_no_torch_until_a_task_is_used():

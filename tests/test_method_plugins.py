@@ -1,0 +1,136 @@
+"""A third-party pretraining method, added in one file through the `pretexts.methods` entry-point group, trains
+from the CLI beside the built-ins; a broken or name-clashing method plugin breaks nothing."""
+import json
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from engine import methods
+from pretexts.cli import main
+
+ROTATION = '''
+    """Rotation prediction (Gidaris et al. 2018) as a pretexts method: one file, registered by entry point."""
+    import torch
+    import torch.nn.functional as F
+
+    import backbones
+    from engine import Pretrainer, register_method
+    from engine.figures import restoration_figure
+    from pretexts.params import Param
+
+
+    class RotationModel(torch.nn.Module):
+        def __init__(self, backbone):
+            super().__init__()
+            self.backbone, self.head = backbone, torch.nn.Linear(backbone.num_features, 4)
+
+        def forward(self, images):
+            return self.head(self.backbone(images))
+
+
+    @register_method("rotation")
+    class RotationTrainer(Pretrainer):
+        """Predict which of 4 quarter turns each image was given."""
+
+        method_params = {"turns": Param(4, int, 2, 4, help="how many quarter turns are drawn")}
+
+        def build_model(self):
+            return RotationModel(backbones.create_backbone(self.cfg.backbone, img_size=self.cfg.img_size))
+
+        def corrupt(self, images, generator):
+            turns = torch.randint(self.method_args["turns"], (images.shape[0],), generator=generator)
+            rotated = torch.stack([torch.rot90(x, int(k), (1, 2)) for x, k in zip(images, turns)])
+            return rotated, turns
+
+        def compute_loss(self, sample):
+            rotated, turns = sample
+            return F.cross_entropy(self.model(rotated), turns)
+
+        def held_out_error(self):
+            wrong = count = 0
+            generator = torch.Generator().manual_seed(self.cfg.seed)
+            with torch.no_grad():
+                for images in self.val_batches(self.cfg.eval_images):
+                    rotated, turns = self.corrupt(images, generator)
+                    wrong += (self.model.eval()(rotated).argmax(1) != turns).sum().item()
+                    count += images.shape[0]
+            chance = 1 - 1 / self.method_args["turns"]
+            return {"corrupted_mse": chance, "restored_mse": [wrong / count], "images": count, "method": "rotation"}
+
+        def figure(self, path):
+            images = self.figure_batch()
+            rotated, _ = self.corrupt(images, torch.Generator().manual_seed(0))
+            restoration_figure({"rotated": rotated, "original": images}, path, "rotation")
+'''
+
+
+@pytest.fixture
+def method_plugin(tmp_path):
+    """Installs method plugin distributions (module, dist-info, entry point) for one test; removed after it."""
+    registry = methods.METHODS
+    tables = [registry.table, registry.broken, registry.tracebacks, registry.shadowed, registry.plugin_of]
+    methods.load_method_plugins()
+    saved = [dict(table) for table in tables]
+    names = []
+
+    def install(name: str, source: str, entry: str) -> None:
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        info = tmp_path / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(f"[pretexts.methods]\n{entry}\n")
+        names.append(name)
+
+    sys.path.insert(0, str(tmp_path))
+    yield install
+    sys.path.remove(str(tmp_path))
+    for name in names:
+        sys.modules.pop(name, None)
+    for table, before in zip(tables, saved):
+        table.clear(), table.update(before)
+
+
+def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_path):
+    method_plugin("pretexts_rotation", ROTATION, "rotation = pretexts_rotation:RotationTrainer")
+    methods.load_method_plugins(force=True)
+    listed = CliRunner().invoke(main, ["list", "--methods"])
+    assert "rotation           Predict which of 4 quarter turns each image was given. [plugin pretexts_rotation 1.0]" \
+        in listed.output, listed.output
+    assert "--method-arg turns=...  int in [2, 4], default 4" in listed.output
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", "--method", "rotation", "--method-arg", "turns=4", "--backbone",
+                                       "test_convnext", "--batch-size", "16", "--epochs", "2", "--workers", "0",
+                                       "--max-steps-per-epoch", "3", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert len(log) == 6 and all(row["loss"] > 0 for row in log)
+    held = json.loads((out / "results.json").read_text())["held_out"]
+    assert held["method"] == "rotation" and 0 <= held["restored_mse"][0] <= 1
+    assert (out / "restoration_epoch002.png").is_file() and (out / "checkpoint.pt").is_file()
+    bad = CliRunner().invoke(main, ["train", "--method", "rotation", "--method-arg", "turns=9", "--out",
+                                    str(tmp_path / "bad")])
+    assert bad.exit_code == 2 and "allowed range is [2, 4]" in bad.output
+
+
+def test_a_broken_or_clashing_method_plugin_breaks_nothing(method_plugin, tmp_path):
+    method_plugin("method_broken", "raise ImportError('needs faiss')\n", "clusters = method_broken:Trainer")
+    method_plugin("method_dup", """
+        from engine import Pretrainer, register_method
+
+        @register_method("ae")
+        class Mine(Pretrainer):
+            '''Another ae.'''
+        """, "ae = method_dup:Mine")
+    with pytest.warns(UserWarning, match="the built-in wins"):
+        methods.load_method_plugins(force=True)
+    listed = CliRunner().invoke(main, ["list", "--methods"])
+    assert "clusters           BROKEN plugin: method_broken 1.0" in listed.output and "needs faiss" in listed.output
+    assert methods.TRAINERS["ae"].__module__ == "engine.autoencoder"
+    assert "ae                 IGNORED plugin (the built-in 'ae' wins): method_dup 1.0" in listed.output
+    result = CliRunner().invoke(main, ["train", "--method", "clusters", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "comes from a plugin that failed to load" in result.output
+    assert "method_broken.py:1: ImportError: needs faiss" in result.output
+    typo = CliRunner().invoke(main, ["train", "--method", "mea", "--out", str(tmp_path / "y")])
+    assert typo.exit_code == 2 and "Did you mean: mae?" in typo.output
