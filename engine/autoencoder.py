@@ -60,6 +60,11 @@ class AutoencoderTrainer(Pretrainer):
         "decoder_heads": Param(DECODER_HEADS, int, 1, 64, help="ViT token decoder heads; must divide decoder_dim"),
     }
 
+    @staticmethod
+    def fine_tuning_positions(pos: torch.Tensor, backbone: torch.nn.Module) -> torch.Tensor:
+        """Zeros: the sorting baseline's encoder has no position embedding (the paper adds them back, Section 4.1)."""
+        return pos.zero_()
+
     def build_model(self) -> torch.nn.Module:
         cfg, args = self.cfg, self.method_args
         if args["decoder_dim"] % args["decoder_heads"]:

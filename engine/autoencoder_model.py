@@ -7,7 +7,6 @@ from torch import Tensor, nn
 from backbones.vit_tokens import sincos_pos_embed, vit_geometry
 from pretexts.base import Pretext
 from pretexts.errors import ParameterError
-from pretexts.patch_sorting import PatchSorting
 
 from .evaluation.segmentation.heads import Features, UperNet
 
@@ -79,8 +78,8 @@ class AutoencoderModel(nn.Module):
         cfg = getattr(backbone, "pretrained_cfg", None) or {}
         self.register_buffer("mean", torch.tensor(cfg.get("mean", (0.485, 0.456, 0.406))).view(1, -1, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(cfg.get("std", (0.229, 0.224, 0.225))).view(1, -1, 1, 1), persistent=False)
-        self.sorting = isinstance(task, PatchSorting)
-        if type(task).energy is not Pretext.energy and not self.sorting:
+        self.sorting = task.state_kind == "positions"
+        if task.state_kind not in ("pixels", "positions"):
             raise ParameterError(f"the autoencoder baseline reconstructs pixels, or positions for patch sorting; "
                                  f"task '{task.name}' restores something else.")
         self.vit = hasattr(backbone, "num_prefix_tokens") and hasattr(backbone, "patch_embed")

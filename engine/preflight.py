@@ -43,7 +43,7 @@ def check_task_fits(task, img_size: int, device: torch.device) -> None:
     """Corrupt two blank images once, so a parameter that does not fit the image size (a mask grid or
     a super-resolution scale larger than the image) fails now; each sub-task of a mixture is tried."""
     images = torch.zeros(2, 3, img_size, img_size, device=device)
-    for part in getattr(task, "subtasks", None) or [task]:
+    for part in task.subtasks or [task]:
         part(images, torch.Generator(device=device).manual_seed(0))
 
 

@@ -29,6 +29,7 @@ from .loader import (AugmentedImages, EpochSampler, batches, eval_transform, mak
                      to_device)
 from .nonfinite import NonFiniteGuard
 from .progress import progress
+from .pretrained import sincos_positions
 from .preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes, claim_output_dir,
                         resolve_device)
 from .restore import contrastive_loss, restoration_loss, restore
@@ -105,6 +106,12 @@ class Pretrainer:
 
     # the method's own options (`--method-arg KEY=VALUE`): name -> pretexts.Param; the energy method has none
     method_params: dict = {}
+
+    @staticmethod
+    def fine_tuning_positions(pos: torch.Tensor, backbone: torch.nn.Module) -> torch.Tensor:
+        """The ViT position embeddings fine-tuning starts from after a positions task (patch sorting), which
+        never read them: the fixed sin-cos table the energy method fed instead (Appendix A.2)."""
+        return sincos_positions(pos, backbone)
 
     def method_arguments(self) -> dict:
         """`cfg.method_args` checked against `method_params` and converted; defaults filled in."""

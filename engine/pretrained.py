@@ -1,10 +1,11 @@
 """A pretraining checkpoint's backbone as a plain timm model: for fine-tuning, probing and export."""
-from torch import nn
+from torch import Tensor, nn
 
 import backbones
 from backbones.factory import set_fused_attention
 from backbones.vit_tokens import sincos_pos_embed
-from pretexts.errors import CheckpointError, ParameterError
+from pretexts.errors import CheckpointError, ParameterError, UnknownNameError
+from pretexts.registry import get_pretext_class
 
 from .checkpoint import load_checkpoint
 
@@ -28,24 +29,35 @@ def timm_spec(name: str, img_size: int, backbone: nn.Module | None = None) -> tu
 def backbone_weights(ckpt: dict, backbone: nn.Module) -> dict:
     """The `backbone.*` weights of a checkpoint, as the backbone alone saw them in pretraining.
 
-    Patch sorting never reads the ViT's learnable patch position embeddings: the energy method feeds
-    the fixed 2D sin-cos table (which fine-tuning starts from, Appendix A.2) and the autoencoder
-    baseline's encoder has no position embedding at all (zeros, as the paper adds them back, Section 4.1).
+    A task that moves positions (patch sorting, `state_kind == "positions"`) never reads the ViT's
+    learnable patch position embeddings; the method that trained it says what fine-tuning starts from
+    (`fine_tuning_positions`: the energy method's fixed sin-cos table, the AE's zeros).
     """
     state = {k[len(PREFIX):]: v for k, v in ckpt["model"].items() if k.startswith(PREFIX)}
     if not state:
         raise CheckpointError("the checkpoint holds no backbone weights (no 'backbone.*' keys).")
     saved = ckpt["config"]
-    if saved.get("task") == "patch-sorting" and "pos_embed" in state:
-        pos = state["pos_embed"].clone()
-        if saved.get("method", "energy") == "ae":
-            pos.zero_()
-        else:
-            grid = tuple(backbone.patch_embed.grid_size)
-            prefix = pos.shape[1] - grid[0] * grid[1]
-            pos[:, prefix:] = sincos_pos_embed(grid, pos.shape[-1]).to(pos.dtype)
-        state["pos_embed"] = pos
+    if "pos_embed" in state and task_state_kind(saved.get("task")) == "positions":
+        from .methods import METHODS  # only here: evaluation does not load the training methods otherwise
+        method = METHODS.get(saved.get("method", "energy"))
+        state["pos_embed"] = method.fine_tuning_positions(state["pos_embed"].clone(), backbone)
     return state
+
+
+def task_state_kind(name: str | None) -> str:
+    """What the pretraining task moved; a task no longer installed counts as pixels (nothing to adapt)."""
+    try:
+        return get_pretext_class(name).state_kind if name else "pixels"
+    except UnknownNameError:
+        return "pixels"
+
+
+def sincos_positions(pos: Tensor, backbone: nn.Module) -> Tensor:
+    """`pos` [1, prefix + L, D] with its patch rows set to the fixed 2D sin-cos table (Appendix A.2)."""
+    grid = tuple(backbone.patch_embed.grid_size)
+    prefix = pos.shape[1] - grid[0] * grid[1]
+    pos[:, prefix:] = sincos_pos_embed(grid, pos.shape[-1]).to(pos.dtype)
+    return pos
 
 
 def classifier_prefix(model: nn.Module) -> str:

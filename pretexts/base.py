@@ -29,13 +29,17 @@ class Pretext:
     """A corruption whose undoing is the pretext task.
 
     Subclasses declare `params` (name -> Param) and optional `presets` (name -> values), and
-    implement `corrupt`. Tasks whose state is not pixels also override `energy` (and `bind`
-    when they need to know the model).
+    implement `corrupt`. Tasks whose state is not pixels declare `state_kind` and override `energy` (and
+    `bind` when they need to know the model).
     """
 
     name: ClassVar[str] = ""
     params: ClassVar[dict[str, Param]] = {}
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    # What restoration moves: "pixels" (the image [B,3,H,W]) or something else, e.g. "positions" (patch
+    # sorting's position embeddings [B,L,D]); a task whose state is not pixels overrides `energy` and says so.
+    state_kind: ClassVar[str] = "pixels"
+    subtasks: tuple = ()  # the tasks a mixture draws from; each is checked on its own
 
     def __init__(self, preset: str | None = None, **kwargs: Any):
         values = {k: p.default for k, p in self.params.items()}

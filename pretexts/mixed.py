@@ -12,8 +12,8 @@ DEFAULT_TASKS = ("random-mask", "super-resolution", "denoising", "colorization")
 
 
 def is_pixel_task(task: Pretext) -> bool:
-    """A task whose state is the image itself (it keeps the base class's pixel energy)."""
-    return type(task).energy is Pretext.energy
+    """A task whose state is the image itself."""
+    return task.state_kind == "pixels"
 
 
 @register("mixed")

@@ -28,6 +28,7 @@ class PatchSorting(Pretext):
     Call `bind(model)` first: it reads the patch grid and width from the ViT.
     """
 
+    state_kind = "positions"
     params = {
         "edge_max": Param(2, int, 0, 8, help="edge masking draws k in 1..edge_max per image; 0 turns it off"),
         "drop": Param(0.5, float, 0.0, 0.95, help="fraction of patch tokens dropped before the blocks (training)"),

@@ -112,6 +112,7 @@ class TurnRight(Pretext):
     """A task whose state is not pixels (an angle), which no decoder here reconstructs."""
 
     name = "turn-right"
+    state_kind = "angle"
 
     def corrupt(self, images, generator=None):
         return Corrupted(state=torch.zeros(images.shape[0]), target=torch.ones(images.shape[0]), context=images)
