@@ -177,7 +177,7 @@ def plot(args, rows: list, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(args.backbones), 2, figsize=(10, 3.6 * len(args.backbones)), squeeze=False)
+    fig, axes = plt.subplots(len(args.backbones), 3, figsize=(14, 3.6 * len(args.backbones)), squeeze=False)
     top = max(args.minutes)
     for i, backbone in enumerate(args.backbones):
         for j, (metric, title) in enumerate([(5, "kNN k=20"), (7, "linear probe")]):
@@ -197,6 +197,13 @@ def plot(args, rows: list, path: Path) -> None:
             ax.set_ylabel("top-1 on val/ (%)")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
+        tuned = [r for r in rows if r[0] == backbone and r[9] is not None]
+        ax = axes[i][2]
+        ax.errorbar(range(len(tuned)), [r[9] for r in tuned], [r[10] for r in tuned], fmt="o", capsize=4)
+        ax.set_xticks(range(len(tuned)), [f"{r[1]}\n{r[2]:g} min" for r in tuned])
+        ax.set_title(f"{backbone}: fine-tuned from the last snapshot" if tuned else f"{backbone}: not fine-tuned")
+        ax.set_ylabel("top-1 on val/ (%), mean +- std")
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
