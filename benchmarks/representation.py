@@ -189,9 +189,10 @@ def plot(args, rows: list, path: Path) -> None:
                 xs = [0.0, top] if name == "random" else [r[2] for r in mine]
                 mean = [mine[0][metric]] * 2 if name == "random" else [r[metric] for r in mine]
                 std = [mine[0][metric + 1]] * 2 if name == "random" else [r[metric + 1] for r in mine]
-                line, = ax.plot(xs, mean, "--" if name == "random" else "-o", label=f"{name} ({mine[0][3]} seeds)")
+                color = f"C{list(METHODS).index(name)}"  # one colour per method in every panel
+                ax.plot(xs, mean, "--" if name == "random" else "-o", color=color, label=f"{name} ({mine[0][3]} seeds)")
                 ax.fill_between(xs, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
-                                color=line.get_color(), alpha=0.2)
+                                color=color, alpha=0.2)
             ax.set_title(f"{backbone}: {title}")
             ax.set_xlabel(f"pretraining minutes ({args.clock} clock)")
             ax.set_ylabel("top-1 on val/ (%)")
@@ -199,9 +200,13 @@ def plot(args, rows: list, path: Path) -> None:
             ax.legend(fontsize=8)
         tuned = [r for r in rows if r[0] == backbone and r[9] is not None]
         ax = axes[i][2]
+        if not tuned:
+            ax.axis("off")
+            ax.text(0.5, 0.5, f"{backbone}: not fine-tuned", ha="center", va="center", transform=ax.transAxes)
+            continue
         ax.errorbar(range(len(tuned)), [r[9] for r in tuned], [r[10] for r in tuned], fmt="o", capsize=4)
         ax.set_xticks(range(len(tuned)), [f"{r[1]}\n{r[2]:g} min" for r in tuned])
-        ax.set_title(f"{backbone}: fine-tuned from the last snapshot" if tuned else f"{backbone}: not fine-tuned")
+        ax.set_title(f"{backbone}: fine-tuned from the last snapshot")
         ax.set_ylabel("top-1 on val/ (%), mean +- std")
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -226,11 +231,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads per cell")
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side")
     parser.add_argument("--keep-checkpoints", action="store_true", help="keep the snapshot checkpoints (large)")
+    parser.add_argument("--cached-only", action="store_true", help="run nothing: report the cells already in OUT")
     parser.add_argument("--out", default=str(RESULTS), help="the cache; its cell.json files are the study's record")
     args = parser.parse_args()
     if any(m <= 0 for m in args.minutes):
         parser.error("--minutes must be > 0")
     todo = cells(args)
+    if args.cached_only:
+        todo = [c for c in todo if (Path(args.out) / c[0] / c[1] / f"seed{c[2]}" / "cell.json").is_file()]
     print(f"{len(todo)} cells on {args.data}: {' '.join(args.backbones)} x {' '.join(args.methods)} x seeds "
           f"{' '.join(map(str, args.seeds))}; budgets {' '.join(f'{m:g}' for m in sorted(args.minutes))} min "
           f"({args.clock} clock)", flush=True)
