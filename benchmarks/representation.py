@@ -18,7 +18,6 @@ pretraining, since its checkpoints are not kept). Asserts nothing.
 """
 import argparse
 import json
-import math
 import multiprocessing
 import shutil
 import statistics

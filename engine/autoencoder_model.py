@@ -8,7 +8,7 @@ from backbones.vit_tokens import sincos_pos_embed, vit_geometry
 from pretexts.base import Pretext
 from pretexts.errors import ParameterError
 
-from .evaluation.segmentation.heads import Features, UperNet
+from .evaluation.segmentation.heads import Features, UperNet, is_plain_vit
 
 # MAE's decoder is 8 blocks of width 512 for ViT-L; its ablation shows one narrow block still fine-tunes
 # as well. A few narrow blocks keep the baseline light at CPU scale.
@@ -46,10 +46,7 @@ class PyramidDecoder(nn.Module):
     def __init__(self, backbone: nn.Module, img_size: int, dim: int):
         super().__init__()
         self.features = Features(backbone, img_size)
-        with torch.no_grad():
-            was = backbone.training
-            finest = self.features.eval()(torch.zeros(1, 3, img_size, img_size))[0].shape[-1]
-            self.features.train(was)
+        finest = self.features.widths[0]
         if img_size % finest:
             raise ParameterError(f"the finest feature map is {finest} px wide at {img_size} px; use an image size "
                                  f"that is a multiple of the backbone's total stride.")
@@ -82,14 +79,13 @@ class AutoencoderModel(nn.Module):
         if task.state_kind not in ("pixels", "positions"):
             raise ParameterError(f"the autoencoder baseline reconstructs pixels, or positions for patch sorting; "
                                  f"task '{task.name}' restores something else.")
-        self.vit = hasattr(backbone, "num_prefix_tokens") and hasattr(backbone, "patch_embed")
         dim = backbone.num_features
         if self.sorting:
             vit_geometry(backbone, name, "the autoencoder baseline of patch sorting")
             self.grid, self.patch = None, None
             self.decoder = LightDecoder(dim, backbone.embed_dim, None, decoder_dim, decoder_depth, decoder_heads)
             return
-        if not self.vit or hasattr(backbone, "layers"):  # CNNs and Swin: decode from their stages
+        if not is_plain_vit(backbone):  # CNNs and Swin: decode from their stages
             self.decoder = PyramidDecoder(backbone, img_size, decoder_dim)
             return
         self.grid = tuple(backbone.patch_embed.grid_size)

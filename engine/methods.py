@@ -5,16 +5,12 @@ A method is a `Pretrainer` subclass (engine/pretrain.py) decorated with `@regist
 override `build_model`, `corrupt`, `compute_loss`, `held_out_error` and `figure`, and declare its
 `--method-arg` options in `method_params`. `pretexts train --method NAME` builds it by name.
 """
-from pretexts.errors import ParameterError, UnknownNameError
 from pretexts.registry import Registry
 
-METHODS = Registry("method", "pretexts.methods", ("engine.pretrain", "engine.autoencoder", "engine.mae"))
+METHODS = Registry("method", "pretexts.methods", ("engine.pretrain", "engine.autoencoder", "engine.mae"),
+                   hint="Methods: {names} (`pretexts list --methods`).")
 TRAINERS = METHODS.table  # method name -> trainer class
 register_method = METHODS.register
-
-
-def load_method_plugins(force: bool = False) -> None:
-    METHODS.load(force)
 
 
 def list_methods() -> dict[str, type]:
@@ -23,23 +19,6 @@ def list_methods() -> dict[str, type]:
     return dict(TRAINERS)
 
 
-def broken_methods() -> dict[str, str]:
-    METHODS.load()
-    return dict(METHODS.broken)
-
-
-def method_plugin_of(name: str) -> str | None:
-    """'pretexts-rotation 1.0' for a method a plugin registered; None for a built-in."""
-    METHODS.load()
-    return METHODS.plugin_of.get(name)
-
-
 def create_trainer(cfg):
     """The trainer of `cfg.method`, built from `cfg`."""
-    try:
-        trainer = METHODS.get(cfg.method)
-    except UnknownNameError as err:
-        if cfg.method in METHODS.broken:
-            raise
-        raise ParameterError(f"{err} Methods: {', '.join(TRAINERS)}.") from None
-    return trainer(cfg)
+    return METHODS.get(cfg.method)(cfg)

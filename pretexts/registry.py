@@ -35,6 +35,7 @@ class Registry:
     kind: str
     group: str
     builtins: tuple = ()
+    hint: str = ""                                   # ends an unknown name's error; {names} lists the known ones
     table: dict = field(default_factory=dict)
     broken: dict = field(default_factory=dict)       # entry-point name -> where and why it failed
     tracebacks: dict = field(default_factory=dict)
@@ -91,15 +92,14 @@ class Registry:
                                    f"{self.broken[name]}. Fix or reinstall the plugin; `pretexts --debug list` "
                                    f"shows its traceback.")
         if name not in self.table:
-            raise UnknownNameError(f"unknown {self.kind} '{name}'.{suggest(name, self.table)}")
+            hint = self.hint.format(names=", ".join(self.table))
+            raise UnknownNameError(f"unknown {self.kind} '{name}'.{suggest(name, self.table)} {hint}".rstrip())
         return self.table[name]
 
 
 TASKS = Registry("pretext task", "pretexts.tasks", tuple(f"pretexts.{m}" for m in (
-    "colorization", "denoising", "masking", "mixed", "patch_sorting", "super_resolution")))
-# the tables by their old names (tests and plugins reach for them)
-_TASKS, _BROKEN, _TRACEBACKS, _SHADOWED, _PLUGIN_OF = (TASKS.table, TASKS.broken, TASKS.tracebacks, TASKS.shadowed,
-                                                      TASKS.plugin_of)
+    "colorization", "denoising", "masking", "mixed", "patch_sorting", "super_resolution")),
+    hint="Run `pretexts list` to see all tasks.")
 
 
 def register(name: str):
@@ -147,12 +147,7 @@ def list_pretexts(pattern: str = "*") -> list[str]:
 
 
 def get_pretext_class(name: str) -> type:
-    try:
-        return TASKS.get(name)
-    except UnknownNameError as err:
-        if name in TASKS.broken:
-            raise
-        raise UnknownNameError(f"{err} Run `pretexts list` to see all tasks.") from None
+    return TASKS.get(name)
 
 
 def create_pretext(name: str, **kwargs):

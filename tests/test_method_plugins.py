@@ -71,7 +71,7 @@ def method_plugin(tmp_path):
     """Installs method plugin distributions (module, dist-info, entry point) for one test; removed after it."""
     registry = methods.METHODS
     tables = [registry.table, registry.broken, registry.tracebacks, registry.shadowed, registry.plugin_of]
-    methods.load_method_plugins()
+    methods.METHODS.load()
     saved = [dict(table) for table in tables]
     names = []
 
@@ -94,7 +94,7 @@ def method_plugin(tmp_path):
 
 def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_path):
     method_plugin("pretexts_rotation", ROTATION, "rotation = pretexts_rotation:RotationTrainer")
-    methods.load_method_plugins(force=True)
+    methods.METHODS.load(force=True)
     listed = CliRunner().invoke(main, ["list", "--methods"])
     assert "rotation           Predict which of 4 quarter turns each image was given. [plugin pretexts_rotation 1.0]" \
         in listed.output, listed.output
@@ -124,7 +124,7 @@ def test_a_broken_or_clashing_method_plugin_breaks_nothing(method_plugin, tmp_pa
             '''Another ae.'''
         """, "ae = method_dup:Mine")
     with pytest.warns(UserWarning, match="the built-in wins"):
-        methods.load_method_plugins(force=True)
+        methods.METHODS.load(force=True)
     listed = CliRunner().invoke(main, ["list", "--methods"])
     assert "clusters           BROKEN plugin: method_broken 1.0" in listed.output and "needs faiss" in listed.output
     assert methods.TRAINERS["ae"].__module__ == "engine.autoencoder"

@@ -40,8 +40,8 @@ def installed_plugin(tmp_path):
     finally:
         sys.path.remove(str(target))
         sys.modules.pop("pretexts_jpeg", None)
-        registry._TASKS.pop("jpeg", None)
-        registry._BROKEN.pop("jpeg", None)
+        registry.TASKS.table.pop("jpeg", None)
+        registry.TASKS.broken.pop("jpeg", None)
         importlib.invalidate_caches()
         registry.load_plugins(force=True)
 

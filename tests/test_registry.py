@@ -14,7 +14,8 @@ from pretexts.errors import DuplicateNameError, ParameterError, UnknownNameError
 def clean_registry():
     """Restore the registry (and plugin state) after a test that adds to it."""
     registry.list_pretexts()  # the built-ins load on first use: snapshot them too
-    tables = [registry._TASKS, registry._BROKEN, registry._TRACEBACKS, registry._SHADOWED, registry._PLUGIN_OF]
+    tasks = registry.TASKS
+    tables = [tasks.table, tasks.broken, tasks.tracebacks, tasks.shadowed, tasks.plugin_of]
     saved, loaded = [dict(table) for table in tables], registry.TASKS.loaded
     yield
     for table, before in zip(tables, saved):

@@ -59,17 +59,17 @@ def list_backbone_names(pattern: str) -> None:
 def list_method_names(pattern: str) -> None:
     import fnmatch
 
-    from engine.methods import METHODS, broken_methods, list_methods, method_plugin_of
+    from engine.methods import METHODS, list_methods
 
     for name, trainer in list_methods().items():
         if not fnmatch.fnmatch(name, pattern):
             continue
-        source = method_plugin_of(name)
+        source = METHODS.plugin_of.get(name)
         summary = vars(trainer).get("summary") or (trainer.__doc__ or "").strip().split("\n")[0]  # not inherited
         click.echo(f"{name:<18} {summary}" + (f" [plugin {source}]" if source else ""))
         for key, param in trainer.method_params.items():
             click.echo(f"{'':<18}   --method-arg {key}=...  {param.describe()}. {param.help}".rstrip())
-    for name, error in broken_methods().items():
+    for name, error in METHODS.broken.items():
         click.echo(f"{name:<18} BROKEN plugin: {error}")
     for name, note in METHODS.shadowed.items():
         click.echo(f"{name:<18} IGNORED plugin (the built-in '{name}' wins): {note}")

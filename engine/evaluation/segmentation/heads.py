@@ -12,6 +12,11 @@ def conv_bn(cin: int, cout: int, k: int = 3) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(cin, cout, k, padding=k // 2, bias=False), nn.BatchNorm2d(cout), nn.ReLU(True))
 
 
+def is_plain_vit(backbone: nn.Module) -> bool:
+    """A ViT with one token grid (no stages of its own); Swin has `layers`, CNNs no patch embedding."""
+    return hasattr(backbone, "blocks") and hasattr(backbone, "patch_embed") and not hasattr(backbone, "layers")
+
+
 class Features(nn.Module):
     """4 feature maps from any timm model via `forward_intermediates`.
 
@@ -22,7 +27,7 @@ class Features(nn.Module):
     def __init__(self, backbone: nn.Module, img_size: int):
         super().__init__()
         self.backbone = backbone
-        self.plain_vit = hasattr(backbone, "blocks") and hasattr(backbone, "patch_embed") and not hasattr(backbone, "layers")
+        self.plain_vit = is_plain_vit(backbone)
         if self.plain_vit:
             depth = len(backbone.blocks)
             self.indices = [depth // 4 - 1, depth // 2 - 1, 3 * depth // 4 - 1, depth - 1]
@@ -34,8 +39,9 @@ class Features(nn.Module):
             self.indices = 4
         with torch.no_grad():
             was = backbone.training
-            self.eval()  # a 1-image probe for channel counts; BatchNorm needs eval mode for it
-            self.channels = [f.shape[1] for f in self.forward(torch.zeros(1, 3, img_size, img_size))]
+            self.eval()  # a 1-image probe for channel counts and sizes; BatchNorm needs eval mode for it
+            probe = self.forward(torch.zeros(1, 3, img_size, img_size))
+            self.channels, self.widths = [f.shape[1] for f in probe], [f.shape[-1] for f in probe]
             self.train(was)
 
     def forward(self, x):
