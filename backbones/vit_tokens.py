@@ -69,3 +69,11 @@ def vit_energy_with_pos(model, images: Tensor, pos: Tensor, keep: Tensor | None 
         x = vit.norm_pre(vit.pos_drop(x))
         x = vit.norm(vit.blocks(x))
         return model.score(vit.forward_head(x, pre_logits=True))
+
+
+def sincos_positions(pos: Tensor, backbone: nn.Module) -> Tensor:
+    """`pos` [1, prefix + L, D] with its patch rows set to the fixed 2D sin-cos table (Appendix A.2)."""
+    grid = tuple(backbone.patch_embed.grid_size)
+    prefix = pos.shape[1] - grid[0] * grid[1]
+    pos[:, prefix:] = sincos_pos_embed(grid, pos.shape[-1]).to(pos.dtype)
+    return pos

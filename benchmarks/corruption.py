@@ -15,7 +15,7 @@ import torch
 
 import pretexts
 from backbones import create_energy_model
-from engine.restore import restoration_loss, restore
+from engine.methods.restore import restoration_loss, restore
 
 TARGET = 0.05
 # vit_tiny at 32 px has 4-pixel patches: the paper's k = 2 edge mask would blank them whole.

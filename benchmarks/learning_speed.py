@@ -3,7 +3,7 @@
     python benchmarks/learning_speed.py --task random-mask --max-steps 200 --eval-every 50 --settings paper,fast
     python benchmarks/learning_speed.py --task denoising --task-arg gamma_low=0.5 --settings lr10-alpha400
 
-Each setting overrides the paper's recipe (Table A), or names another recipe (engine/recipes.py).
+Each setting overrides the paper's recipe (Table A), or names another recipe (engine/training/recipes.py).
 Runs each setting for the same number of optimiser steps, no warm-up, lr all but constant (a cosine over 1000 epochs)
 (or a wall-clock budget) on the same data, logging the held-out restoration error every few steps,
 and prints one table. Steps, not seconds, are the measure: they do not depend on a noisy machine.

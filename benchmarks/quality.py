@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from engine import TRAINERS, FinetuneConfig, Finetuner, PretrainConfig
-from engine.finetune import top1_accuracy
-from engine.loader import to_device
+from engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig
+from engine.evaluation.finetune import top1_accuracy
+from engine.data.loader import to_device
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 
@@ -52,7 +52,7 @@ def pretrain_config(args, method: str, out: str, **overrides) -> PretrainConfig:
 def time_pretraining(args, method: str, **overrides) -> tuple[float, int]:
     """(seconds per optimiser step, steps per epoch) of a throwaway trainer."""
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = TRAINERS[method](pretrain_config(args, method, tmp, **overrides))
+        trainer = Pretrainer(pretrain_config(args, method, tmp, **overrides))
         images = to_device(torch.stack([trainer.train_set[(0, i)][0] for i in range(args.batch_size)]), trainer.device)
         trainer.train_step(images)  # the first step pays one-off costs
         start = time.time()
@@ -68,7 +68,7 @@ def pretrain(args, method: str, budget: float, out: Path, **overrides) -> dict:
     epochs = math.ceil(steps / per_epoch)
     cfg = pretrain_config(args, method, str(out), epochs=epochs, max_steps_per_epoch=math.ceil(steps / epochs),
                           **overrides)
-    trainer = with_deadline(TRAINERS[method])(cfg)
+    trainer = with_deadline(Pretrainer)(cfg)
     trainer.deadline = start + budget
     results = trainer.run()
     held = results["held_out"]

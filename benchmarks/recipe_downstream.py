@@ -2,7 +2,7 @@
 
     python benchmarks/recipe_downstream.py --data /path/to/cifar10-subset --task random-mask --steps 200 --seeds 0,1
 
-For each recipe (engine/recipes.py) and seed: pretrain for the same number of optimiser steps on the
+For each recipe (engine/training/recipes.py) and seed: pretrain for the same number of optimiser steps on the
 same data, then `engine.run_probe` on the frozen backbone (kNN top-1 with k=20, linear probe top-1).
 Prints one row per run and the mean per recipe; asserts nothing.
 """

@@ -13,12 +13,13 @@ Budgets are minutes of one CPU thread (process time, 1 torch thread, no loader w
 side by side (--jobs 2), or a busy machine, get the same compute as one alone; --clock wall times them by
 the wall clock instead (for GPUs). Every cell is cached as OUT/BACKBONE/METHOD/seedS/cell.json (by default
 in benchmarks/results/, committed): a finished cell is never run again, so the study grows over several
-sessions (add seeds, backbones or a larger budget and run again; a new largest budget reruns that cell's
-pretraining, since its checkpoints are not kept). Asserts nothing.
+sessions (add seeds, backbones or a budget and run again: a new budget reruns that cell's pretraining, since its
+checkpoints are not kept, and probes only the budgets not cached yet). Asserts nothing.
 """
 import argparse
 import json
 import multiprocessing
+import os
 import shutil
 import statistics
 import time
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from engine import TRAINERS, FinetuneConfig, Finetuner, PretrainConfig, ProbeConfig, run_probe
+from engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig, ProbeConfig, run_probe
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # committed: the study grows across sessions
@@ -68,14 +69,14 @@ def with_snapshots(trainer_cls):
     return Snapshots
 
 
-def pretrain_cell(args, backbone: str, name: str, seed: int, folder: Path) -> dict:
-    """Pretrain to the largest budget, leaving a snapshot per budget; {minutes: steps and seconds, ...}."""
+def pretrain_cell(args, backbone: str, name: str, seed: int, folder: Path, minutes: list) -> dict:
+    """Pretrain to the largest of `minutes`, leaving a snapshot at each; {minutes: steps and seconds, ...}."""
     method, overrides = METHODS[name]
     cfg = PretrainConfig(method=method, task=args.task, backbone=backbone, data=args.data, img_size=args.img_size,
                          batch_size=args.batch_size, epochs=100000, seed=seed, workers=0, out=str(folder / "run"),
                          eval_images=256, figure_images=4, quiet=True, force=True, **overrides)
-    trainer = with_snapshots(TRAINERS[method])(cfg)
-    trainer.start_clock(sorted(args.minutes), folder, args.clock)
+    trainer = with_snapshots(Pretrainer)(cfg)
+    trainer.start_clock(minutes, folder, args.clock)
     results = trainer.run()
     held = results.get("held_out", {})
     ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held.get("restored_mse") else None
@@ -88,7 +89,7 @@ def random_cell(args, backbone: str, seed: int, folder: Path) -> None:
                          seed=seed, workers=0, out=str(folder / "run"), quiet=True, force=True)
     path = folder / "m0" / "checkpoint.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
-    TRAINERS["energy"](cfg).save(path)
+    Pretrainer(cfg).save(path)
 
 
 def probe(args, checkpoint: Path, seed: int) -> dict:
@@ -107,29 +108,63 @@ def finetune(args, checkpoint: Path, seed: int) -> dict:
     return {"final": results["final_top1"], "best": results["best_top1"], "epochs": args.finetune_epochs}
 
 
-def run_cell(args, backbone: str, name: str, seed: int) -> dict:
-    """One (backbone, method, seed): pretraining, probes, fine-tune; each part read from OUT when done before."""
+def load_cell(path: Path) -> dict:
+    cell = json.loads(path.read_text())
+    if "finetune" in cell:  # records from before fine-tunes named their snapshot were of the largest budget then
+        cell["finetune"].setdefault("minutes", max(cell["points"], key=float))
+    return cell
+
+
+def claim(folder: Path) -> bool:
+    """Take the cell for this process, so several studies can share one cache; False if a live process has it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "claim"
+    try:
+        os.kill(int(path.read_text()), 0)
+        return False
+    except (FileNotFoundError, ValueError, ProcessLookupError):  # free, or left by a killed run
+        path.write_text(str(os.getpid()))
+        return True
+
+
+def run_cell(args, backbone: str, name: str, seed: int) -> dict | None:
+    """One (backbone, method, seed): pretraining, probes, fine-tune; each part read from OUT when done before.
+
+    A new budget reruns the pretraining (snapshots are not kept) but probes only the budgets not yet cached.
+    None when another process is running the cell."""
     torch.set_num_threads(args.threads)
     folder = Path(args.out) / backbone / name / f"seed{seed}"
+    if not claim(folder):
+        return None
+    try:
+        return cell_results(args, backbone, name, seed, folder)
+    finally:
+        (folder / "claim").unlink(missing_ok=True)
+
+
+def cell_results(args, backbone: str, name: str, seed: int, folder: Path) -> dict:
     done_file = folder / "cell.json"
-    cell = json.loads(done_file.read_text()) if done_file.is_file() else {}
+    cell = load_cell(done_file) if done_file.is_file() else {"points": {}}
     minutes = [0.0] if name == "random" else sorted(args.minutes)
-    last = folder / f"m{minutes[-1]:g}" / "checkpoint.pt"
-    tune = args.finetune_epochs and cell.get("finetune", {}).get("epochs") != args.finetune_epochs
-    if not all(f"{m:g}" in cell.get("points", {}) for m in minutes) or (tune and not last.is_file()):
+    top = f"{minutes[-1]:g}"
+    last = folder / f"m{top}" / "checkpoint.pt"
+    tune = args.finetune_epochs and (cell.get("finetune", {}).get("epochs"), cell.get("finetune", {}).get("minutes")) \
+        != (args.finetune_epochs, top)
+    missing = [m for m in minutes if f"{m:g}" not in cell["points"]]
+    if missing or (tune and not last.is_file()):
         if name == "random":
             random_cell(args, backbone, seed, folder)
             pre = {"snapshots": {"0": {"steps": 0, "seconds": 0.0}}, "held_out_ratio": None}
         else:
-            pre = pretrain_cell(args, backbone, name, seed, folder)
-        points = {}
-        for m in minutes:
+            pre = pretrain_cell(args, backbone, name, seed, folder, sorted({*missing, minutes[-1]}))
+        for m in missing:
             key = f"{m:g}"
-            points[key] = {**pre["snapshots"][key], **probe(args, folder / f"m{key}" / "checkpoint.pt", seed)}
-        cell = {"points": points, "held_out_ratio": pre["held_out_ratio"]}
+            cell["points"][key] = {**pre["snapshots"][key], **probe(args, folder / f"m{key}" / "checkpoint.pt", seed)}
+        cell["points"] = dict(sorted(cell["points"].items(), key=lambda kv: float(kv[0])))
+        cell["held_out_ratio"] = pre["held_out_ratio"]
         done_file.write_text(json.dumps(cell, indent=2))
     if tune:
-        cell["finetune"] = finetune(args, last, seed)
+        cell["finetune"] = {**finetune(args, last, seed), "minutes": top}
         done_file.write_text(json.dumps(cell, indent=2))
     if not args.keep_checkpoints:  # the cell's record is cell.json; the rest is tens of MB a cell
         for path in [*folder.glob("m*"), folder / "run"]:
@@ -156,7 +191,7 @@ def summarise(args, results: dict) -> list:
                 continue
             for key in sorted(runs[0]["points"], key=float):
                 points = [r["points"][key] for r in runs]
-                ft = [r["finetune"]["final"] for r in runs if "finetune" in r] if key == max(runs[0]["points"], key=float) else []
+                ft = [r["finetune"]["final"] for r in runs if r.get("finetune", {}).get("minutes") == key]
                 rows.append((backbone, name, float(key), len(points), statistics.mean(p["steps"] for p in points),
                              *mean_std([p["knn"] for p in points]), *mean_std([p["linear"] for p in points]),
                              *(mean_std(ft) if ft else (None, None))))
@@ -242,11 +277,18 @@ def main() -> None:
           f"{' '.join(map(str, args.seeds))}; budgets {' '.join(f'{m:g}' for m in sorted(args.minutes))} min "
           f"({args.clock} clock)", flush=True)
     results = {}
+    if args.cached_only:
+        results = {c: load_cell(Path(args.out) / c[0] / c[1] / f"seed{c[2]}" / "cell.json") for c in todo}
+        todo = []
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.jobs) as pool:
         pending = {cell: pool.apply_async(run_cell, (args, *cell)) for cell in todo}
         for cell, job in pending.items():
-            results[cell] = job.get()
+            result = job.get()
+            if result is None:
+                print(f"skipped {'/'.join(map(str, cell))}: another process runs it", flush=True)
+                continue
+            results[cell] = result
             print(f"done {'/'.join(map(str, cell))}", flush=True)
     rows = summarise(args, results)
     print_table(rows)

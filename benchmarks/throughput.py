@@ -24,8 +24,7 @@ import pretexts
 from backbones import create_backbone, create_energy_model
 from backbones.factory import set_fused_attention
 from corruption import timed
-from engine import PretrainConfig
-from engine.pretrain import TRAINERS, create_trainer
+from engine import METHODS, PretrainConfig, Pretrainer
 from peak_memory import peak_bytes, pin_mmap_threshold
 from pretexts.errors import ParameterError
 
@@ -81,7 +80,7 @@ def trainer_row(unfused: bool = False, **overrides):
     def build(args, device, task):
         cfg = PretrainConfig(backbone=args.backbone, img_size=args.size, batch_size=args.batch, task=args.task,
                              data="synthetic", workers=0, device=str(device), out=args.out, **overrides)
-        trainer = create_trainer(cfg)
+        trainer = Pretrainer(cfg)
         if unfused:  # what finite differences gain from fused attention
             set_fused_attention(trainer.model.backbone, False)
             trainer.model.math_attention = True
@@ -108,7 +107,7 @@ def rows(args) -> dict:
     }
     if args.compile:
         table[f"energy N=2 finite-difference + compile ({args.compile})"] = trainer_row(compile=args.compile, **fd)
-    if TRAINERS.get("ae") is not None:
+    if "ae" in METHODS.table:
         table["AE baseline (method ae)"] = trainer_row(method="ae")
     return {k: v for k, v in table.items() if fnmatch.fnmatch(k, args.only)}
 

@@ -10,7 +10,7 @@ from torchvision.transforms.functional import pil_to_tensor
 import backbones
 import engine
 import pretexts
-from engine.datasets import build_source
+from engine.data.datasets import build_source
 
 # 1. A run is described by one typed config (defaults: the fast recipe, the embedded images; recipe="paper" is Table A).
 cfg = engine.PretrainConfig(task="colorization", backbone="convnext_atto", epochs=2, out="runs/example")

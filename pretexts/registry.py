@@ -1,9 +1,11 @@
-"""The task registry: built-ins register at definition, plugins through the `pretexts.tasks` entry points.
+"""The registries, in one place: pretext tasks (`TASKS`), pretraining methods (`METHODS`) and evaluation probes
+(`PROBES`), each filled by its built-ins at definition and by plugins through one entry-point group
+(`pretexts.tasks`, `pretexts.methods`, `pretexts.probes`); backbone aliases (`BACKBONE_ALIASES`) are a plain table.
 
-`Registry` is the shared machinery (a name table, its decorator, its entry-point plugins); the method
-registry (engine/methods.py) is a second instance of it."""
+Nothing here imports torch: a registry imports its built-in modules on first use (`Registry.load`)."""
 import fnmatch
 import inspect
+import pkgutil
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -28,13 +30,14 @@ def failing_line(err: BaseException) -> str:
 
 @dataclass
 class Registry:
-    """Names -> classes of one kind ("task", "method"), filled by `register` and by one entry-point group.
+    """Names -> classes (or functions) of one kind ("task", "method", "probe"), filled by `register` and by one
+    entry-point group.
 
     Built-in modules are imported on first use, before any plugin, so a built-in name always wins."""
 
     kind: str
     group: str
-    builtins: tuple = ()
+    builtins: tuple = ()                             # modules to import first; "package.*": all of its modules
     hint: str = ""                                   # ends an unknown name's error; {names} lists the known ones
     table: dict = field(default_factory=dict)
     broken: dict = field(default_factory=dict)       # entry-point name -> where and why it failed
@@ -62,7 +65,12 @@ class Registry:
         if self.loaded and not force:
             return
         for module in self.builtins:
-            import_module(module)
+            if module.endswith(".*"):  # every module of a package: a new file there registers itself
+                package = import_module(module[:-2])
+                for info in pkgutil.iter_modules(package.__path__):
+                    import_module(f"{package.__name__}.{info.name}")
+            else:
+                import_module(module)
         self.loaded = True
         for ep in entry_points(group=self.group):
             package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
@@ -100,6 +108,26 @@ class Registry:
 TASKS = Registry("pretext task", "pretexts.tasks", tuple(f"pretexts.{m}" for m in (
     "colorization", "denoising", "masking", "mixed", "patch_sorting", "super_resolution")),
     hint="Run `pretexts list` to see all tasks.")
+
+
+METHODS = Registry("method", "pretexts.methods", ("engine.methods.*",),  # one file per method, found there
+                   hint="Methods: {names} (`pretexts list --methods`).")
+
+PROBES = Registry("probe", "pretexts.probes", ("engine.evaluation.probe",),
+                  hint="Probes: {names} (`pretexts list --probes`).")
+
+# short name -> (timm name, default kwargs): the paper's models (Tables 3 and 6) and small CPU ones; any other
+# timm name is used as is (backbones.resolve)
+BACKBONE_ALIASES: dict[str, tuple[str, dict]] = {
+    "vit_tiny": ("vit_tiny_patch16_224", {"patch_size": 4, "img_size": 32}),
+    "vit_small": ("vit_small_patch16_224", {}),
+    "vit_base": ("vit_base_patch16_224", {}),
+    "vit_large": ("vit_large_patch16_224", {}),
+    "swin_t": ("swin_tiny_patch4_window7_224", {}),
+    "convnext_t": ("convnext_tiny", {}),
+    "resnet50": ("resnet50", {}),
+    "resnet18": ("resnet18", {}),
+}
 
 
 def register(name: str):

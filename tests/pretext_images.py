@@ -6,7 +6,7 @@ import torch
 from PIL import Image
 
 from backbones import create_energy_model
-from engine.datasets import SAMPLE_DIR
+from engine.data.datasets import SAMPLE_DIR
 
 CIFAR = SAMPLE_DIR / "train"  # the real CIFAR-10 images the package ships, 32 per class
 

@@ -7,8 +7,8 @@ import torch
 import backbones
 import pretexts
 from engine import PretrainConfig, atomic_save
-from engine.autoencoder_model import AutoencoderModel
-from engine.checkpoint import FORMAT_VERSION
+from engine.methods.autoencoder import AutoencoderModel
+from engine.training.checkpoint import FORMAT_VERSION
 
 
 def write_checkpoint(path: Path, backbone: str = "convnext_atto", task: str = "colorization", method: str = "energy",

@@ -7,9 +7,8 @@ from click.testing import CliRunner
 
 import backbones
 import pretexts
-from engine import PretrainConfig, create_trainer
-from engine.autoencoder import AutoencoderTrainer
-from engine.autoencoder_model import AutoencoderModel
+from engine import PretrainConfig, Pretrainer
+from engine.methods.autoencoder import AutoencoderMethod, AutoencoderModel
 from pretexts.base import Corrupted, Pretext
 from pretexts.cli import main
 from pretexts.errors import ParameterError
@@ -18,10 +17,10 @@ from pretrained_checkpoints import single_thread  # noqa: F401 (a fixture)
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
 
 
-def trainer(tmp_path, backbone: str, task: str, **task_args) -> AutoencoderTrainer:
+def trainer(tmp_path, backbone: str, task: str, **task_args) -> Pretrainer:
     cfg = PretrainConfig(method="ae", backbone=backbone, task=task, task_args=task_args, batch_size=8, workers=0,
                          lr=1e-3, warmup_epochs=0, out=str(tmp_path), eval_images=16, figure_images=2)
-    return create_trainer(cfg)
+    return Pretrainer(cfg)
 
 
 @pytest.mark.parametrize("backbone, task, args", [
@@ -31,7 +30,7 @@ def trainer(tmp_path, backbone: str, task: str, **task_args) -> AutoencoderTrain
 ])
 def test_a_training_step_reaches_the_backbone(tmp_path, real_images, backbone, task, args):
     run = trainer(tmp_path, backbone, task, **args)
-    assert isinstance(run, AutoencoderTrainer) and not hasattr(run.model, "alpha")
+    assert isinstance(run.method, AutoencoderMethod) and not hasattr(run.model, "alpha")
     before = {n: p.detach().clone() for n, p in run.model.backbone.named_parameters()}
     stats = run.train_step(real_images[:8])
     assert torch.isfinite(torch.tensor(stats["loss"]))
@@ -70,13 +69,13 @@ def test_cnn_decoder_reads_the_stages_and_beats_its_input_after_a_short_overfit(
 
 def test_decoder_size_is_a_method_argument_checked_like_task_parameters(tmp_path):
     cfg = dict(method="ae", backbone="vit_tiny", task="colorization", batch_size=8, workers=0, out=str(tmp_path))
-    model = create_trainer(PretrainConfig(**cfg, method_args={"decoder_dim": "64", "decoder_depth": "1",
+    model = Pretrainer(PretrainConfig(**cfg, method_args={"decoder_dim": "64", "decoder_depth": "1",
                                                               "decoder_heads": "2"})).model
     assert len(model.decoder.blocks) == 1 and model.decoder.embed.out_features == 64
     with pytest.raises(ParameterError, match=r"decoder_dim.*\[8, 4096\]"):
-        create_trainer(PretrainConfig(**cfg, method_args={"decoder_dim": "0"}))
+        Pretrainer(PretrainConfig(**cfg, method_args={"decoder_dim": "0"}))
     with pytest.raises(ParameterError, match="not divisible by decoder_heads"):
-        create_trainer(PretrainConfig(**cfg, method_args={"decoder_dim": "64", "decoder_heads": "3"}))
+        Pretrainer(PretrainConfig(**cfg, method_args={"decoder_dim": "64", "decoder_heads": "3"}))
 
 
 def test_pixel_decoder_rebuilds_an_image_and_sorting_decoder_predicts_positions(real_images):

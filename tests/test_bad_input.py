@@ -4,8 +4,8 @@ import pytest
 import torch
 from PIL import Image
 
-from engine.checkpoint import load_checkpoint
-from engine.datasets import SAMPLE_DIR
+from engine.training.checkpoint import load_checkpoint
+from engine.data.datasets import SAMPLE_DIR
 from pretexts.cli import main
 from pretexts.errors import PretextsError
 from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401
@@ -119,7 +119,7 @@ def test_unreadable_images_are_skipped_and_listed_and_odd_modes_train(tmp_path):
 
 
 def test_conversion_to_8bit_rgb(tmp_path):
-    from engine.image_check import load_rgb
+    from engine.data.image_check import load_rgb
 
     write_bad_and_odd_images(tmp_path)
     rgb = {p.name: np.asarray(load_rgb(str(p))) for p in tmp_path.iterdir() if p.stem not in ("zero", "notes", "cut")}
@@ -134,8 +134,8 @@ def test_conversion_to_8bit_rgb(tmp_path):
 
 def test_a_file_that_fails_only_when_decoded_is_replaced_by_the_next(tmp_path, capsys):
     """A JPEG cut in its pixel data passes the scan; at load it is reported and the next image served."""
-    from engine.datasets import build_source
-    from engine.image_check import read_or_substitute
+    from engine.data.datasets import build_source
+    from engine.data.image_check import read_or_substitute
 
     copy_sample_images(tmp_path, 3, classes=("a",))
     noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)

@@ -123,9 +123,9 @@ def test_the_wrote_line_names_every_file_of_the_run(tmp_path):
     assert len(list(out.iterdir())) == 7
 
 
-@pytest.mark.parametrize("command, config", [("train", "engine.config:PretrainConfig"),
-                                             ("finetune", "engine.finetune_config:FinetuneConfig"),
-                                             ("probe", "engine.probe:ProbeConfig")])
+@pytest.mark.parametrize("command, config", [("train", "engine.training.config:PretrainConfig"),
+                                             ("finetune", "engine.evaluation.finetune_config:FinetuneConfig"),
+                                             ("probe", "engine.evaluation.probe:ProbeConfig")])
 def test_help_shows_every_default_the_config_declares(command, config):
     import dataclasses
     import importlib
@@ -144,3 +144,29 @@ def test_help_shows_every_default_the_config_declares(command, config):
         line = next(l for l in help_text.splitlines() if l.strip().startswith(param.opts[0] + " "))
         shown = line + entries.get(param.opts[0], "")
         assert "[default: " in " ".join(shown.split()), (field, shown)
+
+
+@pytest.mark.parametrize("command, config", [("train", "engine.training.config:PretrainConfig"),
+                                             ("finetune", "engine.evaluation.finetune_config:FinetuneConfig"),
+                                             ("probe", "engine.evaluation.probe:ProbeConfig"),
+                                             ("segment", "engine.evaluation.segmentation.config:SegmentConfig")])
+def test_every_config_field_is_reachable_as_an_option(command, config, tmp_path):
+    """Each field of the command's config dataclass has its own option, and the option reaches the field."""
+    import dataclasses
+    import importlib
+
+    module, _, name = config.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    options = {p.name for p in main.commands[command].params}
+    assert [f.name for f in dataclasses.fields(cls) if f.name not in options] == []
+
+
+def test_betas_and_eval_sizes_reach_the_training_config(tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", "--backbone", "test_convnext", "--batch-size", "8", "--epochs", "1",
+                                       "--max-steps-per-epoch", "1", "--workers", "0", "--betas", "0.8", "0.99",
+                                       "--eval-images", "8", "--figure-images", "3", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["betas"] == [0.8, 0.99] and saved["eval_images"] == 8 and saved["figure_images"] == 3
+    assert json.loads((out / "results.json").read_text())["held_out"]["images"] == 8

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from engine.datasets import SAMPLE_DIR, build_source
-from engine.loader import AugmentedImages, EpochSampler, make_loader, pretrain_transform, to_device
+from engine.data.datasets import SAMPLE_DIR, build_source
+from engine.data.loader import AugmentedImages, EpochSampler, make_loader, pretrain_transform, to_device
 from pretexts.errors import DataError
 
 

@@ -6,7 +6,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
 from engine import PretrainConfig
-from engine.experiment_log import flat_scalars
+from engine.training.experiment_log import flat_scalars
 from pretexts.errors import ParameterError
 
 

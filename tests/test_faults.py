@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
 from engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
-from engine.nonfinite import NonFiniteGuard
+from engine.training.nonfinite import NonFiniteGuard
 from pretexts.cli import main
 from pretexts.errors import NonFiniteLossError, OutputError
 from test_registry import _install_distribution as install_distribution, clean_registry  # noqa: F401 (fixture)
@@ -107,7 +107,7 @@ def test_unwritable_output_folder_fails_before_training(tmp_path):
 
 
 def test_too_little_free_space_fails_before_training(tmp_path, monkeypatch):
-    from engine import preflight
+    from engine.training import preflight
 
     monkeypatch.setattr(preflight.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 << 30, 10 << 30, 1 << 20))
     result, error = run_cli(RUN + ["--epochs", "1", "--out", tmp_path])

@@ -7,8 +7,8 @@ from timm.layers import set_reentrant_ckpt, use_reentrant_ckpt
 import backbones
 import pretexts
 from backbones.factory import set_grad_checkpointing
-from engine import PretrainConfig, Pretrainer, restoration_loss, restore
-from engine.speedups import apply_speedups
+from engine import EnergyMethod, PretrainConfig, Pretrainer, restoration_loss, restore
+from engine.training.speedups import apply_speedups
 from pretexts.errors import ParameterError
 
 
@@ -85,7 +85,7 @@ def test_evaluation_takes_the_same_first_order_gradient_in_both_modes(real_image
         assert torch.equal(a, b)
 
 
-class TinyVitTrainer(Pretrainer):
+class TinyVit(EnergyMethod):
     def build_model(self):
         return tiny_vit()
 
@@ -93,7 +93,7 @@ class TinyVitTrainer(Pretrainer):
 def test_compiled_model_trains_a_step_in_finite_difference_mode(tmp_path, real_images):
     cfg = PretrainConfig(backbone="vit_tiny", grad_mode="finite-difference", compile="aot_eager", batch_size=8,
                          workers=0, lr=1e-3, warmup_epochs=0, out=str(tmp_path))
-    trainer = TinyVitTrainer(cfg)
+    trainer = Pretrainer(cfg, method=TinyVit)
     assert trainer.model.math_attention is False  # fused attention is allowed without a double backward
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     stats = trainer.train_step(real_images[:8])

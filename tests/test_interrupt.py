@@ -14,8 +14,8 @@ import torch
 
 from backbones import create_energy_model
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
-from engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
-from engine.interrupt import StopSignals
+from engine import EnergyMethod, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
+from engine.training.interrupt import StopSignals
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = TRAIN + ["--epochs", "2", "--max-steps-per-epoch", "4", "--seed", "1"]  # 8 steps
@@ -29,7 +29,7 @@ def same_weights(a, b) -> bool:
 # ---- SIGKILL during a save ----------------------------------------------------------------------
 SAVERS = """
 import os, sys, torch
-from engine.checkpoint import atomic_save
+from engine.training.checkpoint import atomic_save
 for line in sys.stdin:  # one saving child per line; this parent runs no torch op, so it can fork safely
     pid = os.fork()
     if pid == 0:
@@ -138,11 +138,16 @@ def test_ctrl_c_with_loader_workers_saves(tmp_path, data):
     stop_a_cli_run(RUN + ["--data", str(data), "--workers", "2"], tmp_path, signal.SIGINT)
 
 
-class DropPathModel(Pretrainer):
+class DropPathEnergy(EnergyMethod):
     """A model that draws from the global RNG every step (drop-path), the hard case for a resume."""
 
     def build_model(self):
         return create_energy_model("test_convnext", img_size=32, drop_path_rate=0.5)
+
+
+class DropPathModel(Pretrainer):
+    def __init__(self, cfg):
+        super().__init__(cfg, method=DropPathEnergy)
 
     def figure(self, path):  # not under test here; matplotlib is the slowest part of a tiny run
         pass

@@ -34,11 +34,11 @@ def test_the_default_recipe_and_task_beat_the_corrupted_input_on_held_out_images
     """The README's first command (recipe "fast", random-mask, convnext_atto), shortened to 80 steps of batch 32:
     restored beats corrupted on held-out real images, and alpha has grown past 0.5 (measured: beats from step
     20, 0.980x and alpha 1.7 at step 80; the paper's recipe keeps alpha at 0.100 for 150 steps)."""
-    from engine import PretrainConfig, create_trainer
+    from engine import PretrainConfig, Pretrainer
 
     cfg = PretrainConfig(batch_size=32, epochs=8, workers=0, eval_images=64, figure_images=2, out=str(tmp_path))
     assert (cfg.recipe, cfg.task, cfg.backbone) == ("fast", "random-mask", "convnext_atto")
-    trainer = create_trainer(cfg)
+    trainer = Pretrainer(cfg)
     held = trainer.run()["held_out"]
     assert held["restored_mse"][-1] < 0.99 * held["corrupted_mse"], held
     assert trainer.model.alpha.item() > 0.5

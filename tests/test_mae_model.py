@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from backbones import create_backbone
-from engine.mae_model import MAEModel, patchify, random_masking, unpatchify
+from engine.methods.mae_model import MAEModel, patchify, random_masking, unpatchify
 from pretexts.errors import ParameterError
 
 

@@ -16,8 +16,7 @@ ROTATION = '''
     import torch.nn.functional as F
 
     import backbones
-    from engine import Pretrainer, register_method
-    from engine.figures import restoration_figure
+    from engine import Method, register_method
     from pretexts.params import Param
 
 
@@ -31,7 +30,7 @@ ROTATION = '''
 
 
     @register_method("rotation")
-    class RotationTrainer(Pretrainer):
+    class Rotation(Method):
         """Predict which of 4 quarter turns each image was given."""
 
         method_params = {"turns": Param(4, int, 2, 4, help="how many quarter turns are drawn")}
@@ -39,30 +38,33 @@ ROTATION = '''
         def build_model(self):
             return RotationModel(backbones.create_backbone(self.cfg.backbone, img_size=self.cfg.img_size))
 
+        def corruption(self):
+            return f"random quarter turns (of {self.args['turns']})"
+
         def corrupt(self, images, generator):
-            turns = torch.randint(self.method_args["turns"], (images.shape[0],), generator=generator)
+            turns = torch.randint(self.args["turns"], (images.shape[0],), generator=generator)
             rotated = torch.stack([torch.rot90(x, int(k), (1, 2)) for x, k in zip(images, turns)])
             return rotated, turns
 
-        def compute_loss(self, sample):
+        def loss(self, sample):
             rotated, turns = sample
             return F.cross_entropy(self.model(rotated), turns)
 
-        def held_out_error(self):
+        def held_out_error(self, batches):
             wrong = count = 0
             generator = torch.Generator().manual_seed(self.cfg.seed)
             with torch.no_grad():
-                for images in self.val_batches(self.cfg.eval_images):
+                for images in batches:
                     rotated, turns = self.corrupt(images, generator)
                     wrong += (self.model.eval()(rotated).argmax(1) != turns).sum().item()
                     count += images.shape[0]
-            chance = 1 - 1 / self.method_args["turns"]
+            self.model.train()
+            chance = 1 - 1 / self.args["turns"]
             return {"corrupted_mse": chance, "restored_mse": [wrong / count], "images": count, "method": "rotation"}
 
-        def figure(self, path):
-            images = self.figure_batch()
+        def figure_columns(self, images):
             rotated, _ = self.corrupt(images, torch.Generator().manual_seed(0))
-            restoration_figure({"rotated": rotated, "original": images}, path, "rotation")
+            return {"rotated": rotated, "original": images}
 '''
 
 
@@ -93,7 +95,7 @@ def method_plugin(tmp_path):
 
 
 def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_path):
-    method_plugin("pretexts_rotation", ROTATION, "rotation = pretexts_rotation:RotationTrainer")
+    method_plugin("pretexts_rotation", ROTATION, "rotation = pretexts_rotation:Rotation")
     methods.METHODS.load(force=True)
     listed = CliRunner().invoke(main, ["list", "--methods"])
     assert "rotation           Predict which of 4 quarter turns each image was given. [plugin pretexts_rotation 1.0]" \
@@ -108,6 +110,7 @@ def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_pa
     assert len(log) == 6 and all(row["loss"] > 0 for row in log)
     held = json.loads((out / "results.json").read_text())["held_out"]
     assert held["method"] == "rotation" and 0 <= held["restored_mse"][0] <= 1
+    assert "pretraining test_convnext on random quarter turns (of 4)" in result.output
     assert (out / "restoration_epoch002.png").is_file() and (out / "checkpoint.pt").is_file()
     bad = CliRunner().invoke(main, ["train", "--method", "rotation", "--method-arg", "turns=9", "--out",
                                     str(tmp_path / "bad")])
@@ -117,17 +120,17 @@ def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_pa
 def test_a_broken_or_clashing_method_plugin_breaks_nothing(method_plugin, tmp_path):
     method_plugin("method_broken", "raise ImportError('needs faiss')\n", "clusters = method_broken:Trainer")
     method_plugin("method_dup", """
-        from engine import Pretrainer, register_method
+        from engine import Method, register_method
 
         @register_method("ae")
-        class Mine(Pretrainer):
+        class Mine(Method):
             '''Another ae.'''
         """, "ae = method_dup:Mine")
     with pytest.warns(UserWarning, match="the built-in wins"):
         methods.METHODS.load(force=True)
     listed = CliRunner().invoke(main, ["list", "--methods"])
     assert "clusters           BROKEN plugin: method_broken 1.0" in listed.output and "needs faiss" in listed.output
-    assert methods.TRAINERS["ae"].__module__ == "engine.autoencoder"
+    assert methods.METHODS.table["ae"].__module__ == "engine.methods.autoencoder"
     assert "ae                 IGNORED plugin (the built-in 'ae' wins): method_dup 1.0" in listed.output
     result = CliRunner().invoke(main, ["train", "--method", "clusters", "--out", str(tmp_path / "x")])
     assert result.exit_code == 2 and "comes from a plugin that failed to load" in result.output

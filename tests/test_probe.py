@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from torch import nn
 
 from engine import ProbeConfig, knn_predict
-from engine.knn import knn_accuracy
-from engine.probe import probe_head, train_head
+from engine.evaluation.knn import knn_accuracy
+from engine.evaluation.probe import probe_head, train_head
 from pretexts.cli import main
 from pretexts.errors import ParameterError
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
@@ -87,3 +87,32 @@ def test_cli_probe_extracts_once_and_reports_every_method(tmp_path):
     assert results["feature_dim"] == 320 and results["classes"] == 10
     assert 0 <= results["linear"]["top1"] <= 100 and 0 <= results["mlp"]["top1"] <= 100
     assert set(results["knn"]) == {"k=20", "k=200", "temperature"} and results["knn"]["temperature"] == 0.07
+
+
+def test_a_registered_probe_runs_from_the_cli_beside_the_built_ins(tmp_path):
+    """Adding a probe is one decorated function: nearest class mean on the cached features."""
+    from engine.evaluation.probe import register_probe
+    from pretexts.registry import PROBES
+
+    @register_probe("nearest-mean")
+    def nearest_mean(train, val, num_classes, cfg):
+        """Cosine similarity to each class's mean feature."""
+        means = torch.stack([train[0][train[1] == c].mean(0) for c in range(num_classes)])
+        guess = (F.normalize(val[0], dim=1) @ F.normalize(means, dim=1).T).argmax(1)
+        top1 = 100.0 * (guess == val[1]).float().mean().item()
+        return {"top1": top1}, f"nearest-mean top-1: {top1:.2f}%"
+
+    try:
+        listed = CliRunner().invoke(main, ["list", "--probes"])
+        assert "nearest-mean       Cosine similarity to each class's mean feature." in listed.output
+        assert "knn " in listed.output and "linear " in listed.output
+        path, _ = write_checkpoint(tmp_path / "ckpt.pt")
+        out = tmp_path / "probe"
+        result = CliRunner().invoke(main, ["probe", "--checkpoint", str(path), "--probe", "nearest-mean",
+                                           "--probe", "knn", "--workers", "0", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        results = json.loads((out / "results.json").read_text())
+        assert 0 <= results["nearest-mean"]["top1"] <= 100 and "k=20" in results["knn"]
+        assert "nearest-mean top-1: " in result.output
+    finally:
+        PROBES.table.pop("nearest-mean")

@@ -3,9 +3,11 @@ import json
 
 import pytest
 
-from engine import PretrainConfig
-from engine.pretrain import build_optimizer
-from engine.recipes import RECIPES
+import torch
+
+from engine import EnergyMethod, PretrainConfig
+from engine.training.loop import build_optimizer
+from engine.training.recipes import RECIPES
 from pretexts.errors import ParameterError
 
 import backbones
@@ -15,8 +17,9 @@ def test_paper_recipe_is_table_a_exactly():
     cfg = PretrainConfig(recipe="paper", batch_size=256)
     assert (cfg.base_lr, cfg.peak_lr, cfg.weight_decay, cfg.betas, cfg.alpha, cfg.alpha_lr_scale, cfg.schedule) == \
         (1e-4, 1e-4, 0.05, (0.9, 0.95), 0.1, 1.0, "cosine")
-    model = backbones.create_energy_model("vit_tiny", img_size=32, alpha=cfg.alpha)
-    optimizer = build_optimizer(model, cfg)
+    method = EnergyMethod(cfg, None, torch.device("cpu"))
+    model = method.model = backbones.create_energy_model("vit_tiny", img_size=32, alpha=cfg.alpha)
+    optimizer = build_optimizer(method, cfg)
     assert optimizer.defaults["lr"] == 1e-4 and optimizer.defaults["betas"] == (0.9, 0.95)
     decays = sorted({g["weight_decay"] for g in optimizer.param_groups})
     assert decays == [0.0, 0.05]  # no decay on norms, biases and alpha (MAE's practice)

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from engine.restore import restoration_loss, restore
+from engine.methods.restore import restoration_loss, restore
 from pretexts import ParameterError, create_pretext, get_pretext_class, list_pretexts
 from pretexts.mixed import is_pixel_task
 from pretext_images import cifar_batch, tiny_vit

@@ -6,8 +6,8 @@ import torch
 import backbones
 import pretexts
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
-from engine.evaluate import restoration_error
-from engine.restore import contrastive_loss
+from engine.methods.energy import restoration_error
+from engine.methods.restore import contrastive_loss
 
 
 class FixedEnergy(torch.nn.Module):

@@ -1,1 +1,2 @@
-"""Downstream evaluation of pretrained backbones (dense transfer and friends)."""
+"""Evaluation of pretrained backbones: fine-tuning, probes and kNN, segmentation transfer, export to timm,
+and the energy diagnostics. Nothing here imports the pretraining loop."""

@@ -7,7 +7,7 @@ from . import main, single_process, written_files
 from .config_file import build_config, config_options, defaults_from
 
 
-@main.command("finetune", cls=defaults_from("engine.finetune_config:FinetuneConfig"))
+@main.command("finetune", cls=defaults_from("engine.evaluation.finetune_config:FinetuneConfig"))
 @click.option("--checkpoint", default=None, help="A checkpoint.pt written by `pretexts train`.")
 @click.option("--from-scratch", is_flag=True, default=None, help="Same recipe on a random backbone (the baseline).")
 @click.option("--backbone", default=None, help="With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.")
@@ -32,6 +32,10 @@ from .config_file import build_config, config_options, defaults_from
 @click.option("--smoothing", type=float, default=None, help="Label smoothing.")
 @click.option("--mixup", type=float, default=None, help="Mixup alpha; 0 turns it off.")
 @click.option("--cutmix", type=float, default=None, help="CutMix alpha; 0 turns it off.")
+@click.option("--mixup-prob", type=float, default=None, help="Share of batches mixed (timm Mixup's prob).")
+@click.option("--mixup-switch-prob", type=float, default=None, help="Share of mixed batches that use CutMix when "
+              "both are on.")
+@click.option("--betas", type=(float, float), default=None, metavar="B1 B2", help="AdamW's betas.")
 @click.option("--clip-grad", type=float, default=None, help="Clip the gradient norm to this value.")
 @click.option("--amp", type=click.Choice(["auto", "bf16", "fp16", "off"]), default=None)
 @click.option("--seed", type=int, default=None)

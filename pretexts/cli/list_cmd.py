@@ -13,12 +13,15 @@ from . import main
               "arguments each stands for), then the timm models matching PATTERN.")
 @click.option("--methods", is_flag=True, help="List pretraining methods instead (train --method), with their "
               "--method-arg options, ranges and defaults.")
-def list_command(pattern: str, verbose: bool, backbones: bool, methods: bool) -> None:
-    """List pretext tasks (or --backbones, --methods) matching PATTERN (shell wildcards, default all)."""
+@click.option("--probes", is_flag=True, help="List the frozen-feature probes instead (probe --probe).")
+def list_command(pattern: str, verbose: bool, backbones: bool, methods: bool, probes: bool) -> None:
+    """List pretext tasks (or --backbones, --methods, --probes) matching PATTERN (shell wildcards, default all)."""
     if backbones:
         return list_backbone_names(pattern)
     if methods:
         return list_method_names(pattern)
+    if probes:
+        return list_probe_names(pattern)
     for name in list_pretexts(pattern):
         cls = get_pretext_class(name)
         defaults = ", ".join(f"{k}={p.default}" for k, p in cls.params.items())
@@ -73,3 +76,18 @@ def list_method_names(pattern: str) -> None:
         click.echo(f"{name:<18} BROKEN plugin: {error}")
     for name, note in METHODS.shadowed.items():
         click.echo(f"{name:<18} IGNORED plugin (the built-in '{name}' wins): {note}")
+
+
+def list_probe_names(pattern: str) -> None:
+    import fnmatch
+
+    from ..registry import PROBES
+
+    PROBES.load()
+    for name, probe in PROBES.table.items():
+        if fnmatch.fnmatch(name, pattern):
+            source = PROBES.plugin_of.get(name)
+            summary = (probe.__doc__ or "").strip().split("\n")[0]
+            click.echo(f"{name:<18} {summary}" + (f" [plugin {source}]" if source else ""))
+    for name, error in PROBES.broken.items():
+        click.echo(f"{name:<18} BROKEN plugin: {error}")

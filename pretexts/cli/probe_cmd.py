@@ -5,7 +5,7 @@ from . import main, single_process, written_files
 from .config_file import build_config, config_options, defaults_from
 
 
-@main.command("probe", cls=defaults_from("engine.probe:ProbeConfig"))
+@main.command("probe", cls=defaults_from("engine.evaluation.probe:ProbeConfig"))
 @click.option("--checkpoint", default=None, help="A checkpoint.pt written by `pretexts train` (required, here "
               "or in --config).")
 @click.option("--data", default=None, help="'sample' (embedded, default) or a folder with train/ and val/ class folders.")

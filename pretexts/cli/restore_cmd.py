@@ -22,13 +22,13 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     """Restore held-out images with a pretrained energy model and draw the figure."""
     import torch
 
-    from engine.datasets import build_source
-    from engine.evaluate import figure_columns, restoration_error
-    from engine.figures import restoration_figure
-    from engine.from_checkpoint import load_energy_model, task_for
-    from engine.loader import AugmentedImages, eval_transform, to_device
-    from engine.pretrain import resolve_device
-    from engine.preflight import check_output_dir
+    from engine.data.datasets import build_source
+    from engine.methods.energy import figure_columns, restoration_error
+    from engine.training.figures import restoration_figure
+    from engine.evaluation.from_checkpoint import load_energy_model, task_for
+    from engine.data.loader import AugmentedImages, eval_transform, to_device
+    from engine.training.loop import resolve_device
+    from engine.training.preflight import check_output_dir
     from pretexts.errors import ParameterError
 
     if count < 1 or (steps is not None and steps < 1):

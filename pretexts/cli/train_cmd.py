@@ -7,7 +7,7 @@ from . import main, parse_task_args, written_files
 from .config_file import build_config, config_options, defaults_from
 
 
-@main.command("train", cls=defaults_from("engine.config:PretrainConfig"))
+@main.command("train", cls=defaults_from("engine.training.config:PretrainConfig"))
 @click.option("--task", default=None, help="Pretext task (see `pretexts list`).")
 @click.option("--method", default=None, help="energy (the paper), ae (the autoencoder baseline) or mae "
               "(masked autoencoder, ViT only).")
@@ -66,7 +66,11 @@ from .config_file import build_config, config_options, defaults_from
 @click.option("--grad-checkpointing", is_flag=True, default=None, help="Recompute activations in the "
               "backward (non-reentrant): less memory, more time.")
 @click.option("--channels-last", is_flag=True, default=None, help="NHWC memory format (convolutional backbones).")
+@click.option("--betas", type=(float, float), default=None, metavar="B1 B2", help="AdamW's betas. Default: the "
+              "recipe's.")
 @click.option("--eval-every", type=int, default=None, help="Also log the held-out error every this many steps.")
+@click.option("--eval-images", type=int, default=None, help="Held-out images for the restoration-error report.")
+@click.option("--figure-images", type=int, default=None, help="Images in each epoch's restoration figure.")
 @click.option("--logger", default=None, help="Also log scalars, held-out error and figures to tensorboard "
               "(OUT/tensorboard) or wandb (offline unless WANDB_MODE=online).jsonl) alone.")
 @click.option("--skip-nonfinite", is_flag=True, default=None,
@@ -74,16 +78,17 @@ from .config_file import build_config, config_options, defaults_from
 @config_options
 def train_command(task_args, method_args, preset, config, sets, **options) -> None:
     """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
-    from engine import PretrainConfig, create_trainer, distributed, format_held_out
+    from engine import PretrainConfig, Pretrainer, format_held_out
+    from engine.training import distributed
 
     args = parse_task_args(task_args)
     if preset is not None:
         args["preset"] = preset
     cfg = build_config(PretrainConfig, {"task_args": args, "method_args": parse_task_args(method_args, "--method-arg"),
                                         **options}, config, sets, merge=("task_args", "method_args"))
-    trainer = create_trainer(cfg)
+    trainer = Pretrainer(cfg)
     echo = click.echo if trainer.rank == 0 else lambda *args, **kwargs: None  # under torchrun rank 0 speaks
-    echo(f"pretraining {cfg.backbone} on {trainer.corruption()} with data '{cfg.data}' for {cfg.epochs} epochs "
+    echo(f"pretraining {cfg.backbone} on {trainer.method.corruption()} with data '{cfg.data}' for {cfg.epochs} epochs "
          f"-> {cfg.out}")
     try:
         results = trainer.run()

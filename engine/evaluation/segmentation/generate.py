@@ -9,7 +9,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 SHAPES = ("disc", "square", "triangle", "cross")
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_data"
 
 
 def _draw(draw: ImageDraw.ImageDraw, shape: str, cx: int, cy: int, r: int) -> None:

@@ -8,9 +8,9 @@ from timm.optim import create_optimizer_v2
 from timm.optim._param_groups import param_groups_layer_decay
 from timm.scheduler import PolyLRScheduler
 
-from engine.checkpoint import atomic_save
-from engine.preflight import resolve_device
-from engine.pretrained import create_classifier
+from engine.training.checkpoint import atomic_save
+from engine.training.preflight import resolve_device
+from engine.evaluation.pretrained import create_classifier
 from pretexts.errors import ParameterError
 
 from .config import SegmentConfig

@@ -6,8 +6,8 @@ from backbones.energy import EnergyModel
 from backbones.factory import set_fused_attention, set_grad_checkpointing
 from pretexts.errors import ParameterError
 
-from .config import PretrainConfig
-from .grad_modes import unsupported_layers
+from engine.training.config import PretrainConfig
+from engine.methods.grad_modes import unsupported_layers
 
 
 def apply_speedups(model: nn.Module, cfg: PretrainConfig) -> nn.Module:

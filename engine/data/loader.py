@@ -6,8 +6,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from .image_check import read_or_substitute
-from .interrupt import ignore_stop_signals
+from engine.data.image_check import read_or_substitute
+from engine.training.interrupt import ignore_stop_signals
 
 
 def pretrain_transform(img_size: int) -> A.Compose:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from pretexts.errors import CheckpointError
 
-from .checkpoint import load_checkpoint, rng_states, set_rng_states
+from engine.training.checkpoint import load_checkpoint, rng_states, set_rng_states
 
 
 def training_state(model, optimizer, scheduler, scaler) -> dict:

@@ -3,11 +3,10 @@ from torch import Tensor, nn
 
 import backbones
 from backbones.factory import set_fused_attention
-from backbones.vit_tokens import sincos_pos_embed
 from pretexts.errors import CheckpointError, ParameterError, UnknownNameError
-from pretexts.registry import get_pretext_class
+from pretexts.registry import METHODS, get_pretext_class
 
-from .checkpoint import load_checkpoint
+from engine.training.checkpoint import load_checkpoint
 
 PREFIX = "backbone."
 
@@ -38,7 +37,6 @@ def backbone_weights(ckpt: dict, backbone: nn.Module) -> dict:
         raise CheckpointError("the checkpoint holds no backbone weights (no 'backbone.*' keys).")
     saved = ckpt["config"]
     if "pos_embed" in state and task_state_kind(saved.get("task")) == "positions":
-        from .methods import METHODS  # only here: evaluation does not load the training methods otherwise
         method = METHODS.get(saved.get("method", "energy"))
         state["pos_embed"] = method.fine_tuning_positions(state["pos_embed"].clone(), backbone)
     return state
@@ -50,14 +48,6 @@ def task_state_kind(name: str | None) -> str:
         return get_pretext_class(name).state_kind if name else "pixels"
     except UnknownNameError:
         return "pixels"
-
-
-def sincos_positions(pos: Tensor, backbone: nn.Module) -> Tensor:
-    """`pos` [1, prefix + L, D] with its patch rows set to the fixed 2D sin-cos table (Appendix A.2)."""
-    grid = tuple(backbone.patch_embed.grid_size)
-    prefix = pos.shape[1] - grid[0] * grid[1]
-    pos[:, prefix:] = sincos_pos_embed(grid, pos.shape[-1]).to(pos.dtype)
-    return pos
 
 
 def classifier_prefix(model: nn.Module) -> str:

@@ -3,7 +3,6 @@ import json
 import math
 import random
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -17,16 +16,17 @@ from torch.utils.data import DataLoader
 
 from pretexts.errors import CheckpointError, DataError, NonFiniteLossError
 
-from .checkpoint import FORMAT_VERSION, atomic_save
-from .interrupt import StopSignals
-from .progress import progress
-from .finetune_config import FinetuneConfig
-from .labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
+from engine.training.checkpoint import FORMAT_VERSION, atomic_save
+from engine.training.interrupt import StopSignals
+from engine.training.progress import progress
+from engine.evaluation.finetune_config import FinetuneConfig
+from engine.data.labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
                             labels_of, normalisation, train_transform)
-from .preflight import check_backbone_fits, claim_output_dir, check_output_dir, checkpoint_bytes
-from .pretrain import amp_dtype, resolve_device
-from .resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
-from .pretrained import create_classifier, timm_spec
+from engine.training.preflight import check_backbone_fits, claim_output_dir, check_output_dir, checkpoint_bytes
+from engine.training.precision import amp_dtype, autocast
+from engine.training.preflight import resolve_device
+from engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
+from engine.evaluation.pretrained import create_classifier, timm_spec
 
 
 def build_finetune_optimizer(model: torch.nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:
@@ -50,9 +50,8 @@ def top1_accuracy(model: torch.nn.Module, loader, device, dtype=None) -> float:
     was_training = model.training
     model.eval()
     correct = total = 0
-    autocast = torch.autocast(device.type, dtype) if dtype else nullcontext()
     for images, labels in loader:
-        with autocast:
+        with autocast(device, dtype):
             logits = model(images.to(device))
         correct += (logits.argmax(-1).cpu() == labels).sum().item()
         total += labels.numel()
@@ -113,7 +112,6 @@ class Finetuner:
 
     def train_epoch(self) -> float:
         self.model.train()
-        autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
         losses = []
         bar = progress(self.steps_per_epoch, f"epoch {self.epoch + 1}/{self.cfg.epochs}", self.cfg.quiet)
         for batch, (images, labels) in enumerate(self.loader(self.train_set, train=True)):
@@ -127,7 +125,7 @@ class Finetuner:
             # gradient accumulation: micro-batches of batch / accum_iter images, one optimiser step
             for part_images, part_labels in zip(images.chunk(self.cfg.accum_iter), labels.chunk(self.cfg.accum_iter)):
                 weight = part_images.shape[0] / images.shape[0]
-                with autocast:
+                with autocast(self.device, self.dtype):
                     loss = self.criterion(self.model(part_images), part_labels) * weight
                 part = loss.item()  # one host sync a micro-batch, for the check and the epoch's mean
                 if not math.isfinite(part):

@@ -7,7 +7,7 @@ import torch
 
 from pretexts.errors import OutputError, ParameterError
 
-from .evaluate import eval_mode
+from engine.training.eval_mode import eval_mode
 
 
 def resolve_device(name: str) -> torch.device:
@@ -27,13 +27,14 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def check_backbone_fits(model: torch.nn.Module, name: str, img_size: int, device: torch.device) -> None:
-    """One forward pass of two blank images, so an image too small for the backbone's downsampling
-    fails now with a clear message instead of a convolution error at the first step."""
+def check_backbone_fits(model: torch.nn.Module, name: str, img_size: int, device: torch.device,
+                        forward=None) -> None:
+    """One forward pass (`forward`, by default the model's) of two blank images, so an image too small for the
+    backbone's downsampling fails now with a clear message instead of a convolution error at the first step."""
     images = torch.zeros(2, 3, img_size, img_size, device=device)
     with eval_mode(model), torch.no_grad(), torch.compiler.set_stance("force_eager"):  # compile once, later
         try:
-            getattr(model, "energy", model)(images)  # a baseline's model may have no energy()
+            (forward or model)(images)
         except RuntimeError as err:
             raise ParameterError(f"backbone '{name}' cannot run at image size {img_size} "
                                  f"({' '.join(str(err).split())[:200]}); use a larger --img-size.") from None

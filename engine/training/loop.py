@@ -1,4 +1,4 @@
-"""The pretraining loop. It knows nothing about the task: corrupt, restore, loss, step."""
+"""The pretraining loop. It knows neither the task nor the method: corrupt, loss, step, log, checkpoint."""
 import json
 import math
 import signal
@@ -8,40 +8,30 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-from timm.optim import param_groups_weight_decay
 from timm.scheduler import CosineLRScheduler
 
-import backbones
 import pretexts
 from pretexts.errors import CheckpointError, DataError, ParameterError
+from pretexts.registry import METHODS
 
-from .checkpoint import FORMAT_VERSION, atomic_save
-from . import distributed
-from .config import PretrainConfig
-from .datasets import build_source
-from .evaluate import figure_columns, restoration_error
-from .experiment_log import NoLog, open_experiment_log
-from .figures import loss_curve, restoration_figure
-from .image_check import report_skipped
-from .interrupt import StopSignals
-from .methods import create_trainer, register_method
-from .loader import (AugmentedImages, EpochSampler, batches, eval_transform, make_loader, pretrain_transform,
-                     to_device)
-from .nonfinite import NonFiniteGuard
-from .progress import progress
-from .pretrained import sincos_positions
-from .preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes, claim_output_dir,
-                        resolve_device)
-from .restore import contrastive_loss, restoration_loss, restore
-from .resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
-from .speedups import apply_speedups
-
-
-def amp_dtype(cfg: PretrainConfig, device: torch.device) -> torch.dtype | None:
-    """bf16 on CUDA by default (the paper trains with AMP); full precision on the CPU."""
-    if cfg.amp == "auto":
-        return torch.bfloat16 if device.type == "cuda" else None
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}[cfg.amp]
+from engine.data.datasets import build_source
+from engine.data.image_check import report_skipped
+from engine.data.loader import (AugmentedImages, EpochSampler, batches, eval_transform, make_loader,
+                                pretrain_transform, to_device)
+from engine.methods.base import Method
+from engine.training import distributed
+from engine.training.checkpoint import FORMAT_VERSION, atomic_save
+from engine.training.config import PretrainConfig
+from engine.training.experiment_log import NoLog, open_experiment_log
+from engine.training.figures import loss_curve, restoration_figure
+from engine.training.interrupt import StopSignals
+from engine.training.nonfinite import NonFiniteGuard
+from engine.training.precision import amp_dtype, autocast
+from engine.training.preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes,
+                                       claim_output_dir, resolve_device)
+from engine.training.progress import progress
+from engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
+from engine.training.speedups import apply_speedups
 
 
 def step_seed(seed: int, global_step: int, rank: int = 0) -> int:
@@ -49,34 +39,29 @@ def step_seed(seed: int, global_step: int, rank: int = 0) -> int:
     return hash((seed, global_step, rank)) & 0x7FFFFFFFFFFF
 
 
-def build_optimizer(model, cfg: PretrainConfig) -> torch.optim.AdamW:
-    """AdamW (betas 0.9/0.95, wd 0.05; paper, Table A); no decay on norms, biases and alpha."""
-    groups = param_groups_weight_decay(model, cfg.weight_decay, no_weight_decay_list=("log_alpha",))
-    alpha = getattr(model, "log_alpha", None)
-    if alpha is not None:
-        for group in groups:
-            group["params"] = [p for p in group["params"] if p is not alpha]
-        groups.append({"params": [alpha], "weight_decay": 0.0, "lr_scale": cfg.alpha_lr_scale})
-    return torch.optim.AdamW(groups, lr=cfg.peak_lr, betas=cfg.betas)
+def build_optimizer(method: Method, cfg: PretrainConfig) -> torch.optim.AdamW:
+    """AdamW (betas and weight decay from the recipe; paper, Table A) over the method's parameter groups."""
+    return torch.optim.AdamW(method.param_groups(), lr=cfg.peak_lr, betas=cfg.betas)
 
 
-@register_method("energy")
 class Pretrainer:
-    """One pretraining run: `Pretrainer(cfg).run()` returns the held-out results."""
+    """One pretraining run of any method: `Pretrainer(cfg).run()` returns the held-out results.
 
-    summary = "the paper's: restore the corrupted image by N gradient steps down the energy (any backbone)"
+    The loop knows no method: `cfg.method` names a registered `Method` (engine/methods/), which builds the
+    model and gives each step's corrupted sample and loss, the held-out error and the figure's columns.
+    `method` passes a `Method` subclass directly (tests, a method under development)."""
 
-    def __init__(self, cfg: PretrainConfig):
+    def __init__(self, cfg: PretrainConfig, method: type[Method] | None = None):
         self.cfg = cfg
         self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size)
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
-        self.task = pretexts.create_pretext(cfg.task, **cfg.task_args)
-        self.method_args = self.method_arguments()
-        self.model = apply_speedups(self.build_model().to(self.device), cfg)
-        self.task = self.task.bind(self.model)
+        self.method = (method or METHODS.get(cfg.method))(cfg, pretexts.create_pretext(cfg.task, **cfg.task_args),
+                                                          self.device)
+        self.model = self.method.model = apply_speedups(self.method.build_model().to(self.device), cfg)
+        self.task = self.method.task = self.method.task.bind(self.model)
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
-        check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device)
+        check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
         check_task_fits(self.task, cfg.img_size, self.device)
         self.train_set = self._dataset("train", pretrain_transform(cfg.img_size))
         if (cfg.batch_size // self.world) % cfg.accum_iter:
@@ -90,7 +75,7 @@ class Pretrainer:
         self.batches_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
         if cfg.max_steps_per_epoch:
             self.batches_per_epoch = min(self.batches_per_epoch, cfg.max_steps_per_epoch)
-        self.optimizer = build_optimizer(self.model, cfg)
+        self.optimizer = build_optimizer(self.method, cfg)
         total = cfg.epochs * self.batches_per_epoch
         self.scheduler = CosineLRScheduler(
             self.optimizer, t_initial=total, lr_min=cfg.peak_lr if cfg.schedule == "constant" else cfg.min_lr,
@@ -104,48 +89,10 @@ class Pretrainer:
         self.stop = StopSignals()
         self.experiment = NoLog()
 
-    # the method's own options (`--method-arg KEY=VALUE`): name -> pretexts.Param; the energy method has none
-    method_params: dict = {}
-
-    @staticmethod
-    def fine_tuning_positions(pos: torch.Tensor, backbone: torch.nn.Module) -> torch.Tensor:
-        """The ViT position embeddings fine-tuning starts from after a positions task (patch sorting), which
-        never read them: the fixed sin-cos table the energy method fed instead (Appendix A.2)."""
-        return sincos_positions(pos, backbone)
-
-    def method_arguments(self) -> dict:
-        """`cfg.method_args` checked against `method_params` and converted; defaults filled in."""
-        given, known = self.cfg.method_args, self.method_params
-        unknown = [k for k in given if k not in known]
-        if unknown:
-            raise ParameterError(f"method '{self.cfg.method}' has no argument '{unknown[0]}'; its arguments: "
-                                 f"{', '.join(known) or 'none'}.")
-        return {k: param.convert(f"method {self.cfg.method}", k, given.get(k, param.default))
-                for k, param in known.items()}
-
-    def corruption(self) -> str:
-        """What the run learns to undo, for the start line."""
-        return f"'{self.cfg.task}'"
-
-    def corrupt(self, images: torch.Tensor, generator: torch.Generator):
-        """The step's corrupted sample; a method that corrupts its own way (MAE masks) overrides this."""
-        return self.task(images, generator)
-
-    def build_model(self) -> torch.nn.Module:
-        """The energy model; a baseline method (a subclass) builds its own."""
-        cfg = self.cfg
-        return backbones.create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
-                                             head_init_std=cfg.head_init_std, energy_scale=cfg.energy_scale)
-
     def compute_loss(self, sample) -> torch.Tensor:
-        """The restoration loss of one corrupted batch (paper, eq. 5)."""
-        autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
-        with autocast:
-            if self.cfg.steps == 0:  # the paper's N = 0 point: corrupted images as negatives
-                return contrastive_loss(self.model, self.task, sample)
-            states = restore(self.model, self.task, sample, self.cfg.steps, grad_mode=self.cfg.grad_mode,
-                             fd_delta=self.cfg.fd_delta)
-        return restoration_loss(states, sample.target, self.cfg.loss)
+        """The method's loss of one sample, under autocast when the run asks for it."""
+        with autocast(self.device, self.dtype):
+            return self.method.loss(sample)
 
     def _dataset(self, split: str, transform) -> AugmentedImages | None:
         source = build_source(self.cfg.data, split, self.cfg.img_size, self.cfg.seed, dataset=self.cfg.dataset)
@@ -159,7 +106,7 @@ class Pretrainer:
         value = 0.0
         chunks = images.chunk(cfg.accum_iter)  # gradient accumulation: one micro-batch's memory, the batch's gradient
         for i, chunk in enumerate(chunks):
-            sample = self.corrupt(chunk, generator)
+            sample = self.method.corrupt(chunk, generator)
             # under DDP the loss runs inside the wrapper's forward, which arms the gradient all-reduce (on the
             # last micro-batch only)
             sync = self.replicated.no_sync() if self.replicated and i < len(chunks) - 1 else nullcontext()
@@ -185,10 +132,7 @@ class Pretrainer:
         self.scaler.update()
         self.global_step += 1
         self.scheduler.step_update(num_updates=self.global_step)
-        stats = {"loss": value, "lr": self.optimizer.param_groups[0]["lr"]}
-        if hasattr(self.model, "alpha"):
-            stats["alpha"] = self.model.alpha.item()
-        return stats
+        return {"loss": value, "lr": self.optimizer.param_groups[0]["lr"], **self.method.step_stats()}
 
     def skip_step(self, loss: float) -> dict:
         """A skipped step still counts, so the schedule and the log stay aligned."""
@@ -301,8 +245,7 @@ class Pretrainer:
                 seen += images.shape[0]
 
     def held_out_error(self) -> dict:
-        return restoration_error(self.model, self.task, self.val_batches(self.cfg.eval_images), self.cfg.steps,
-                                 self.device, seed=self.cfg.seed)
+        return self.method.held_out_error(self.val_batches(self.cfg.eval_images))
 
     def figure_batch(self) -> torch.Tensor:
         """The figure's images: the seeded held-out ones, or the first training images when there is no val/."""
@@ -311,9 +254,8 @@ class Pretrainer:
         return to_device(torch.stack([self.train_set[(0, i)][0] for i in range(self.cfg.figure_images)]), self.device)
 
     def figure(self, path: Path) -> None:
-        images = self.figure_batch()
-        columns = figure_columns(self.model, self.task, images, self.cfg.steps, seed=self.cfg.seed)
-        restoration_figure(columns, path, f"{self.cfg.task} on {self.cfg.backbone}, epoch {self.epoch}")
+        restoration_figure(self.method.figure_columns(self.figure_batch()), path,
+                           f"{self.method.figure_title()}, epoch {self.epoch}")
 
     def write_results(self, results: dict) -> None:
         if self.history:
@@ -356,7 +298,7 @@ class Pretrainer:
 def pretrain(cfg: PretrainConfig) -> dict:
     """Run a pretraining job described by `cfg`; returns its results (also in OUT/results.json)."""
     try:
-        return create_trainer(cfg).run()
+        return Pretrainer(cfg).run()
     finally:
         distributed.teardown()
 

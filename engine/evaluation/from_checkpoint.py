@@ -4,8 +4,8 @@ import pretexts
 
 from pretexts.errors import CheckpointError
 
-from .checkpoint import load_checkpoint
-from .config import PretrainConfig
+from engine.training.checkpoint import load_checkpoint
+from engine.training.config import PretrainConfig
 
 
 def load_energy_model(path, device="cpu"):

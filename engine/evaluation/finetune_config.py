@@ -5,7 +5,7 @@ from timm.data.auto_augment import rand_augment_transform
 
 from pretexts.errors import ParameterError
 
-from .config import check_field_types, check_ranges
+from engine.training.config import check_field_types, check_ranges
 
 RANDAUG_OFF = ("", "none", "off", "0")
 

@@ -16,9 +16,9 @@ from timm.models import push_to_hf_hub, save_for_hf
 
 from pretexts.errors import CheckpointError, OutputError
 
-from .checkpoint import atomic_save, load_checkpoint
-from .preflight import check_output_dir
-from .pretrained import create_classifier, timm_spec
+from engine.training.checkpoint import atomic_save, load_checkpoint
+from engine.training.preflight import check_output_dir
+from engine.evaluation.pretrained import create_classifier, timm_spec
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 # the architecture's own pretrained tag (e.g. augreg_in21k) would claim weights these are not

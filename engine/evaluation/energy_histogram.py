@@ -10,12 +10,12 @@ import torch  # noqa: E402
 
 from pretexts.errors import DataError  # noqa: E402
 
-from .datasets import build_source  # noqa: E402
-from .evaluate import eval_mode  # noqa: E402
-from .loader import AugmentedImages, batches, eval_transform, make_loader, to_device  # noqa: E402
-from .pretrain import resolve_device  # noqa: E402
-from .from_checkpoint import load_energy_model, task_for  # noqa: E402
-from .restore import restore  # noqa: E402
+from engine.data.datasets import build_source  # noqa: E402
+from engine.training.eval_mode import eval_mode  # noqa: E402
+from engine.data.loader import AugmentedImages, batches, eval_transform, make_loader, to_device  # noqa: E402
+from engine.training.preflight import resolve_device  # noqa: E402
+from engine.evaluation.from_checkpoint import load_energy_model, task_for  # noqa: E402
+from engine.methods.restore import restore  # noqa: E402
 
 
 def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> dict[str, torch.Tensor]:

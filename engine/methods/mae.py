@@ -1,19 +1,16 @@
 """The MAE baseline (`--method mae`, He et al. 2022): the same ViT, data, loop and outputs as the energy
 method; MAE's own random patch masking replaces the task's corruption (`--task` is not used)."""
-from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 import backbones
 from pretexts.params import Param
 
-from .evaluate import eval_mode
-from .figures import restoration_figure
-from .mae_model import MAEModel, patchify, unpatchify
-from .methods import register_method
-from .pretrain import Pretrainer
+from engine.methods import register_method
+from engine.methods.base import Method
+from engine.methods.mae_model import MAEModel, patchify, unpatchify
+from engine.training.eval_mode import eval_mode
 
 
 @dataclass
@@ -25,7 +22,7 @@ class MaskingSample:
 
 
 @register_method("mae")
-class MAETrainer(Pretrainer):
+class MAEMethod(Method):
     summary = "MAE (He et al. 2022): random patch masking, visible-only encoder, light decoder (ViT only)"
     method_params = {
         "mask_ratio": Param(0.75, float, 0.01, 0.99, help="share of patches masked (MAE: 0.75)"),
@@ -36,30 +33,32 @@ class MAETrainer(Pretrainer):
     }
 
     def build_model(self) -> torch.nn.Module:
-        cfg, args = self.cfg, self.method_args
+        cfg, args = self.cfg, self.args
         sizes = {k: args[k] or None for k in ("decoder_dim", "decoder_depth", "decoder_heads")}
         return MAEModel(backbones.create_backbone(cfg.backbone, img_size=cfg.img_size), cfg.backbone,
                         mask_ratio=args["mask_ratio"], norm_pix_loss=args["norm_pix_loss"], **sizes)
 
     def corruption(self) -> str:
-        return f"MAE masking ({self.method_args['mask_ratio']:.0%} of patches; --task unused)"
+        return f"MAE masking ({self.args['mask_ratio']:.0%} of patches; --task unused)"
 
     def corrupt(self, images: torch.Tensor, generator: torch.Generator) -> MaskingSample:
         return MaskingSample(images, generator)
 
-    def compute_loss(self, sample: MaskingSample) -> torch.Tensor:
-        autocast = torch.autocast(self.device.type, self.dtype) if self.dtype else nullcontext()
-        with autocast:
-            loss, _, _ = self.model(sample.images, sample.generator)
+    def loss(self, sample: MaskingSample) -> torch.Tensor:
+        loss, _, _ = self.model(sample.images, sample.generator)
         return loss
 
-    def held_out_error(self) -> dict:
-        return masked_patch_error(self.model, self.val_batches(self.cfg.eval_images), self.device, self.cfg.seed)
+    def held_out_error(self, batches) -> dict:
+        return masked_patch_error(self.model, batches, self.device, self.cfg.seed)
 
-    def figure(self, path: Path) -> None:
-        images = self.figure_batch()
-        restoration_figure(mae_columns(self.model, images, self.cfg.seed), path,
-                           f"MAE on {self.cfg.backbone}, epoch {self.epoch}")
+    def figure_columns(self, images: torch.Tensor) -> dict:
+        return mae_columns(self.model, images, self.cfg.seed)
+
+    def figure_title(self) -> str:
+        return f"MAE on {self.cfg.backbone}"
+
+    def probe_forward(self, images: torch.Tensor) -> None:
+        self.model(images, torch.Generator(device=images.device).manual_seed(0))
 
 
 def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> dict:

@@ -1,14 +1,14 @@
 """The typed configuration of a pretraining run. Optimiser defaults come from a named recipe
-(engine/recipes.py): `recipe="paper"` gives the paper's Appendix A, Table A values exactly."""
+(engine/training/recipes.py): `recipe="paper"` gives the paper's Appendix A, Table A values exactly."""
 import os
 import typing
 from dataclasses import asdict, dataclass, field, fields
 
 from pretexts.errors import ParameterError
 
-from .experiment_log import check_logger
-from .grad_modes import FD_DELTA
-from .recipes import apply_recipe
+from engine.training.experiment_log import check_logger
+from engine.methods.grad_modes import FD_DELTA
+from engine.training.recipes import apply_recipe
 
 
 @dataclass
@@ -27,7 +27,7 @@ class PretrainConfig:
     batch_size: int = 64              # global batch (split across ranks under torchrun)
     accum_iter: int = 1               # run each step's batch as this many micro-batches (less memory, same step)
     steps: int = 2                    # restoration steps N (paper: 2); 0: corrupted images as negatives (Fig. A)
-    recipe: str = "fast"              # fills the None fields below: "paper" (Table A) or "fast" (engine/recipes.py)
+    recipe: str = "fast"              # fills the None fields below: "paper" (Table A) or "fast" (engine/training/recipes.py)
     lr: float | None = None           # None: base_lr * batch_size / 256
     base_lr: float | None = None      # None: the recipe's (paper, Table A: 1e-4; fast: 1e-3)
     min_lr: float = 0.0
@@ -41,7 +41,7 @@ class PretrainConfig:
     head_init_std: float | None = None  # None: PyTorch's default Linear init
     energy_scale: float = 1.0
     amp: str = "auto"                 # "auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off"
-    grad_mode: str = "exact"          # "exact" (double backward, paper) or "finite-difference" (engine/grad_modes.py)
+    grad_mode: str = "exact"          # "exact" (double backward, paper) or "finite-difference" (engine/methods/grad_modes.py)
     fd_delta: float = FD_DELTA        # finite-difference perturbation, RMS per element of the state
     compile: str | None = None        # a torch.compile backend ("inductor", "aot_eager"); finite-difference only
     grad_checkpointing: bool = False  # timm's non-reentrant activation checkpointing: less memory, more time

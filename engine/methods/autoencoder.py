@@ -1,18 +1,64 @@
-"""The autoencoder baseline's model: the same backbone as encoder, an MAE-style light decoder (paper, Table 2 gray rows)."""
+"""The autoencoder baseline (`--method ae`, the paper's "AE + SR", "AE + denoising", "AE + sorting" rows, Table 2):
+the same backbone, data and corruption as the energy method, but a light decoder reconstructs the target.
+The whole method is this file: its model, loss, held-out error and figure."""
 import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
+import backbones
 from backbones.vit_tokens import sincos_pos_embed, vit_geometry
 from pretexts.base import Pretext
 from pretexts.errors import ParameterError
+from pretexts.params import Param
 
-from .evaluation.segmentation.heads import Features, UperNet, is_plain_vit
+from engine.evaluation.segmentation.heads import Features, UperNet, is_plain_vit
+from engine.methods import register_method
+from engine.methods.base import Method
+from engine.methods.restore import restoration_loss
+from engine.training.eval_mode import eval_mode
+
 
 # MAE's decoder is 8 blocks of width 512 for ViT-L; its ablation shows one narrow block still fine-tunes
 # as well. A few narrow blocks keep the baseline light at CPU scale.
 DECODER_DIM, DECODER_DEPTH, DECODER_HEADS = 128, 2, 4
+
+
+@register_method("ae")
+class AutoencoderMethod(Method):
+    summary = "autoencoder baseline: the task's corruption, a light decoder reconstructs the target (any backbone)"
+
+    method_params = {
+        "decoder_dim": Param(DECODER_DIM, int, 8, 4096, help="decoder width (ViT token blocks, or the CNN's FPN)"),
+        "decoder_depth": Param(DECODER_DEPTH, int, 1, 64, help="ViT token decoder blocks (MAE: 8 for ViT-L)"),
+        "decoder_heads": Param(DECODER_HEADS, int, 1, 64, help="ViT token decoder heads; must divide decoder_dim"),
+    }
+
+    def build_model(self) -> nn.Module:
+        cfg, args = self.cfg, self.args
+        if args["decoder_dim"] % args["decoder_heads"]:
+            raise ParameterError(f"method ae: decoder_dim {args['decoder_dim']} is not divisible by decoder_heads "
+                                 f"{args['decoder_heads']}; choose heads that divide the width.")
+        backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size)
+        return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone, **args)
+
+    def loss(self, sample) -> Tensor:
+        prediction, target = self.model.reconstruct(sample)
+        return restoration_loss([prediction], target, self.cfg.loss)
+
+    def held_out_error(self, batches) -> dict:
+        return reconstruction_error(self.model, self.task, batches, self.device, seed=self.cfg.seed)
+
+    def figure_columns(self, images: Tensor) -> dict:
+        return reconstruction_columns(self.model, self.task, images, seed=self.cfg.seed)
+
+    def figure_title(self) -> str:
+        return f"AE {self.cfg.task} on {self.cfg.backbone}"
+
+    @staticmethod
+    def fine_tuning_positions(pos: Tensor, backbone: nn.Module) -> Tensor:
+        """Zeros: the sorting baseline's encoder has no position embedding (the paper adds them back, Section 4.1)."""
+        return pos.zero_()
 
 
 class LightDecoder(nn.Module):
@@ -134,3 +180,33 @@ class AutoencoderModel(nn.Module):
         if keep is not None:
             target = target.gather(1, keep.unsqueeze(-1).expand(-1, -1, target.shape[-1]))
         return self(sample.context, keep), target
+
+
+def reconstruction_error(model: AutoencoderModel, task, batches, device, seed: int = 0) -> dict:
+    """MSE to the target of the corrupted input and of the reconstruction, in `restoration_error`'s format
+    (the reconstruction is the one entry of restored_mse), on the same seeded corruptions."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    corrupted = reconstructed = 0.0
+    count = 0
+    with eval_mode(model), torch.no_grad():
+        for images in batches:
+            sample = task(images.to(device), generator)
+            prediction, target = model.reconstruct(sample)
+            n = images.shape[0]
+            corrupted += F.mse_loss(sample.state.float(), sample.target.float()).item() * n
+            reconstructed += F.mse_loss(prediction.float(), target.float()).item() * n
+            count += n
+    if count == 0:
+        raise ValueError("no held-out images to evaluate")
+    return {"corrupted_mse": corrupted / count, "restored_mse": [reconstructed / count], "images": count,
+            "method": "ae"}
+
+
+def reconstruction_columns(model: AutoencoderModel, task, images: torch.Tensor, seed: int = 0) -> dict:
+    """{'corrupted', 'reconstructed', 'original'} images for `restoration_figure`."""
+    generator = torch.Generator(device=images.device).manual_seed(seed)
+    with eval_mode(model), torch.no_grad():
+        sample = task(images, generator)
+        prediction, _ = model.reconstruct(sample)
+    return {"corrupted": task.preview(sample, sample.state), "reconstructed": task.preview(sample, prediction),
+            "original": images}

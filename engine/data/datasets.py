@@ -11,9 +11,9 @@ from torchvision import datasets
 
 from pretexts.errors import DataError
 
-from .image_check import keep_readable, load_rgb
+from engine.data.image_check import keep_readable, load_rgb
 
-SAMPLE_DIR = Path(str(files("engine") / "sample_data"))
+SAMPLE_DIR = Path(str(files("engine") / "data" / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
 
 

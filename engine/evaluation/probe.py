@@ -1,4 +1,7 @@
-"""Frozen-feature evaluation: linear probe, the paper's MLP head, and kNN, on features extracted once."""
+"""Frozen-feature evaluation: linear probe, the paper's MLP head, and kNN, on features extracted once.
+
+A probe is a function `(train, val, num_classes, cfg) -> (results, line)` on cached features, registered with
+`@register_probe(name)` (or the entry-point group `pretexts.probes`); `--probe NAME` runs it."""
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -11,16 +14,17 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from pretexts.errors import ParameterError, suggest
+from pretexts.registry import PROBES
 
-from .config import check_field_types, check_ranges
-from .knn import knn_accuracy
-from .labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
-from .preflight import check_output_dir
-from .pretrain import resolve_device
-from .pretrained import create_classifier
-from .progress import progress
+from engine.training.config import check_field_types, check_ranges
+from engine.evaluation.knn import knn_accuracy
+from engine.data.labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
+from engine.training.preflight import check_output_dir
+from engine.training.preflight import resolve_device
+from engine.evaluation.pretrained import create_classifier
+from engine.training.progress import progress
 
-METHODS = ("linear", "mlp", "knn")
+register_probe = PROBES.register
 
 
 @dataclass
@@ -47,10 +51,11 @@ class ProbeConfig:
     def __post_init__(self):
         check_field_types(self)
         self.probes, self.knn_k = tuple(self.probes), tuple(int(k) for k in self.knn_k)
-        unknown = [m for m in self.probes if m not in METHODS]
+        PROBES.load()
+        unknown = [m for m in self.probes if m not in PROBES.table]
         if unknown or not self.probes:
-            raise ParameterError(f"unknown probe {', '.join(unknown) or '(none)'}; probes: {', '.join(METHODS)}."
-                                 + (suggest(unknown[0], METHODS) if unknown else ""))
+            raise ParameterError(f"unknown probe {', '.join(unknown) or '(none)'}; probes: {', '.join(PROBES.table)}."
+                                 + (suggest(unknown[0], PROBES.table) if unknown else ""))
         if self.knn_k and min(self.knn_k) < 1:
             raise ParameterError(f"knn_k must be >= 1, got {min(self.knn_k)}.")
         check_ranges(self, positive=("epochs", "batch_size", "hidden", "lr", "knn_temperature"),
@@ -123,19 +128,38 @@ def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
                "train_images": train[0].shape[0], "val_images": val[0].shape[0], "classes": len(classes),
                "feature_seconds": time.time() - start}
     echo(f"features: {train[0].shape[0]} train, {val[0].shape[0]} val images, {train[0].shape[1]} dims")
-    for method in cfg.probes:
-        if method == "knn":
-            results["knn"] = {f"k={k}": knn_accuracy(*train, *val, len(classes), k, cfg.knn_temperature)
-                              for k in cfg.knn_k}
-            results["knn"]["temperature"] = cfg.knn_temperature
-            echo("kNN top-1: " + ", ".join(f"{k} {v:.2f}%" for k, v in results["knn"].items() if k != "temperature"))
-        else:
-            torch.manual_seed(cfg.seed)
-            head = probe_head(method, train[0].shape[1], len(classes), cfg.hidden)
-            results[method] = {"top1": train_head(head, train, val, cfg), "epochs": cfg.epochs}
-            echo(f"{method} probe top-1: {results[method]['top1']:.2f}%")
+    for name in cfg.probes:
+        results[name], line = PROBES.get(name)(train, val, len(classes), cfg)
+        echo(line)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
     (out / "results.json").write_text(json.dumps(results, indent=2))
     return results
+
+
+@register_probe("linear")
+def linear_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+    """BatchNorm without affine, then a linear layer (MAE's linear probe)."""
+    return head_probe("linear", train, val, num_classes, cfg)
+
+
+@register_probe("mlp")
+def mlp_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+    """The paper's 3-layer MLP head (768 channels, ReLU; Appendix, Table B)."""
+    return head_probe("mlp", train, val, num_classes, cfg)
+
+
+def head_probe(kind: str, train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+    torch.manual_seed(cfg.seed)
+    top1 = train_head(probe_head(kind, train[0].shape[1], num_classes, cfg.hidden), train, val, cfg)
+    return {"top1": top1, "epochs": cfg.epochs}, f"{kind} probe top-1: {top1:.2f}%"
+
+
+@register_probe("knn")
+def knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+    """Cosine kNN, votes weighted exp(similarity / T), for each k in `knn_k`."""
+    results = {f"k={k}": knn_accuracy(*train, *val, num_classes, k, cfg.knn_temperature) for k in cfg.knn_k}
+    line = "kNN top-1: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
+    return {**results, "temperature": cfg.knn_temperature}, line
+

@@ -1,0 +1,15 @@
+"""Mixed precision: which autocast dtype a run uses, for pretraining and fine-tuning alike."""
+from contextlib import nullcontext
+
+import torch
+
+
+def amp_dtype(cfg, device: torch.device) -> torch.dtype | None:
+    """bf16 on CUDA by default (the paper trains with AMP); full precision on the CPU."""
+    if cfg.amp == "auto":
+        return torch.bfloat16 if device.type == "cuda" else None
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}[cfg.amp]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    return torch.autocast(device.type, dtype) if dtype else nullcontext()
