@@ -71,6 +71,9 @@ class Registry:
                     import_module(f"{package.__name__}.{info.name}")
             else:
                 import_module(module)
+        rank = {module: i for i, module in enumerate(self.builtins)}  # built-ins in the order listed, whoever
+        ordered = sorted(self.table.items(), key=lambda item: rank.get(item[1].__module__, len(rank)))  # came first
+        self.table.clear(), self.table.update(ordered)
         self.loaded = True
         for ep in entry_points(group=self.group):
             package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
@@ -110,7 +113,9 @@ TASKS = Registry("pretext task", "pretexts.tasks", tuple(f"pretexts.{m}" for m i
     hint="Run `pretexts list` to see all tasks.")
 
 
-METHODS = Registry("method", "pretexts.methods", ("engine.methods.*",),  # one file per method, found there
+# every module of engine/methods/ ("*"): a new method is one file there; the listed ones set the listing's order
+METHODS = Registry("method", "pretexts.methods",
+                   tuple(f"engine.methods.{m}" for m in ("energy", "autoencoder", "mae", "*")),
                    hint="Methods: {names} (`pretexts list --methods`).")
 
 PROBES = Registry("probe", "pretexts.probes", ("engine.evaluation.probe",),

@@ -1,11 +1,9 @@
 """The typed configuration of a fine-tuning run. Defaults are the paper's (Appendix A, Table A)."""
 from dataclasses import asdict, dataclass
 
-from timm.data.auto_augment import rand_augment_transform
-
 from pretexts.errors import ParameterError
 
-from engine.training.config import check_field_types, check_ranges
+from engine.training.config import check_field_types, check_ranges, setting
 
 RANDAUG_OFF = ("", "none", "off", "0")
 
@@ -20,43 +18,51 @@ class FinetuneConfig:
     default fits small data, and the lr keeps the paper's scaling rule base_lr x batch / 256.
     """
 
-    checkpoint: str | None = None
-    from_scratch: bool = False
-    backbone: str | None = None       # from scratch: alias or timm name; from a checkpoint: its own
-    img_size: int | None = None       # None: the checkpoint's, or 32 from scratch
-    data: str = "sample"              # "sample", "synthetic", an ImageFolder dir with train/ and val/
-    label_fraction: float | None = None  # 0.01 / 0.1: the paper's 1 % / 10 % semi-supervised rows
-    epochs: int = 100
-    warmup_epochs: float = 5.0
-    batch_size: int = 64
-    accum_iter: int = 1               # run each step's batch as this many micro-batches (less memory, same step)
-    lr: float | None = None           # None: base_lr * batch_size / 256
-    base_lr: float = 1e-3             # Table A
-    min_lr: float = 1e-6
-    weight_decay: float = 0.05        # Table A
-    betas: tuple = (0.9, 0.999)       # Table A
-    layer_decay: float = 0.75         # Table A; 1.0 turns it off
-    drop_path: float = 0.1            # Table A
+    checkpoint: str | None = setting(None, 'A checkpoint.pt written by `pretexts train`.')
+    from_scratch: bool = setting(False, 'Same recipe on a random backbone (the baseline).')
+    backbone: str | None = setting(None, 'With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.')
+    img_size: int | None = setting(None, "With --from-scratch. Default 32; a checkpoint's own otherwise.")
+    # "sample", "synthetic", an ImageFolder dir with train/ and val/
+    data: str = setting("sample", "'sample' (embedded, default) or a folder with train/ and val/ class folders.")
+    label_fraction: float | None = setting(None, 'Fine-tune on a class-balanced seeded subset: 0.01 or 0.1 (the '
+                                                 "paper's semi-supervised rows).")
+    epochs: int = setting(100, 'Fine-tuning epochs (paper, Table A).')
+    warmup_epochs: float = setting(5.0, 'Linear warm-up epochs.')
+    batch_size: int = setting(64, 'Batch size of each optimiser step.')
+    accum_iter: int = setting(1, "Gradient accumulation: run each step's batch as this many micro-batches (the memory"
+                                 ' of batch / K images, the step of the whole batch).')
+    lr: float | None = setting(None, 'Peak lr. Default base lr x batch / 256.')
+    base_lr: float = setting(1e-3, 'lr per 256 images (paper, Table A).')
+    min_lr: float = setting(1e-6, 'End of the cosine decay.')
+    weight_decay: float = setting(0.05, "AdamW's weight decay (Table A).")
+    betas: tuple = setting((0.9, 0.999), "AdamW's betas.", metavar='B1 B2', nargs=2)
+    layer_decay: float = setting(0.75, 'Layer-wise lr decay; 1 turns it off (Table A).')
+    drop_path: float = setting(0.1, 'Stochastic depth rate (Table A).')
     # RandAugment (9, 0.5), Table A. MAE writes "-inc1", whose posterize reaches 0 bits at the top of the
     # noisy magnitude, which current Pillow refuses; "none" turns it off
-    randaug: str = "rand-m9-mstd0.5"
-    crop_min_scale: float = 0.08      # RandomResizedCrop's smallest area (timm's default)
-    crop_pct: float = 0.875           # evaluation: resize to img_size / crop_pct, centre crop
-    smoothing: float = 0.1            # label smoothing, Table A
-    mixup: float = 0.8                # Table A
-    cutmix: float = 1.0               # Table A
-    mixup_prob: float = 1.0
-    mixup_switch_prob: float = 0.5
-    clip_grad: float | None = None
-    amp: str = "auto"                 # "auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off"
-    seed: int = 0
-    workers: int = 2
-    quiet: bool = False               # no progress bars (they are off anyway when the output is not a terminal)
-    device: str = "auto"
-    max_steps_per_epoch: int | None = None
-    out: str = "runs/finetune"
-    resume: str | None = None         # a fine-tuning checkpoint, or "auto" for OUT/checkpoint.pt
-    force: bool = False               # start over in an OUT that holds a run (its checkpoint and log are removed)
+    randaug: str = setting("rand-m9-mstd0.5", "timm RandAugment policy; default rand-m9-mstd0.5, 'none' turns it off.")
+    crop_min_scale: float = setting(0.08, "RandomResizedCrop's smallest area.")
+    # evaluation: resize to img_size / crop_pct, centre crop
+    crop_pct: float = setting(0.875, 'Evaluation centre crop fraction.')
+    smoothing: float = setting(0.1, 'Label smoothing (Table A).')
+    mixup: float = setting(0.8, 'Mixup alpha; 0 turns it off (Table A).')
+    cutmix: float = setting(1.0, 'CutMix alpha; 0 turns it off (Table A).')
+    mixup_prob: float = setting(1.0, "Share of batches mixed (timm Mixup's prob).")
+    mixup_switch_prob: float = setting(0.5, 'Share of mixed batches that use CutMix when both are on.')
+    clip_grad: float | None = setting(None, 'Clip the gradient norm to this value.')
+    amp: str = setting("auto", '"auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off".',
+                               choices=('auto', 'bf16', 'fp16', 'off'))
+    seed: int = setting(0, 'Seeds the data order, the augmentation and the head.')
+    workers: int = setting(2, 'Data loader worker processes.')
+    quiet: bool = setting(False, 'No progress bars (off anyway when the output is not a terminal).')
+    device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
+    max_steps_per_epoch: int | None = setting(None, 'Cap the optimiser steps of each epoch.')
+    out: str = setting("runs/finetune", 'Output folder.')
+    # a fine-tuning checkpoint, or "auto" for OUT/checkpoint.pt
+    resume: str | None = setting(None, 'Continue from OUT/checkpoint.pt (saved after each epoch), or from the '
+                                       'checkpoint given.', flag_value='auto')
+    force: bool = setting(False, 'Start over in an --out that already holds a run (its checkpoint and log are '
+                                 'removed).')
 
     def __post_init__(self):
         check_field_types(self)
@@ -77,6 +83,8 @@ class FinetuneConfig:
             raise ParameterError(f"--accum-iter {self.accum_iter} must divide --batch-size {self.batch_size} into "
                                  f"equal micro-batches.")
         if self.randaug_policy:
+            from timm.data.auto_augment import rand_augment_transform  # here: the CLI reads this module light
+
             try:
                 rand_augment_transform(self.randaug_policy, {})
             except (AssertionError, ValueError, IndexError, KeyError):

@@ -1,5 +1,5 @@
 """A pretraining checkpoint's backbone as a plain timm model: for fine-tuning, probing and export."""
-from torch import Tensor, nn
+from torch import nn
 
 import backbones
 from backbones.factory import set_fused_attention

@@ -4,7 +4,7 @@ A probe is a function `(train, val, num_classes, cfg) -> (results, line)` on cac
 `@register_probe(name)` (or the entry-point group `pretexts.probes`); `--probe NAME` runs it."""
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -13,10 +13,9 @@ from timm.scheduler import CosineLRScheduler
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from pretexts.errors import ParameterError, suggest
 from pretexts.registry import PROBES
 
-from engine.training.config import check_field_types, check_ranges
+from engine.evaluation.probe_config import ProbeConfig
 from engine.evaluation.knn import knn_accuracy
 from engine.data.labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
 from engine.training.preflight import check_output_dir
@@ -25,41 +24,6 @@ from engine.evaluation.pretrained import create_classifier
 from engine.training.progress import progress
 
 register_probe = PROBES.register
-
-
-@dataclass
-class ProbeConfig:
-    """Frozen backbone of `checkpoint`; heads train on cached features, so many epochs are cheap."""
-
-    checkpoint: str
-    data: str = "sample"
-    probes: tuple = ("linear",)
-    epochs: int = 100
-    batch_size: int = 256
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    hidden: int = 768                 # the paper's MLP head: three layers, 768 channels, ReLU (Appendix, Table B)
-    knn_k: tuple = (20, 200)
-    knn_temperature: float = 0.07     # weights exp(sim / T), as lightly and solo-learn
-    crop_pct: float = 0.875
-    seed: int = 0
-    workers: int = 2
-    device: str = "auto"
-    out: str = "runs/probe"
-    quiet: bool = False               # no progress bars (they are off anyway when the output is not a terminal)
-
-    def __post_init__(self):
-        check_field_types(self)
-        self.probes, self.knn_k = tuple(self.probes), tuple(int(k) for k in self.knn_k)
-        PROBES.load()
-        unknown = [m for m in self.probes if m not in PROBES.table]
-        if unknown or not self.probes:
-            raise ParameterError(f"unknown probe {', '.join(unknown) or '(none)'}; probes: {', '.join(PROBES.table)}."
-                                 + (suggest(unknown[0], PROBES.table) if unknown else ""))
-        if self.knn_k and min(self.knn_k) < 1:
-            raise ParameterError(f"knn_k must be >= 1, got {min(self.knn_k)}.")
-        check_ranges(self, positive=("epochs", "batch_size", "hidden", "lr", "knn_temperature"),
-                     non_negative=("weight_decay", "workers"), fractions=("crop_pct",))
 
 
 def probe_head(method: str, dim: int, num_classes: int, hidden: int = 768) -> nn.Module:

@@ -23,10 +23,11 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
+from engine.training.config import FD_DELTA
+
 GRAD_MODES = ("exact", "finite-difference")
 UNSUPPORTED = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,
                nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.modules.batchnorm._BatchNorm)
-FD_DELTA = 1e-2  # RMS of the perturbation per element; images and position embeddings have RMS ~0.5
 
 
 def energy_gradient(energy, state: Tensor, model, mode: str = "exact", create_graph: bool = True,

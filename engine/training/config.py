@@ -7,59 +7,96 @@ from dataclasses import asdict, dataclass, field, fields
 from pretexts.errors import ParameterError
 
 from engine.training.experiment_log import check_logger
-from engine.methods.grad_modes import FD_DELTA
 from engine.training.recipes import apply_recipe
+
+def setting(default, help: str, **cli):
+    """A config field with its `--help` text; `cli` says how its option reads it where the type alone does not
+    (option: another name, choices, nargs, multiple, flag_value, metavar). The CLI builds every option of
+    train, finetune, probe and segment from these (pretexts/cli/config_file.py: one source of defaults and help)."""
+    return field(default=default, metadata={"help": help, **cli})
+
+
+# the finite-difference perturbation's RMS per element; images and position embeddings have RMS ~0.5
+FD_DELTA = 1e-2
 
 
 @dataclass
 class PretrainConfig:
     """Everything `engine.pretrain` needs; the CLI builds one of these, so does the Python API."""
 
-    method: str = "energy"            # "energy" (the paper), "ae", "mae", or a plugin's (engine.methods)
-    task: str = "random-mask"         # the demo's: its restoration shows within 200 CPU steps (README, learning speed)
+    # "energy" (the paper), "ae", "mae", or a plugin's (engine.methods)
+    method: str = setting("energy", 'energy (the paper), ae (the autoencoder baseline), mae (masked autoencoder, '
+                                    "ViT only) or a plugin's (`pretexts list --methods`).")
+    # the demo's: its restoration shows within 200 CPU steps (README, learning speed)
+    task: str = setting("random-mask", 'Pretext task (see `pretexts list`).')
     task_args: dict = field(default_factory=dict)
     method_args: dict = field(default_factory=dict)  # the method's own options (e.g. MAE's mask_ratio)
-    backbone: str = "convnext_atto"   # LayerNorm, 3.7 M params: learns within minutes on a CPU
-    data: str = "sample"              # "sample", "synthetic", an ImageFolder dir, or a CIFAR-10 folder
-    dataset: str | None = None        # a timm create_dataset name (torch/cifar100, hfds/...); --data is its root
-    img_size: int = 32
-    epochs: int = 40                  # 200 optimiser steps on the 320 embedded images: ~3 minutes on 2 CPU cores
-    batch_size: int = 64              # global batch (split across ranks under torchrun)
-    accum_iter: int = 1               # run each step's batch as this many micro-batches (less memory, same step)
-    steps: int = 2                    # restoration steps N (paper: 2); 0: corrupted images as negatives (Fig. A)
-    recipe: str = "fast"              # fills the None fields below: "paper" (Table A) or "fast" (engine/training/recipes.py)
-    lr: float | None = None           # None: base_lr * batch_size / 256
-    base_lr: float | None = None      # None: the recipe's (paper, Table A: 1e-4; fast: 1e-3)
-    min_lr: float = 0.0
-    schedule: str | None = None       # after the warm-up: "cosine" decay to min_lr (paper) or "constant"; None: the recipe's
-    warmup_epochs: float = 1.0
-    weight_decay: float | None = None  # None: the recipe's (both: 0.05, Table A)
-    betas: tuple | None = None        # None: the recipe's (both: 0.9, 0.95, Table A)
-    loss: str = "mse"                 # "mse" (eq. 5) or "smooth_l1" (appendix pseudo code)
-    alpha: float | None = None        # initial step size; None: the recipe's (both: 0.1, Appendix A.1)
-    alpha_lr_scale: float | None = None  # alpha's lr relative to the network's; None: the recipe's (paper 1, fast 400)
-    head_init_std: float | None = None  # None: PyTorch's default Linear init
-    energy_scale: float = 1.0
-    amp: str = "auto"                 # "auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off"
-    grad_mode: str = "exact"          # "exact" (double backward, paper) or "finite-difference" (engine/methods/grad_modes.py)
-    fd_delta: float = FD_DELTA        # finite-difference perturbation, RMS per element of the state
-    compile: str | None = None        # a torch.compile backend ("inductor", "aot_eager"); finite-difference only
-    grad_checkpointing: bool = False  # timm's non-reentrant activation checkpointing: less memory, more time
-    channels_last: bool = False       # NHWC memory format for convolutional backbones
-    clip_grad: float | None = None
-    seed: int = 0
-    out: str = "runs/pretrain"
-    resume: str | None = None         # a checkpoint path, or "auto" for OUT/checkpoint.pt
-    force: bool = False               # start over in an OUT that holds a run (its checkpoint and log are removed)
-    workers: int = 2
-    quiet: bool = False               # no progress bars (they are off anyway when the output is not a terminal)
-    device: str = "auto"
-    max_steps_per_epoch: int | None = None
-    figure_images: int = 8
-    eval_images: int = 256            # held-out images for the restoration-error report
-    eval_every: int | None = None     # also log the held-out error every this many optimiser steps
-    logger: str = "jsonl"             # also log to "tensorboard" (OUT/tensorboard) or "wandb"; log.jsonl is always written
-    skip_nonfinite: bool = False      # skip (and count) a step whose loss is NaN/inf instead of stopping
+    # LayerNorm, 3.7 M params: learns within minutes on a CPU
+    backbone: str = setting("convnext_atto", 'Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.')
+    data: str = setting("sample", "'sample' (embedded, default), 'synthetic', an ImageFolder dir or a CIFAR-10 folder.")
+    dataset: str | None = setting(None, 'A timm create_dataset name (torch/cifar100, torch/mnist, hfds/NAME) whose '
+                                        'files lie in --data; nothing is downloaded.')
+    img_size: int = setting(32, 'Training resolution.')
+    epochs: int = setting(40, 'Passes over the training images (40: 200 optimiser steps on the 320 embedded '
+                              'images, ~3 minutes on 2 CPU cores).')
+    # global batch (split across ranks under torchrun)
+    batch_size: int = setting(64, 'Global batch size.')
+    accum_iter: int = setting(1, "Gradient accumulation: run each step's batch as this many micro-batches (the memory"
+                                 ' of batch / K images, the step of the whole batch).')
+    # restoration steps N (paper: 2); 0: corrupted images as negatives (Fig. A)
+    steps: int = setting(2, 'Restoration steps N (paper: 2).')
+    # fills the None fields below: "paper" (Table A) or "fast" (engine/training/recipes.py)
+    recipe: str = setting("fast", "Optimiser defaults: 'fast' (default: base lr 1e-3, alpha lr x400) or 'paper' "
+                                  '(Table A exactly: base lr 1e-4, alpha lr x1). Explicit options win.')
+    lr: float | None = setting(None, 'Peak lr. Default base lr x batch / 256 (paper).')
+    # None: the recipe's (paper, Table A: 1e-4; fast: 1e-3)
+    base_lr: float | None = setting(None, "lr per 256 images. Default: the recipe's.")
+    min_lr: float = setting(0.0, 'End of the cosine decay.')
+    schedule: str | None = setting(None, 'After the warm-up: cosine (decay to --min-lr) or constant. Default: the '
+                                         "recipe's.")
+    warmup_epochs: float = setting(1.0, 'Linear warm-up from 0 to the peak lr.')
+    # None: the recipe's (both: 0.05, Table A)
+    weight_decay: float | None = setting(None, "AdamW's (norms, biases and alpha get none). Default: the recipe's.")
+    # None: the recipe's (both: 0.9, 0.95, Table A)
+    betas: tuple | None = setting(None, "AdamW's betas. Default: the recipe's.", metavar='B1 B2', nargs=2)
+    loss: str = setting("mse", '"mse" (eq. 5) or "smooth_l1" (appendix pseudo code).', choices=('mse', 'smooth_l1'))
+    # initial step size; None: the recipe's (both: 0.1, Appendix A.1)
+    alpha: float | None = setting(None, "Initial restoration step size. Default: the recipe's.")
+    alpha_lr_scale: float | None = setting(None, "alpha's lr relative to the network's. Default: the recipe's.")
+    # None: PyTorch's default Linear init
+    head_init_std: float | None = setting(None, "Std of the energy head's initial weights.")
+    energy_scale: float = setting(1.0, 'Multiplier of the energy.')
+    amp: str = setting("auto", '"auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off".',
+                               choices=('auto', 'bf16', 'fp16', 'off'))
+    # "exact" (double backward, paper) or "finite-difference" (engine/methods/grad_modes.py)
+    grad_mode: str = setting("exact", 'exact: double backward (paper). finite-difference: two first-order passes per '
+                                      'step, allows fused attention and --compile; smooth backbones only (ViT, Swin, '
+                                      'ConvNeXt).', choices=('exact', 'finite-difference'))
+    fd_delta: float = setting(FD_DELTA, 'Finite-difference perturbation (RMS per element).')
+    compile: str | None = setting(None, 'torch.compile the backbone (default backend inductor); finite-difference '
+                                        'mode only.', flag_value='inductor', metavar='[BACKEND]')
+    grad_checkpointing: bool = setting(False, 'Recompute activations in the backward (non-reentrant): less memory, '
+                                              'more time.')
+    channels_last: bool = setting(False, 'NHWC memory format (convolutional backbones).')
+    clip_grad: float | None = setting(None, 'Clip the gradient norm to this value.')
+    seed: int = setting(0, 'Seeds the crops, the corruptions and the initialisation.')
+    out: str = setting("runs/pretrain", 'Output folder.')
+    # a checkpoint path, or "auto" for OUT/checkpoint.pt
+    resume: str | None = setting(None, 'Continue from OUT/checkpoint.pt, or from the checkpoint given.',
+                                       flag_value='auto')
+    force: bool = setting(False, 'Start over in an --out that already holds a run (its checkpoint and log are '
+                                 'removed).')
+    workers: int = setting(2, 'Data loader worker processes.')
+    quiet: bool = setting(False, 'No progress bars (off anyway when the output is not a terminal).')
+    device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
+    max_steps_per_epoch: int | None = setting(None, 'Cap the optimiser steps of each epoch.')
+    figure_images: int = setting(8, "Images in each epoch's restoration figure.")
+    eval_images: int = setting(256, 'Held-out images for the restoration-error report.')
+    eval_every: int | None = setting(None, 'Also log the held-out error every this many steps.')
+    logger: str = setting("jsonl", 'Also log scalars, held-out error and figures to tensorboard (OUT/tensorboard) or '
+                                   'wandb (offline unless WANDB_MODE=online); jsonl: log.jsonl alone (always written).')
+    skip_nonfinite: bool = setting(False, 'Skip (and count) a step whose loss is NaN or inf, instead of stopping the '
+                                          'run.')
 
     def __post_init__(self):
         check_field_types(self)

@@ -7,9 +7,6 @@ import importlib.util
 import os
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
 from pretexts.errors import ParameterError
 
 LOGGERS = ("jsonl", "tensorboard", "wandb")
@@ -53,6 +50,9 @@ class TensorBoardLog:
             self.writer.add_scalar(name, value, step)
 
     def image(self, tag: str, path: Path, step: int) -> None:
+        import numpy as np  # here: the config (and the CLI) import this module for `check_logger`
+        from PIL import Image
+
         self.writer.add_image(tag, np.asarray(Image.open(path).convert("RGB")), step, dataformats="HWC")
 
     def close(self) -> None:

@@ -5,7 +5,9 @@ subset of the fields, starts a run again. Precedence: the file, then the command
 each --set in order.
 """
 import dataclasses
+import importlib
 import json
+import types
 import typing
 from pathlib import Path
 
@@ -101,14 +103,61 @@ def config_options(command):
                         help="Start from a .yaml or .json config (e.g. a run's OUT/config.json).")(command)
 
 
+def config_class(config: str) -> type:
+    module, _, name = config.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def options_from(config: str):
+    """Click options for every field of the config dataclass `config` ('module:Class') that declares its help
+    (`engine.training.config.setting`): `--field-name`, typed as the field, with the field's help. Each
+    option's own default is None, so one not given leaves the config's value (shown by `defaults_from`)."""
+    cls = config_class(config)
+
+    def decorate(command):
+        for f in reversed(dataclasses.fields(cls)):
+            if "help" in f.metadata:
+                command = click.option(*option_names(f), **option_settings(f))(command)
+        return command
+
+    return decorate
+
+
+def option_names(f: dataclasses.Field) -> tuple[str, str]:
+    flag = f.metadata.get("option", "--" + f.name.replace("_", "-"))
+    if f.type is bool and f.default is True:
+        flag = f"{flag}/--no-{flag[2:]}"
+    return flag, f.name
+
+
+def option_settings(f: dataclasses.Field) -> dict:
+    extra = {k: v for k, v in f.metadata.items() if k not in ("help", "option", "choices", "nargs")}
+    kinds = [t for t in (typing.get_args(f.type) if isinstance(f.type, types.UnionType) else (f.type,))
+             if t is not type(None)]
+    kind = kinds[0]
+    settings = {"default": None, "help": f.metadata["help"]}
+    if "choices" in f.metadata:
+        settings["type"] = click.Choice(f.metadata["choices"])
+    elif kind is bool:
+        settings["is_flag"] = True
+    elif "nargs" in f.metadata:
+        settings["type"] = (float,) * f.metadata["nargs"]
+    elif extra.get("multiple"):
+        settings["type"] = type(f.default[0]) if f.default else str
+    elif "flag_value" in extra:
+        settings["is_flag"] = False  # the value is optional: `--resume` alone means flag_value
+    else:
+        settings["type"] = kind
+    return {**settings, **extra}
+
+
 def defaults_from(config: str) -> type:
     """A click command class whose --help shows each option's default as its config dataclass declares it
     (one source of defaults). `config` is 'module:Class', imported only when help is shown."""
 
     class ConfigDefaultsCommand(click.Command):
         def format_options(self, ctx, formatter):
-            module, _, name = config.partition(":")
-            cls = getattr(__import__(module, fromlist=[name]), name)
+            cls = config_class(config)
             defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
             defaults.update({f.name: f.default_factory() for f in dataclasses.fields(cls)
                              if f.default_factory is not dataclasses.MISSING})

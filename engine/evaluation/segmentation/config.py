@@ -1,27 +1,30 @@
 """Settings of `pretexts segment`; defaults are MAE's ADE20K recipe (UperNet, AdamW, lr 1e-4, layer decay 0.65)."""
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass
+
+from engine.training.config import setting
 
 
 @dataclass
 class SegmentConfig:
-    data: str
-    out: str
-    checkpoint: str | None = None
-    backbone: str | None = None     # only with from_scratch; otherwise the checkpoint's
-    img_size: int | None = None     # crop size; the checkpoint's pretraining size by default
-    head: str = "upernet"           # upernet | linear
-    num_classes: int | None = None  # inferred from the masks (generic) or 150 (ADE20K)
-    epochs: int = 10
-    max_steps: int | None = None
-    batch_size: int = 16
-    lr: float = 1e-4
-    weight_decay: float = 0.05
-    layer_decay: float = 0.65
-    warmup_steps: int = 0
-    eval_mode: str = "whole"        # whole | slide
-    device: str = "auto"
-    seed: int = 0
-    workers: int = 0
+    data: str = setting(MISSING, 'ADE20K folder (images/ + annotations/), generic folder (images/ + masks/), or '
+                                 "'generated'.")
+    out: str = setting("runs/segment", 'Output folder.')
+    checkpoint: str | None = setting(None, 'A checkpoint.pt written by `pretexts train`.')
+    backbone: str | None = setting(None, 'Backbone name with --from-scratch (vit_tiny, resnet18, ...).')
+    img_size: int | None = setting(None, "Crop size; default the checkpoint's size.")
+    head: str = setting("upernet", 'Decoder head: UperNet (PPM + FPN, MAE) or linear.', choices=('upernet', 'linear'))
+    num_classes: int | None = setting(None, 'Default: 150 (ADE20K) or inferred from masks.')
+    epochs: int = setting(10, 'Passes over the training images.')
+    max_steps: int | None = setting(None, 'Total iterations; overrides --epochs (160000 in MAE).')
+    batch_size: int = setting(16, 'Batch of crops.')
+    lr: float = setting(1e-4, 'AdamW peak lr (MAE: 1e-4).')
+    weight_decay: float = setting(0.05, 'AdamW weight decay.')
+    layer_decay: float = setting(0.65, 'Layer-wise lr decay (MAE: 0.65).')
+    warmup_steps: int = setting(0, 'Linear lr warm-up iterations.')
+    eval_mode: str = setting("whole", 'Evaluate on whole images or by sliding window.', choices=('whole', 'slide'))
+    device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
+    seed: int = setting(0, 'Seeds the crops, the order and the head.')
+    workers: int = setting(0, 'Data loader worker processes.')
 
     def to_dict(self) -> dict:
         return asdict(self)
