@@ -109,9 +109,12 @@ def finetune(args, checkpoint: Path, seed: int) -> dict:
 
 
 def load_cell(path: Path) -> dict:
+    """A cached cell; fine-tunes are kept per budget ({"finetunes": {minutes: result}})."""
     cell = json.loads(path.read_text())
-    if "finetune" in cell:  # records from before fine-tunes named their snapshot were of the largest budget then
-        cell["finetune"].setdefault("minutes", max(cell["points"], key=float))
+    finetunes = cell.setdefault("finetunes", {})
+    if "finetune" in cell:  # the older record: one fine-tune, of the largest budget at the time
+        old = cell.pop("finetune")
+        finetunes[old.pop("minutes", max(cell["points"], key=float))] = old
     return cell
 
 
@@ -144,12 +147,11 @@ def run_cell(args, backbone: str, name: str, seed: int) -> dict | None:
 
 def cell_results(args, backbone: str, name: str, seed: int, folder: Path) -> dict:
     done_file = folder / "cell.json"
-    cell = load_cell(done_file) if done_file.is_file() else {"points": {}}
+    cell = load_cell(done_file) if done_file.is_file() else {"points": {}, "finetunes": {}}
     minutes = [0.0] if name == "random" else sorted(args.minutes)
     top = f"{minutes[-1]:g}"
     last = folder / f"m{top}" / "checkpoint.pt"
-    tune = args.finetune_epochs and (cell.get("finetune", {}).get("epochs"), cell.get("finetune", {}).get("minutes")) \
-        != (args.finetune_epochs, top)
+    tune = args.finetune_epochs and cell.get("finetunes", {}).get(top, {}).get("epochs") != args.finetune_epochs
     missing = [m for m in minutes if f"{m:g}" not in cell["points"]]
     if missing or (tune and not last.is_file()):
         if name == "random":
@@ -164,7 +166,7 @@ def cell_results(args, backbone: str, name: str, seed: int, folder: Path) -> dic
         cell["held_out_ratio"] = pre["held_out_ratio"]
         done_file.write_text(json.dumps(cell, indent=2))
     if tune:
-        cell["finetune"] = {**finetune(args, last, seed), "minutes": top}
+        cell["finetunes"][top] = finetune(args, last, seed)
         done_file.write_text(json.dumps(cell, indent=2))
     if not args.keep_checkpoints:  # the cell's record is cell.json; the rest is tens of MB a cell
         for path in [*folder.glob("m*"), folder / "run"]:
@@ -189,9 +191,9 @@ def summarise(args, results: dict) -> list:
             runs = [results[(backbone, name, s)] for s in args.seeds if (backbone, name, s) in results]
             if not runs:
                 continue
-            for key in sorted(runs[0]["points"], key=float):
-                points = [r["points"][key] for r in runs]
-                ft = [r["finetune"]["final"] for r in runs if r.get("finetune", {}).get("minutes") == key]
+            for key in sorted({k for r in runs for k in r["points"]}, key=float):  # a budget may have fewer seeds
+                points = [r["points"][key] for r in runs if key in r["points"]]
+                ft = [r["finetunes"][key]["final"] for r in runs if key in r["finetunes"]]
                 rows.append((backbone, name, float(key), len(points), statistics.mean(p["steps"] for p in points),
                              *mean_std([p["knn"] for p in points]), *mean_std([p["linear"] for p in points]),
                              *(mean_std(ft) if ft else (None, None))))
@@ -293,6 +295,7 @@ def main() -> None:
     rows = summarise(args, results)
     print_table(rows)
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     plot(args, rows, out / "representation.png")
     (out / "representation.json").write_text(json.dumps(
         {"args": vars(args), "cells": {"/".join(map(str, c)): r for c, r in results.items()}}, indent=2))

@@ -87,3 +87,13 @@ def make_loader(dataset: AugmentedImages, batch_size: int, sampler=None, workers
 def to_device(images: torch.Tensor, device: torch.device) -> torch.Tensor:
     """uint8 [B,H,W,3] on the host -> float [B,3,H,W] in [0,1] on the device (converted there)."""
     return images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255)
+
+
+def held_out_batches(dataset, count: int, seed: int, device: torch.device, workers: int = 2, batch_size: int = 64):
+    """The same seeded `count` images of `dataset` every time, as float batches on `device`; drawn across all
+    classes (an ImageFolder lists them class by class). The held-out error, its figure, `pretexts restore` and
+    `pretexts energy` all read their images through this."""
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:count].tolist()
+    with batches(make_loader(dataset, max(1, min(batch_size, count)), order, workers, drop_last=False)) as loader:
+        for images, _ in loader:
+            yield to_device(images, device)

@@ -12,7 +12,7 @@ from pretexts.errors import DataError  # noqa: E402
 
 from engine.data.datasets import build_source  # noqa: E402
 from engine.training.eval_mode import eval_mode  # noqa: E402
-from engine.data.loader import AugmentedImages, batches, eval_transform, make_loader, to_device  # noqa: E402
+from engine.data.loader import AugmentedImages, eval_transform, held_out_batches  # noqa: E402
 from engine.training.preflight import resolve_device  # noqa: E402
 from engine.evaluation.from_checkpoint import load_energy_model, task_for  # noqa: E402
 from engine.methods.restore import restore  # noqa: E402
@@ -67,10 +67,7 @@ def held_out_images(data: str, img_size: int, count: int, seed: int, device, wor
     """A seeded subset of `count` images of the val split (the train split when there is none)."""
     source = build_source(data, "val", img_size, seed) or build_source(data, "train", img_size, seed)
     dataset = AugmentedImages(source, eval_transform(img_size), seed)
-    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:count].tolist()
-    with batches(make_loader(dataset, 64, order, workers, drop_last=False)) as images_and_labels:
-        for images, _ in images_and_labels:
-            yield to_device(images, device)
+    return held_out_batches(dataset, count, seed, device, workers)
 
 
 def energy_histogram(checkpoint: str, out: str, data: str | None = None, task: str | None = None,

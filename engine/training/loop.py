@@ -16,8 +16,8 @@ from pretexts.registry import METHODS
 
 from engine.data.datasets import build_source
 from engine.data.image_check import report_skipped
-from engine.data.loader import (AugmentedImages, EpochSampler, batches, eval_transform, make_loader,
-                                pretrain_transform, to_device)
+from engine.data.loader import (AugmentedImages, EpochSampler, batches, eval_transform, held_out_batches,
+                                make_loader, pretrain_transform, to_device)
 from engine.methods.base import Method
 from engine.training import distributed
 from engine.training.checkpoint import FORMAT_VERSION, atomic_save
@@ -234,15 +234,7 @@ class Pretrainer:
     # ---- evaluation and outputs -----------------------------------------------------------------
     def val_batches(self, limit: int):
         """The same seeded subset of held-out images every time, drawn across all classes."""
-        order = torch.randperm(len(self.val_set), generator=torch.Generator().manual_seed(self.cfg.seed))
-        loader = make_loader(self.val_set, min(64, limit), order[:limit].tolist(), self.cfg.workers, drop_last=False)
-        seen = 0
-        with batches(loader) as images_and_labels:
-            for images, _ in images_and_labels:
-                if seen >= limit:
-                    break
-                yield to_device(images[: limit - seen], self.device)
-                seen += images.shape[0]
+        return held_out_batches(self.val_set, limit, self.cfg.seed, self.device, self.cfg.workers)
 
     def held_out_error(self) -> dict:
         return self.method.held_out_error(self.val_batches(self.cfg.eval_images))

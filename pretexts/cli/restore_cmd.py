@@ -26,8 +26,8 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     from engine.methods.energy import figure_columns, restoration_error
     from engine.training.figures import restoration_figure
     from engine.evaluation.from_checkpoint import load_energy_model, task_for
-    from engine.data.loader import AugmentedImages, eval_transform, to_device
-    from engine.training.loop import resolve_device
+    from engine.data.loader import AugmentedImages, eval_transform, held_out_batches
+    from engine.training.preflight import resolve_device
     from engine.training.preflight import check_output_dir
     from pretexts.errors import ParameterError
 
@@ -44,8 +44,7 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     data = data or cfg.data
     source = build_source(data, "val", cfg.img_size, seed) or build_source(data, "train", cfg.img_size, seed)
     images_set = AugmentedImages(source, eval_transform(cfg.img_size), seed)
-    order = torch.randperm(len(images_set), generator=torch.Generator().manual_seed(seed))[:count].tolist()
-    images = to_device(torch.stack([images_set[i][0] for i in order]), dev)
+    images = torch.cat(list(held_out_batches(images_set, count, seed, dev, workers=0)))
     columns = figure_columns(model, pretext, images, steps, seed=seed)
     restoration_figure(columns, out, f"{pretext.name} restored by {cfg.backbone} ({steps} steps)")
     error = restoration_error(model, pretext, [images], steps, dev, seed=seed)
