@@ -1,6 +1,7 @@
 """The `pretexts` command through click's CliRunner."""
 import json
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -170,3 +171,19 @@ def test_betas_and_eval_sizes_reach_the_training_config(tmp_path):
     saved = json.loads((out / "config.json").read_text())
     assert saved["betas"] == [0.8, 0.99] and saved["eval_images"] == 8 and saved["figure_images"] == 3
     assert json.loads((out / "results.json").read_text())["held_out"]["images"] == 8
+
+
+def test_generated_options_read_values_as_their_fields_declare():
+    """Options built from the dataclasses: optional values, pairs, repeats, choices and flags."""
+    def parsed(command, args):
+        return main.commands[command].make_context(command, args).params
+
+    train = parsed("train", ["--resume", "--compile", "--betas", "0.8", "0.9", "--quiet", "--epochs", "3"])
+    assert (train["resume"], train["compile"], train["betas"], train["quiet"], train["epochs"]) == \
+        ("auto", "inductor", (0.8, 0.9), True, 3)
+    assert parsed("train", [])["epochs"] is None  # not given: the dataclass's default stands
+    probe = parsed("probe", ["--probe", "knn", "--probe", "linear", "--knn-k", "5", "--knn-k", "7"])
+    assert probe["probes"] == ("knn", "linear") and probe["knn_k"] == (5, 7)
+    with pytest.raises(click.BadParameter, match="'fast' is not one of 'mse', 'smooth_l1'"):
+        parsed("train", ["--loss", "fast"])
+    assert parsed("finetune", ["--from-scratch"])["from_scratch"] is True
