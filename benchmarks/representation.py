@@ -14,7 +14,9 @@ side by side (--jobs 2), or a busy machine, get the same compute as one alone; -
 the wall clock instead (for GPUs). Every cell is cached as OUT/BACKBONE/METHOD/seedS/cell.json (by default
 in benchmarks/results/, committed): a finished cell is never run again, so the study grows over several
 sessions (add seeds, backbones or a budget and run again: a new budget reruns that cell's pretraining, since its
-checkpoints are not kept, and probes only the budgets not cached yet). Asserts nothing.
+checkpoints are not kept, and probes only the budgets not cached yet). A cell being run holds a `claim` file
+(its process id), so several studies can share one cache, e.g. one per backbone with its own --finetune-epochs.
+Asserts nothing.
 """
 import argparse
 import json
