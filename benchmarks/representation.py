@@ -113,10 +113,7 @@ def finetune(args, checkpoint: Path, seed: int) -> dict:
 def load_cell(path: Path) -> dict:
     """A cached cell; fine-tunes are kept per budget ({"finetunes": {minutes: result}})."""
     cell = json.loads(path.read_text())
-    finetunes = cell.setdefault("finetunes", {})
-    if "finetune" in cell:  # the older record: one fine-tune, of the largest budget at the time
-        old = cell.pop("finetune")
-        finetunes[old.pop("minutes", max(cell["points"], key=float))] = old
+    cell.setdefault("finetunes", {})
     return cell
 
 
