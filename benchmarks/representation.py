@@ -33,8 +33,9 @@ from engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig, ProbeC
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # committed: the study grows across sessions
+# energy-paper: the paper's optimiser recipe (Table A) instead of the fast default, to see what the default costs
 METHODS = {"energy": ("energy", {}), "energy-fd": ("energy", {"grad_mode": "finite-difference"}),
-           "ae": ("ae", {}), "mae": ("mae", {}), "random": None}
+           "ae": ("ae", {}), "mae": ("mae", {}), "random": None, "energy-paper": ("energy", {"recipe": "paper"})}
 VIT_ONLY = {"mae"}
 
 
