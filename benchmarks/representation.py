@@ -1,5 +1,7 @@
 """Representation quality against pretraining time: energy (exact, finite-difference) vs AE vs MAE vs random init.
 
+`energy-paper` is the energy method with `--recipe paper`, to measure what the fast default costs downstream.
+
     python benchmarks/representation.py --minutes 5 15 --seeds 0 1 2 --jobs 2
 
 For each backbone, method and seed, one pretraining run on the CIFAR-10 subset's train/ is stopped at each
@@ -240,8 +242,10 @@ def plot(args, rows: list, path: Path) -> None:
             ax.axis("off")
             ax.text(0.5, 0.5, f"{backbone}: not fine-tuned", ha="center", va="center", transform=ax.transAxes)
             continue
-        ax.errorbar(range(len(tuned)), [r[9] for r in tuned], [r[10] for r in tuned], fmt="o", capsize=4)
-        ax.set_xticks(range(len(tuned)), [f"{r[1]}\n{r[2]:g} min" for r in tuned])
+        for x, r in enumerate(tuned):
+            ax.errorbar([x], [r[9]], [r[10]], fmt="o", capsize=4, color=f"C{list(METHODS).index(r[1])}")
+        ax.set_xticks(range(len(tuned)), [f"{r[1]} {r[2]:g} min" for r in tuned], rotation=35, ha="right",
+                      fontsize=8)
         ax.set_title(f"{backbone}: fine-tuned from the last snapshot")
         ax.set_ylabel("top-1 on val/ (%), mean +- std")
         ax.grid(alpha=0.3)
