@@ -94,7 +94,7 @@ def single_process(command: str) -> None:
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         if int(os.environ.get("RANK", "0")) != 0:
-            sys.exit(2)
+            sys.exit(0)  # a failing rank makes torchrun kill rank 0 before it can print the message
         raise PretextsError(f"`pretexts {command}` runs in one process; start it without torchrun (`pretexts "
                             f"train` is the data-parallel command).")
 
