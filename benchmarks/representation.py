@@ -165,7 +165,8 @@ def cell_results(args, backbone: str, name: str, seed: int, folder: Path) -> dic
             key = f"{m:g}"
             cell["points"][key] = {**pre["snapshots"][key], **probe(args, folder / f"m{key}" / "checkpoint.pt", seed)}
         cell["points"] = dict(sorted(cell["points"].items(), key=lambda kv: float(kv[0])))
-        cell["held_out_ratio"] = pre["held_out_ratio"]
+        if pre["held_out_ratio"] is not None:  # measured where the run ended; a longer rerun keeps the earlier one
+            cell["points"][top]["held_out_ratio"] = pre["held_out_ratio"]
         done_file.write_text(json.dumps(cell, indent=2))
     if tune:
         cell["finetunes"][top] = finetune(args, last, seed)
@@ -186,7 +187,8 @@ def mean_std(values: list) -> tuple[float, float]:
 
 
 def summarise(args, results: dict) -> list:
-    """Rows (backbone, method, minutes, n, steps, kNN mean/std, linear mean/std, fine-tune mean/std or None)."""
+    """Rows (backbone, method, minutes, n, steps, kNN mean/std, linear mean/std, fine-tune mean/std or None,
+    held-out restored/corrupted mean/std or None)."""
     rows = []
     for backbone in args.backbones:
         for name in args.methods:
@@ -196,19 +198,22 @@ def summarise(args, results: dict) -> list:
             for key in sorted({k for r in runs for k in r["points"]}, key=float):  # a budget may have fewer seeds
                 points = [r["points"][key] for r in runs if key in r["points"]]
                 ft = [r["finetunes"][key]["final"] for r in runs if key in r["finetunes"]]
+                held = [p["held_out_ratio"] for p in points if "held_out_ratio" in p]
                 rows.append((backbone, name, float(key), len(points), statistics.mean(p["steps"] for p in points),
                              *mean_std([p["knn"] for p in points]), *mean_std([p["linear"] for p in points]),
-                             *(mean_std(ft) if ft else (None, None))))
+                             *(mean_std(ft) if ft else (None, None)), *(mean_std(held) if held else (None, None))))
     return rows
 
 
 def print_table(rows: list) -> None:
-    print("| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | linear probe top-1 | fine-tune top-1 |")
-    print("|---|---|---|---|---|---|---|---|")
-    for b, m, minutes, n, steps, knn, knn_sd, lin, lin_sd, ft, ft_sd in rows:
+    print("| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | linear probe top-1 | fine-tune top-1 "
+          "| held-out restored / corrupted |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for b, m, minutes, n, steps, knn, knn_sd, lin, lin_sd, ft, ft_sd, held, held_sd in rows:
         tune = f"{ft:.2f} +- {ft_sd:.2f}" if ft is not None else "-"
+        restored = f"{held:.2f} +- {held_sd:.2f}" if held is not None else "-"
         print(f"| {b} | {m} | {minutes:g} | {n} | {steps:.0f} | {knn:.2f} +- {knn_sd:.2f} | {lin:.2f} +- {lin_sd:.2f} "
-              f"| {tune} |")
+              f"| {tune} | {restored} |")
 
 
 def plot(args, rows: list, path: Path) -> None:
