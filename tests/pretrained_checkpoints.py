@@ -6,9 +6,9 @@ import torch
 
 import backbones
 import pretexts
-from engine import PretrainConfig, atomic_save
+from engine import PretrainConfig
 from engine.methods.autoencoder import AutoencoderModel
-from engine.training.checkpoint import FORMAT_VERSION
+from engine.training.checkpoint import save_checkpoint
 
 
 def write_checkpoint(path: Path, backbone: str = "convnext_atto", task: str = "colorization", method: str = "energy",
@@ -21,7 +21,7 @@ def write_checkpoint(path: Path, backbone: str = "convnext_atto", task: str = "c
                                  pretexts.create_pretext(task, **cfg.task_args), 32, backbone)
     else:
         model = backbones.create_energy_model(backbone, img_size=32)
-    atomic_save({"format_version": FORMAT_VERSION, "config": cfg.to_dict(), "model": model.state_dict()}, path)
+    save_checkpoint({"config": cfg.to_dict(), "model": model.state_dict()}, path)
     return path, model.eval()
 
 

@@ -4,19 +4,20 @@ import pretexts
 
 from pretexts.errors import CheckpointError
 
-from engine.training.checkpoint import load_checkpoint
+from engine.training.checkpoint import check_shapes, load_checkpoint
 from engine.training.config import PretrainConfig
 
 
 def load_energy_model(path, device="cpu"):
     """(EnergyModel in eval mode on `device`, the run's PretrainConfig) from a checkpoint.pt."""
-    ckpt = load_checkpoint(path, map_location="cpu")
+    ckpt = load_checkpoint(path, kinds=("pretrain",))
     cfg = PretrainConfig.from_dict(ckpt["config"])
     if cfg.method != "energy":
         raise CheckpointError(f"checkpoint '{path}' was trained with --method {cfg.method} and holds no energy "
                               f"model; give a checkpoint of `pretexts train` (--method energy).")
     model = backbones.create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
                                           head_init_std=cfg.head_init_std, energy_scale=cfg.energy_scale)
+    check_shapes(model, ckpt["model"], path, "was it written by another version, or its config edited?")
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as err:

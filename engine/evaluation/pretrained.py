@@ -6,7 +6,7 @@ from backbones.factory import set_fused_attention
 from pretexts.errors import CheckpointError, ParameterError, UnknownNameError
 from pretexts.registry import METHODS, get_pretext_class
 
-from engine.training.checkpoint import load_checkpoint
+from engine.training.checkpoint import check_shapes, load_checkpoint
 
 PREFIX = "backbone."
 
@@ -57,7 +57,9 @@ def classifier_prefix(model: nn.Module) -> str:
 
 def load_pretrained(model: nn.Module, ckpt: dict, path) -> nn.Module:
     """Load a checkpoint's backbone into `model` (a timm model), strict apart from its classifier."""
-    result = model.load_state_dict(backbone_weights(ckpt, model), strict=False)
+    state = backbone_weights(ckpt, model)
+    check_shapes(model, state, path, "was it written by another version, or its config edited?")
+    result = model.load_state_dict(state, strict=False)
     head = classifier_prefix(model)
     missing = [k for k in result.missing_keys if not k.startswith(head + ".")]
     if missing or result.unexpected_keys:
@@ -77,10 +79,7 @@ def create_classifier(checkpoint: str | None, backbone: str | None = None, img_s
     """
     if checkpoint is None:
         return set_fused_attention(backbones.create_backbone(backbone, img_size=img_size or 32, **kwargs), True), {}
-    ckpt = load_checkpoint(checkpoint)
-    if ckpt.get("kind") in ("finetune", "finetuned"):
-        raise CheckpointError(f"'{checkpoint}' is a fine-tuning checkpoint; give the `pretexts train` checkpoint "
-                              f"it started from, or `pretexts export` it to use the fine-tuned weights.")
+    ckpt = load_checkpoint(checkpoint, kinds=("pretrain",))
     saved = ckpt["config"]
     if backbone is not None and backbone != saved.get("backbone"):
         raise ParameterError(f"checkpoint '{checkpoint}' holds a {saved.get('backbone')} backbone, not {backbone}; "

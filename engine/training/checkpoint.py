@@ -1,76 +1,93 @@
-"""Checkpoints written atomically (temporary file, then rename) and loaded with clear errors."""
-import contextlib
+"""Checkpoints written atomically (temporary file, then rename) with a checksum, and loaded with clear errors
+without running code (weights only)."""
 import os
 import random
-import secrets
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from pretexts.errors import CheckpointError, OutputError
+from pretexts.errors import CheckpointError
 
-FORMAT_VERSION = 1
+from engine.training.checksum import KEY as CHECKSUM, checksum
+from engine.training.run_folder import replace_file
+from engine.training.safe_load import old_format, read_weights
+
+FORMAT_VERSION = 2  # 2: RNG states as tensors and plain values (weights-only loadable), a checksum
 
 
 def atomic_save(obj, path: str | os.PathLike, write=None) -> None:
-    """`write(obj, file)` (torch.save) to a temporary file in the same folder, fsync, then rename over `path`.
-
-    A process killed at any moment leaves either the old file or the new one, never half of one.
-    The temporary files of earlier killed saves are removed first, so they never fill the disk.
-    A failed write (full disk, no permission) raises OutputError and keeps the old file.
-    """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in path.parent.glob(f".{path.name}.*.tmp"):
-            stale.unlink(missing_ok=True)
-        with open(tmp, "xb") as fh:  # not mkstemp: the file gets the umask's permissions, not 0600
-            (write or torch.save)(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        cause = os_error(err)
-        if cause is None:
-            raise
-        kept = "the previous checkpoint is kept" if path.is_file() else "nothing was written"
-        raise OutputError(f"cannot write checkpoint '{path}': {cause.strerror or cause}; {kept}. "
-                          f"Free some space or choose another --out.") from err
+    """`write(obj, file)` (torch.save) by `replace_file`: a per-process temporary file beside `path`, fsynced, renamed
+    over it. A process killed at any moment leaves the old file or the new one, never half of one; a full disk
+    raises OutputError and keeps the old file."""
+    replace_file(path, lambda fh: (write or torch.save)(obj, fh), "checkpoint")
 
 
-def os_error(err: BaseException | None) -> OSError | None:
-    """The OSError behind `err`: torch.save reports a failed write (ENOSPC, EFBIG) as a RuntimeError
-    whose context is the OSError."""
-    while err is not None and not isinstance(err, OSError):
-        err = err.__cause__ or err.__context__
-    return err
+def save_checkpoint(ckpt: dict, path: str | os.PathLike) -> None:
+    """`atomic_save` of `ckpt` with the format version (unless given) and the checksum `load_checkpoint` verifies."""
+    ckpt = {"format_version": FORMAT_VERSION, **{k: v for k, v in ckpt.items() if k != CHECKSUM}}
+    atomic_save({**ckpt, CHECKSUM: checksum(ckpt)}, path)
 
 
-def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
+def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = None) -> dict:
+    """A checkpoint on the CPU (load_state_dict moves it), read without running code and checked: its format,
+    its checksum, and, given `kinds`, that it is one of them ("pretrain", "finetune", "finetuned", "segmenter")."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint '{path}' does not exist; give the path of a checkpoint.pt "
                               f"written by `pretexts train`.")
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as err:
-        cause = " ".join(str(err).split()).split(". ")[0]  # torch adds paragraphs of advice
-        raise CheckpointError(f"checkpoint '{path}' cannot be read ({type(err).__name__}: {cause}); "
-                              f"it may be truncated. Use an earlier checkpoint.") from None
-    if not isinstance(ckpt, dict) or "model" not in ckpt or "config" not in ckpt:
+    ckpt = read_weights(path)
+    if not isinstance(ckpt, dict) or "model" not in ckpt or not isinstance(ckpt.get("config"), dict):
         raise CheckpointError(f"'{path}' is not a pretexts checkpoint (no model or config inside).")
-    if ckpt.get("format_version") != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint '{path}' has format version {ckpt.get('format_version')}; "
+    version = ckpt.get("format_version")
+    if version == 1:
+        raise old_format(path)
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint '{path}' has format version {version}; "
                               f"this pretexts reads version {FORMAT_VERSION}.")
+    if ckpt.get(CHECKSUM) != checksum(ckpt):
+        what = "has no checksum" if CHECKSUM not in ckpt else "is corrupted (checksum mismatch)"
+        raise CheckpointError(f"checkpoint '{path}' {what}; use an earlier checkpoint, or write it with "
+                              f"engine.training.checkpoint.save_checkpoint.")
+    if kinds is not None:
+        check_kind(ckpt, path, kinds)
     return ckpt
 
 
+# What each kind of checkpoint is, which commands take it, and its short name.
+KINDS = {"pretrain": ("a pretraining checkpoint (`pretexts train`)", "`pretexts train --resume`, finetune, probe, "
+                      "segment, restore, energy and export take it", "a checkpoint.pt of `pretexts train`"),
+         "finetune": ("a fine-tuning checkpoint (a fine-tuning run's checkpoint.pt)", "`pretexts finetune --resume` "
+                      "continues it and `pretexts export` exports it", "a fine-tuning run's checkpoint.pt"),
+         "finetuned": ("a fine-tuning checkpoint (finetuned.pt)", "`pretexts export` exports it", "a finetuned.pt"),
+         "segmenter": ("a segmentation model (segmenter.pt of `pretexts segment`)", "no command reads it back",
+                       "a segmenter.pt")}
+
+
+def check_kind(ckpt: dict, path, kinds: tuple[str, ...]) -> None:
+    kind = ckpt.get("kind", "pretrain")  # pretraining checkpoints carry no kind
+    if kind not in kinds:
+        what, takes, _ = KINDS.get(kind, (f"a checkpoint of kind {kind!r}", "no command reads it", ""))
+        wanted = " or ".join(KINDS[k][2] for k in kinds)
+        raise CheckpointError(f"'{path}' is {what}: {takes}; this command takes {wanted}.")
+    if kind == "pretrain" and not isinstance(ckpt["config"].get("backbone"), str):
+        raise CheckpointError(f"checkpoint '{path}' names no backbone in its config; give a checkpoint.pt "
+                              f"written by `pretexts train`.")
+
+
+def check_shapes(model: torch.nn.Module, state: dict, path, fix: str) -> None:
+    """One line naming the first weight whose shape differs, instead of torch's line per mismatch."""
+    own = model.state_dict()
+    for key, value in state.items():
+        if key in own and isinstance(value, torch.Tensor) and value.shape != own[key].shape:
+            raise CheckpointError(f"checkpoint '{path}' does not fit this model: '{key}' is {list(value.shape)} in "
+                                  f"the checkpoint, {list(own[key].shape)} in the model; {fix}")
+
+
 def rng_states() -> dict:
-    states = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """Every RNG's state as tensors and plain values, which the weights-only unpickler reads."""
+    states = {"torch": torch.get_rng_state(), "numpy": numpy_state(np.random.get_state()),
+              "python": python_state(random.getstate())}
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
@@ -78,7 +95,22 @@ def rng_states() -> dict:
 
 def set_rng_states(states: dict) -> None:
     torch.set_rng_state(states["torch"])
-    np.random.set_state(states["numpy"])
-    random.setstate(states["python"])
+    numpy = states["numpy"]
+    np.random.set_state((numpy["bit_generator"], numpy["key"].numpy().astype(np.uint32), numpy["pos"],
+                         numpy["has_gauss"], numpy["cached_gaussian"]))
+    version, internal, gauss_next = states["python"]
+    random.setstate((version, tuple(internal), gauss_next))
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def numpy_state(state: tuple) -> dict:
+    """np.random.get_state()'s tuple (MT19937, uint32 key, pos, has_gauss, cached_gaussian) without numpy types."""
+    name, key, pos, has_gauss, cached = state
+    return {"bit_generator": str(name), "key": torch.from_numpy(np.asarray(key, dtype=np.int64)), "pos": int(pos),
+            "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+
+
+def python_state(state: tuple) -> list:
+    version, internal, gauss_next = state
+    return [int(version), [int(i) for i in internal], None if gauss_next is None else float(gauss_next)]

@@ -5,7 +5,8 @@ from pathlib import Path
 
 from pretexts.errors import CheckpointError
 
-from engine.training.checkpoint import load_checkpoint, rng_states, set_rng_states
+from engine.training.run_folder import write_text
+from engine.training.checkpoint import check_shapes, load_checkpoint, rng_states, set_rng_states
 
 
 def training_state(model, optimizer, scheduler, scaler) -> dict:
@@ -14,12 +15,14 @@ def training_state(model, optimizer, scheduler, scaler) -> dict:
             "scaler": scaler.state_dict(), "rng": rng_states()}
 
 
-def checkpoint_to_resume(path: Path, auto: bool, out: Path, device) -> dict:
-    """The checkpoint `--resume` names; with a bare --resume (`auto`), OUT/checkpoint.pt, which must exist."""
+def checkpoint_to_resume(path: Path, auto: bool, out: Path, device=None, kind: str = "pretrain") -> dict:
+    """The checkpoint `--resume` names, of `kind`; with a bare --resume (`auto`), OUT/checkpoint.pt, which must exist.
+    It stays on the CPU (where it is verified, and where the RNG states belong): load_state_dict moves the rest;
+    `device` is accepted for older callers and unused."""
     if auto and not path.is_file():
         raise CheckpointError(f"--resume: there is no checkpoint in '{out}' to continue; start without "
                               f"--resume, or give --resume PATH.")
-    return load_checkpoint(path, map_location=device)
+    return load_checkpoint(path, kinds=(kind,))
 
 
 def restore_training_state(ckpt: dict, path: Path, epochs: int, model, optimizer, scheduler, scaler) -> None:
@@ -27,6 +30,7 @@ def restore_training_state(ckpt: dict, path: Path, epochs: int, model, optimizer
     if ckpt["epoch"] > epochs:
         raise CheckpointError(f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
                               f"{epochs} asked; raise --epochs to continue it.")
+    check_shapes(model, ckpt["model"], path, "resume with the settings it was trained with.")
     try:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -42,7 +46,7 @@ def truncate_log(log: Path, step: int) -> None:
     """Drop log lines of steps done after a checkpoint; the resumed run writes them again."""
     if log.exists():
         lines = [line for line in log.read_text().splitlines() if logged_step(line) <= step]
-        log.write_text("".join(line + "\n" for line in lines))
+        write_text(log, "".join(line + "\n" for line in lines))  # by rename: a link in its place is replaced
 
 
 def logged_step(line: str) -> float:

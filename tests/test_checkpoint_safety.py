@@ -1,0 +1,180 @@
+"""Checkpoints are read as weights only: a payload never runs, an old format names its conversion, a flipped byte
+and a checkpoint of the wrong kind or shape are one line each, for every command that reads one."""
+import os
+import random
+import shutil
+import struct
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+
+from engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint, set_rng_states
+from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
+
+FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]
+
+
+class Payload:
+    """Unpickled by a full pickle load, it runs a shell command that creates `marker`."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch '{self.marker}'",)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A one-step pretraining run and a one-step fine-tuning run from it, on 32 tiny images."""
+    root = tmp_path_factory.mktemp("runs")
+    data = tiny_image_folder(root / "data")
+    result, _ = run_cli(FAST + ["--data", data, "--out", root / "pre"])
+    assert result.exit_code == 0, result.output
+    result, _ = run_cli(["finetune", "--checkpoint", root / "pre" / "checkpoint.pt", "--data", data, "--epochs", "1",
+                         "--max-steps-per-epoch", "1", "--batch-size", "8", "--workers", "0", "--randaug", "none",
+                         "--mixup", "0", "--cutmix", "0", "--out", root / "ft"])
+    assert result.exit_code == 0, result.output
+    return {"data": data, "pre": root / "pre" / "checkpoint.pt", "ft": root / "ft" / "checkpoint.pt",
+            "finetuned": root / "ft" / "finetuned.pt"}
+
+
+def fails_in_one_line(args, *expected) -> str:
+    result, error = run_cli(args)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert sum(line.startswith("Error:") for line in result.output.splitlines()) == 1, result.output
+    for text in expected:
+        assert text in error, error
+    return error
+
+
+# Every command that reads a checkpoint, with the smallest arguments that reach the read; {ckpt} is the file.
+READERS = {
+    "train --resume": FAST + ["--epochs", "2", "--data", "{data}", "--out", "{out}", "--resume", "{ckpt}"],
+    "finetune --checkpoint": ["finetune", "--checkpoint", "{ckpt}", "--data", "{data}", "--workers", "0",
+                              "--out", "{out}.png"],
+    "finetune --resume": ["finetune", "--from-scratch", "--backbone", "test_convnext", "--data", "{data}",
+                          "--batch-size", "8", "--workers", "0", "--out", "{out}", "--resume", "{ckpt}"],
+    "probe --checkpoint": ["probe", "--checkpoint", "{ckpt}", "--data", "{data}", "--workers", "0", "--out", "{out}"],
+    "segment --checkpoint": ["segment", "--checkpoint", "{ckpt}", "--data", "{data}", "--workers", "0",
+                             "--out", "{out}.png"],
+    "export --checkpoint": ["export", "--checkpoint", "{ckpt}", "--out", "{out}"],
+    "restore --checkpoint": ["restore", "--checkpoint", "{ckpt}", "--data", "{data}", "--out", "{out}.png"],
+    "energy --checkpoint": ["energy", "--checkpoint", "{ckpt}", "--data", "{data}", "--workers", "0",
+                            "--out", "{out}.png"],
+    "upgrade-checkpoint": ["upgrade-checkpoint", "{ckpt}", "{out}.pt"],
+}
+
+
+def command(name: str, ckpt, runs, out) -> list[str]:
+    return [str(a).format(ckpt=ckpt, data=runs["data"], out=out) for a in READERS[name]]
+
+
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_payload_is_refused_before_it_runs(runs, tmp_path, name):
+    marker = tmp_path / "marker"
+    ckpt = {**load_checkpoint(runs["pre"]), "payload": Payload(marker)}
+    torch.save(ckpt, tmp_path / "payload.pt")
+    fails_in_one_line(command(name, tmp_path / "payload.pt", runs, tmp_path / "out"),
+                              "holds Python objects that are not weights", "system", "refused without running")
+    assert not marker.exists(), f"{name} ran the payload"
+
+
+def old_format(ckpt: dict) -> dict:
+    """`ckpt` as pretexts wrote it before version 2: numpy's and Python's RNG states as their own objects."""
+    rng = {**ckpt["rng"], "numpy": np.random.get_state(), "python": random.getstate()}
+    return {k: v for k, v in ckpt.items() if k != "checksum"} | {"format_version": 1, "rng": rng}
+
+
+def test_an_old_checkpoint_names_its_conversion_which_loads_and_resumes(runs, tmp_path):
+    old = tmp_path / "old.pt"
+    v1 = old_format(load_checkpoint(runs["pre"]))
+    torch.save(v1, old)
+    fails_in_one_line(command("train --resume", old, runs, tmp_path / "r"), "old format (version 1)",
+                      f"pretexts upgrade-checkpoint {old} NEW.pt")
+    fails_in_one_line(["upgrade-checkpoint", old, old], "would overwrite the old one")
+    before = old.read_bytes()
+    result, _ = run_cli(["upgrade-checkpoint", old, tmp_path / "new.pt"])
+    assert result.exit_code == 0, result.output
+    new = load_checkpoint(tmp_path / "new.pt")
+    assert new["format_version"] == FORMAT_VERSION and old.read_bytes() == before
+    assert new["config"]["task_args"]["fill"] == "black"  # version 1 masked in black, before the fill parameter
+    set_rng_states(new["rng"])  # the converted states are the old ones exactly
+    saved_numpy, now = v1["rng"]["numpy"], np.random.get_state()
+    assert saved_numpy[0] == now[0] and np.array_equal(saved_numpy[1], now[1]) and saved_numpy[2:] == now[2:]
+    assert random.getstate() == v1["rng"]["python"]
+    result, _ = run_cli(command("train --resume", tmp_path / "new.pt", runs, tmp_path / "resumed"))
+    assert result.exit_code == 0, result.output
+    fails_in_one_line(["upgrade-checkpoint", tmp_path / "new.pt", tmp_path / "again.pt"], "already in format version")
+
+
+def flip_a_byte(src, dst) -> None:
+    """Flip one bit inside the largest tensor's bytes (torch checks no CRC, so the file still unpickles)."""
+    with zipfile.ZipFile(src) as archive:
+        record = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    data = bytearray(src.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", data[record.header_offset + 26: record.header_offset + 30])
+    data[record.header_offset + 30 + name_len + extra_len + record.file_size // 2] ^= 0x10
+    dst.write_bytes(data)
+
+
+@pytest.mark.parametrize("name", ["train --resume", "export --checkpoint"])
+def test_a_flipped_byte_is_refused(runs, tmp_path, name):
+    flip_a_byte(runs["pre"], tmp_path / "flipped.pt")
+    fails_in_one_line(command(name, tmp_path / "flipped.pt", runs, tmp_path / "out"),
+                      "is corrupted (checksum mismatch)", "use an earlier checkpoint")
+
+
+@pytest.mark.parametrize("name", ["train --resume", "restore --checkpoint", "energy --checkpoint"])
+def test_a_fine_tuning_checkpoint_is_named_where_a_pretraining_one_belongs(runs, tmp_path, name):
+    fails_in_one_line(command(name, runs["ft"], runs, tmp_path / "out"), "is a fine-tuning checkpoint",
+                      "pretexts finetune --resume", "this command takes a checkpoint.pt of `pretexts train`")
+
+
+def test_export_refuses_a_segmenter_and_an_empty_config(runs, tmp_path):
+    result, _ = run_cli(["segment", "--checkpoint", runs["pre"], "--data", "generated", "--out", tmp_path / "seg",
+                         "--max-steps", "1", "--batch-size", "8", "--workers", "0"])
+    assert result.exit_code == 0, result.output
+    fails_in_one_line(["export", "--checkpoint", tmp_path / "seg" / "segmenter.pt", "--out", tmp_path / "e1"],
+                      "is a segmentation model", "no command reads it back")
+    save_checkpoint({**load_checkpoint(runs["pre"]), "config": {}}, tmp_path / "empty.pt")
+    fails_in_one_line(["export", "--checkpoint", tmp_path / "empty.pt", "--out", tmp_path / "e2"],
+                      "names no backbone in its config")
+
+
+def misshapen(path, dst, prefix: str = "") -> tuple[str, list, list]:
+    """`path` with its first 4-d weight one output channel short, re-saved with a valid checksum."""
+    ckpt = load_checkpoint(path)
+    key = next(k for k, v in ckpt["model"].items() if k.startswith(prefix) and v.dim() == 4)
+    good = ckpt["model"][key]
+    ckpt["model"][key] = good[1:].clone()
+    save_checkpoint(ckpt, dst)
+    return key, list(good[1:].shape), list(good.shape)
+
+
+@pytest.mark.parametrize("name", ["train --resume", "finetune --checkpoint", "export --checkpoint",
+                                  "restore --checkpoint"])
+def test_a_misshapen_checkpoint_is_one_line_naming_the_key(runs, tmp_path, name):
+    key, saved, model = misshapen(runs["pre"], tmp_path / "bad.pt", "backbone.")
+    shown = key if name in ("train --resume", "restore --checkpoint") else key[len("backbone."):]
+    fails_in_one_line(command(name, tmp_path / "bad.pt", runs, tmp_path / "out"), f"'{shown}' is {saved} in the "
+                      f"checkpoint, {model} in the model")
+
+
+def test_a_misshapen_fine_tuned_classifier_is_one_line(runs, tmp_path):
+    key, saved, model = misshapen(runs["finetuned"], tmp_path / "bad.pt")
+    fails_in_one_line(["export", "--checkpoint", tmp_path / "bad.pt", "--out", tmp_path / "out"],
+                      f"'{key}' is {saved} in the checkpoint, {model} in the model")
+
+
+def test_finetune_resume_continues_from_its_own_checkpoint(runs, tmp_path):
+    """The fine-tuning checkpoint (RNG states included) reads back under weights_only and resumes."""
+    assert torch.load(runs["ft"], weights_only=True)["rng"]["numpy"]["key"].dtype == torch.int64  # no numpy inside
+    shutil.copytree(runs["ft"].parent, tmp_path / "ft")
+    result, _ = run_cli(["finetune", "--checkpoint", runs["pre"], "--data", runs["data"], "--epochs", "2",
+                         "--max-steps-per-epoch", "1", "--batch-size", "8", "--workers", "0", "--randaug", "none",
+                         "--mixup", "0", "--cutmix", "0", "--out", tmp_path / "ft", "--resume"])
+    assert result.exit_code == 0, result.output
+    assert load_checkpoint(tmp_path / "ft" / "checkpoint.pt")["epoch"] == 2
