@@ -5,12 +5,15 @@
 Nothing here imports torch: a registry imports its built-in modules on first use (`Registry.load`)."""
 import fnmatch
 import inspect
+import os
 import pkgutil
+import re
+import sys
 import traceback
 import warnings
 from dataclasses import dataclass, field
 from importlib import import_module
-from importlib.metadata import entry_points
+from importlib.metadata import distributions
 
 from .errors import DuplicateNameError, UnknownNameError, suggest
 
@@ -20,6 +23,56 @@ def defined_at(cls) -> str:
         return f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
     except (OSError, TypeError):
         return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def installed_path() -> list[str]:
+    """sys.path without the entries that only name the working directory: '' (`python -c`, the REPL) and the
+    cwd that `python -m` and `torchrun -m` put first (also a script's own folder when the script lies in the
+    cwd). Plugins come from installed distributions only, so a `*.dist-info` folder lying in the folder a
+    command is started from never runs its code."""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:  # the working directory was removed: nothing to exclude but ''
+        cwd = None
+    if cwd is not None and cwd in site_folders():  # started inside site-packages: that folder is installed
+        cwd = None
+    kept = []
+    for entry in sys.path:
+        if not isinstance(entry, str) or entry in ("", "."):
+            continue
+        try:
+            if os.path.realpath(entry) == cwd:
+                continue
+        except (OSError, ValueError):
+            continue
+        kept.append(entry)
+    return kept
+
+
+def site_folders() -> set[str]:
+    import site
+
+    folders = list(getattr(site, "getsitepackages", list)())
+    if getattr(site, "ENABLE_USER_SITE", False):
+        folders.append(site.getusersitepackages())
+    return {os.path.realpath(folder) for folder in folders}
+
+
+def plugin_entry_points(group: str) -> list:
+    """The entry points of `group` of the distributions installed on `installed_path()`; a distribution found
+    twice counts once, the first on the path (as `importlib.metadata.entry_points` does)."""
+    seen, found = set(), []
+    for dist in distributions(path=installed_path()):
+        try:
+            name = re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower()
+            eps = dist.entry_points
+        except Exception:  # noqa: BLE001 - an unreadable METADATA is no plugin
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        found.extend(ep for ep in eps if ep.group == group)
+    return found
 
 
 def failing_line(err: BaseException) -> str:
@@ -75,7 +128,7 @@ class Registry:
         ordered = sorted(self.table.items(), key=lambda item: rank.get(item[1].__module__, len(rank)))  # came first
         self.table.clear(), self.table.update(ordered)
         self.loaded = True
-        for ep in entry_points(group=self.group):
+        for ep in plugin_entry_points(self.group):
             package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
             before = dict(self.table)
             try:

@@ -4,10 +4,10 @@ import pytest
 import torch
 from PIL import Image
 
-from engine.training.checkpoint import load_checkpoint
+from engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
 from engine.data.datasets import SAMPLE_DIR
 from pretexts.cli import main
-from pretexts.errors import PretextsError
+from pretexts.errors import ParameterError, PretextsError
 from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401
 
 FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]  # one step
@@ -36,8 +36,29 @@ def fails_cleanly(args, *expected) -> str:
     (["--backbone", "vit_tiny", "--img-size", "30"], ["not divisible by the patch size 4", "e.g. 28"]),
     (["--img-size", "16"], ["backbone 'test_convnext' cannot run at image size 16", "use a larger --img-size"]),
     (["--steps", "-1"], ["steps must be >= 0, got -1"]),
-    (["--lr", "0"], ["lr must be > 0, got 0.0"]),
-    (["--lr", "-1e-3"], ["lr must be > 0, got -0.001"]),
+    (["--lr", "0"], ["lr must be > 0 and <= 1, got 0.0"]),
+    (["--lr", "-1e-3"], ["lr must be > 0 and <= 1, got -0.001"]),
+    # out of range or not finite: trained to NaN or exploded weights, exit 0 (issue 19)
+    (["--lr", "inf"], ["lr must be a finite number, got inf"]),
+    (["--lr", "nan"], ["lr must be a finite number, got nan"]),
+    (["--warmup-epochs", "0", "--lr", "1e4"], ["lr must be > 0 and <= 1, got 10000.0"]),
+    (["--base-lr", "2"], ["base_lr must be > 0 and <= 1, got 2.0"]),
+    (["--lr", "1e-3", "--min-lr", "0.01"], ["min_lr must be <= the peak lr 0.001", "lower --min-lr"]),
+    (["--weight-decay", "inf"], ["weight_decay must be a finite number, got inf"]),
+    (["--warmup-epochs", "inf"], ["warmup_epochs must be a finite number, got inf"]),
+    (["--alpha", "inf"], ["alpha must be a finite number, got inf"]),
+    (["--energy-scale", "-inf"], ["energy_scale must be a finite number, got -inf"]),
+    (["--betas", "2", "0.5"], ["betas must be two numbers in [0, 1)", "got [2.0, 0.5]"]),
+    (["--set", "betas=[0.9, 0.95, 0.99]"], ["betas must be two numbers in [0, 1)", "got [0.9, 0.95, 0.99]"]),
+    (["--seed", "99999999999999999999999"], ["seed must be in [0, 4294967295], got 99999999999999999999999"]),
+    (["--seed", "-1"], ["seed must be in [0, 4294967295], got -1"]),
+    (["--img-size", "4"], ["img_size must be in [8, 4096], got 4"]),
+    (["--img-size", "100000"], ["img_size must be in [8, 4096], got 100000"]),
+    (["--eval-images", "0"], ["eval_images must be > 0, got 0"]),
+    (["--figure-images", "0"], ["figure_images must be > 0, got 0"]),
+    # a --set value YAML cannot read: a yaml.YAMLError traceback before
+    (["--set", "betas=[0.9,"], ["--set betas=[0.9,: not a valid value", "write a list as [0.9, 0.95]"]),
+    (["--set", "task_args={a"], ["--set task_args={a: not a valid value"]),
     (["--batch-size", "-8"], ["batch_size must be > 0"]),
     (["--epochs", "0"], ["epochs must be > 0"]),
     (["--max-steps-per-epoch", "0"], ["max_steps_per_epoch must be > 0"]),
@@ -48,6 +69,15 @@ def fails_cleanly(args, *expected) -> str:
 ])
 def test_bad_settings(args, expected):
     fails_cleanly(FAST + args, *expected)
+
+
+def test_a_config_file_value_yaml_cannot_read(tmp_path):
+    """A quoted value is read as the field's type, as a --set value is: a yaml.YAMLError traceback before."""
+    (tmp_path / "run.yaml").write_text('betas: "[0.9,"\n')
+    fails_cleanly(FAST + ["--config", tmp_path / "run.yaml"], f"config file '{tmp_path / 'run.yaml'}': betas: [0.9,: "
+                  f"not a valid value")
+    (tmp_path / "three.yaml").write_text("betas: [0.9, 0.95, 0.99]\n")
+    fails_cleanly(FAST + ["--config", tmp_path / "three.yaml"], "betas must be two numbers in [0, 1)")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
@@ -151,6 +181,102 @@ def test_a_file_that_fails_only_when_decoded_is_replaced_by_the_next(tmp_path, c
     assert "0000_cut.jpg' cannot be read: image file is truncated" in capsys.readouterr().err
 
 
+def test_a_broken_cifar10_folder_is_named(tmp_path):
+    """torchvision's RuntimeError ('Dataset not found or corrupted') was a traceback."""
+    folder = tmp_path / "cifar" / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    fails_cleanly(FAST + ["--data", tmp_path / "cifar"], f"CIFAR-10 folder '{folder}' cannot be read",
+                  "data_batch_1 is missing (and 6 more of its 7 files)", "download it again")
+    for name in ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch",
+                 "batches.meta"):
+        (folder / name).write_bytes(b"\x80\x04\x95\x10")  # a pickle cut after its header
+    fails_cleanly(FAST + ["--data", tmp_path / "cifar"], "data_batch_1 is damaged (wrong checksum)")
+
+
+def test_a_symlink_loop_lists_each_image_once(tmp_path):
+    """A link back up the tree made 10 images 410 samples (one copy per level the OS follows)."""
+    from engine.data.datasets import build_source, image_folder
+
+    data = copy_sample_images(tmp_path / "data", 5)
+    (data / "a" / "loop").symlink_to(data / "a")  # the class folder inside itself
+    (data / "b" / "up").symlink_to(data)  # the data root inside a class
+    (data / "b" / "zz_same.png").symlink_to(next((data / "b").glob("*.png")))  # one file under two names
+    folder = image_folder(data)
+    assert len(folder.samples) == 10 and folder.targets == [0] * 5 + [1] * 5
+    assert len(build_source(str(data), "train")) + len(build_source(str(data), "val")) == 10
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for path in (data / "a").glob("*.png"):
+        (flat / path.name).symlink_to(path)
+        (flat / f"copy_{path.name}").symlink_to(path)
+    assert len(image_folder(flat, labelled=False).samples) == 5
+    (data / "c").symlink_to(data)  # a class folder that is the root: no images of its own
+    fails_cleanly(FAST + ["--data", data], "no images found in class folder", "data/c")
+
+
+@pytest.mark.parametrize("error", [
+    torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB. GPU 0 has a total capacity of 79 GiB"),
+    RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
+                 "to allocate 13000000000 bytes. Error code 12 (Cannot allocate memory)"),
+    MemoryError(),
+], ids=["cuda", "cpu", "python"])
+def test_an_image_size_too_large_for_the_memory_says_so(error):
+    """An out-of-memory error in the preflight forward was 'cannot run at image size N ... use a larger
+    --img-size' (or, for MemoryError, a traceback)."""
+    from engine.training.preflight import check_backbone_fits
+
+    def forward(images):
+        raise error
+
+    with pytest.raises(ParameterError) as caught:
+        check_backbone_fits(torch.nn.Identity(), "vit_base", 4096, torch.device("cpu"), forward)
+    message = str(caught.value)
+    assert message.startswith("image size 4096 needs about ") and "use a smaller --img-size" in message
+    assert "\n" not in message and ("13 GB" in message or error.args == ())
+
+
+def test_the_preflight_images_themselves_may_not_fit(monkeypatch):
+    from engine.training import preflight
+
+    def zeros(*shape, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 402653184 bytes.")
+
+    monkeypatch.setattr(preflight.torch, "zeros", zeros)
+    with pytest.raises(ParameterError, match=r"image size 4096 needs about 0.4 GB or more .* use a smaller --img-size"):
+        preflight.check_backbone_fits(torch.nn.Identity(), "vit_base", 4096, torch.device("cpu"))
+
+
+# ---- click's own errors: one line too ----------------------------------------------------------
+@pytest.mark.parametrize("args, expected", [
+    (["train", "--epoch", "3"], ["No such option '--epoch'", "--epochs", "See 'main train --help'."]),
+    (["trian"], ["No such command 'trian'", "Did you mean 'train'?", "See 'main --help'."]),
+    (["train", "--lr", "abc"], ["'abc' is not a valid float", "See 'main train --help'."]),
+    (["train", "--loss", "fast"], ["'fast' is not one of 'mse', 'smooth_l1'"]),
+    (["list", "-x"], ["No such option '-x'"]),
+])
+def test_usage_errors_are_one_line(args, expected):
+    """Click printed three lines (Usage, Try, Error) before."""
+    result, error = run_cli(args)
+    assert result.exit_code == 2 and result.output.strip() == error, result.output
+    for text in expected:
+        assert text in error, error
+
+
+def test_help_version_and_ctrl_c_keep_their_exit_codes(monkeypatch):
+    assert run_cli(["--help"])[0].exit_code == 0 and run_cli(["train", "--help"])[0].exit_code == 0
+    version = run_cli(["--version"])[0]
+    assert version.exit_code == 0 and "version" in version.output
+    bare = run_cli([])[0]
+    assert bare.exit_code == 2 and "Usage:" in bare.output  # `pretexts` alone: the help, as click shows it
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(type(main), "make_context", interrupted)  # Ctrl-C while the options are read
+    result, _ = run_cli(["list"])
+    assert result.exit_code == 130 and "Interrupted." in result.output, result.output
+
+
 # ---- checkpoints --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -171,22 +297,22 @@ def test_bad_checkpoints(trained, tmp_path):
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
     fails_cleanly(resume + [str(tmp_path / "cut.pt")], "cannot be read", "truncated")
     fails_cleanly(resume + [str(trained), "--backbone", "test_resnet"], "backbone='test_convnext'",
-                  "resume with the same backbone")
+                  "a resumed run keeps its --backbone")
     fails_cleanly(resume + [str(trained), "--task", "colorization"], "task='random-mask'")
     ckpt = torch.load(trained, weights_only=False)
     sr = {**ckpt["config"], "task": "super-resolution", "task_args": {"scale": "4"}}
-    torch.save({**ckpt, "config": sr}, tmp_path / "sr4.pt")
+    save_checkpoint({**ckpt, "config": sr}, tmp_path / "sr4.pt")
     fails_cleanly(resume + [str(tmp_path / "sr4.pt"), "--task", "super-resolution", "--task-arg", "scale=8"],
-                  "task arguments {'scale': 4}", "resume with the same --task-arg")
+                  "task_args={'scale': '4'}", "a resumed run keeps its --task-arg and --preset")
     fails_cleanly(FAST + ["--epochs", "1", "--out", str(tmp_path / "r"), "--resume", str(trained)],
                   "has done 2 epochs, more than the 1 asked", "raise --epochs")
     ckpt = torch.load(trained, weights_only=False)
-    torch.save({**ckpt, "format_version": 99}, tmp_path / "future.pt")
-    fails_cleanly(resume + [str(tmp_path / "future.pt")], "format version 99", "reads version 1")
+    save_checkpoint({**ckpt, "format_version": 99}, tmp_path / "future.pt")
+    fails_cleanly(resume + [str(tmp_path / "future.pt")], "format version 99", f"reads version {FORMAT_VERSION}")
     torch.save({"state_dict": ckpt["model"]}, tmp_path / "foreign.pt")
     fails_cleanly(resume + [str(tmp_path / "foreign.pt")], "is not a pretexts checkpoint")
     model = {k: v for k, v in ckpt["model"].items() if "head" not in k}
-    torch.save({**ckpt, "model": model}, tmp_path / "mismatch.pt")
+    save_checkpoint({**ckpt, "model": model}, tmp_path / "mismatch.pt")
     fails_cleanly(resume + [str(tmp_path / "mismatch.pt")], "does not fit this model", "head.weight")
 
 
@@ -210,6 +336,23 @@ OTHER_COMMANDS = [
      ["use grid <= 32"]),
     (["restore", "--checkpoint", "{ckpt}", "--out", "{file}/r.png", "--images", "2"],
      ["output folder '{file}' cannot be written"]),
+    # the start-of-run checks of train hold for every config that has the field (issue 19)
+    (["finetune", "--checkpoint", "{ckpt}", "--lr", "inf"], ["lr must be a finite number, got inf"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--base-lr", "5"], ["base_lr must be > 0 and <= 1, got 5.0"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--betas", "0.9", "1.5"], ["betas must be two numbers in [0, 1)"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--min-lr", "0.1"], ["min_lr must be <= the peak lr"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--seed", "99999999999999999999999"], ["seed must be in [0, 4294967295]"]),
+    (["finetune", "--from-scratch", "--backbone", "resnet18", "--img-size", "5000"], ["img_size must be in [8, 4096]"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--smoothing", "nan"], ["smoothing must be a finite number, got nan"]),
+    (["probe", "--checkpoint", "{ckpt}", "--lr", "1e4"], ["lr must be > 0 and <= 1, got 10000.0"]),
+    (["probe", "--checkpoint", "{ckpt}", "--knn-temperature", "inf"], ["knn_temperature must be a finite number"]),
+    (["probe", "--checkpoint", "{ckpt}", "--seed", "-5"], ["seed must be in [0, 4294967295], got -5"]),
+    (["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--lr", "nan"],
+     ["lr must be a finite number, got nan"]),
+    (["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--img-size", "2"],
+     ["img_size must be in [8, 4096], got 2"]),
+    (["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--batch-size", "0"],
+     ["batch_size must be > 0, got 0"]),
 ]
 
 

@@ -2,12 +2,15 @@
 
 Every source yields (PIL image, label); `AugmentedImages` turns them into uint8 HWC arrays.
 """
+import os
+import pickle
 from importlib.resources import files
 from pathlib import Path
 
 import torch
 from torch.utils.data import Dataset, Subset
 from torchvision import datasets
+from torchvision.datasets.utils import check_integrity
 
 from pretexts.errors import DataError
 
@@ -43,17 +46,34 @@ def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0, label
     if not root.is_dir():
         raise DataError(f"data path '{spec}' is a file; give the folder that holds the class folders.")
     if (root / "cifar-10-batches-py").is_dir():
-        return datasets.CIFAR10(str(root), train=split == "train", download=False)
+        return cifar10(root, split)
     if (root / "train").is_dir():
         return image_folder(root / split, img_size, labelled) if (root / split).is_dir() else None
     return held_out_split(image_folder(root, img_size, labelled), split, seed)
+
+
+def cifar10(root: Path, split: str) -> datasets.CIFAR10:
+    """torchvision's CIFAR-10 from root/cifar-10-batches-py; DataError naming the folder and its first missing
+    or damaged file (torchvision checks every file's MD5) instead of torchvision's RuntimeError."""
+    try:
+        return datasets.CIFAR10(str(root), train=split == "train", download=False)
+    except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError, pickle.UnpicklingError) as err:
+        folder = root / datasets.CIFAR10.base_folder
+        files = datasets.CIFAR10.train_list + datasets.CIFAR10.test_list + [[datasets.CIFAR10.meta["filename"],
+                                                                             datasets.CIFAR10.meta["md5"]]]
+        bad = [("missing" if not (folder / name).is_file() else "damaged (wrong checksum)", name)
+               for name, md5 in files if not check_integrity(str(folder / name), md5)]
+        more = f" (and {len(bad) - 1} more of its {len(files)} files)" if len(bad) > 1 else ""
+        why = f"{bad[0][1]} is {bad[0][0]}{more}" if bad else " ".join(str(err).split())[:160]
+        raise DataError(f"CIFAR-10 folder '{folder}' cannot be read: {why}; download it again (torchvision's "
+                        f"CIFAR10(root, download=True) on a machine online) or remove the folder.") from None
 
 
 def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datasets.ImageFolder:
     """An ImageFolder of the readable images under `root`; `dataset.scan` lists the skipped ones. Unlabelled,
     a folder whose images lie directly in it is one class."""
     try:
-        dataset = datasets.ImageFolder(str(root), loader=load_rgb, allow_empty=True)
+        dataset = ImageTree(str(root), loader=load_rgb, allow_empty=True)
     except FileNotFoundError:  # no class folder at all
         loose = root.is_dir() and any(p.suffix.lower() in IMAGE_EXTENSIONS for p in root.iterdir())
         if loose and not labelled:
@@ -62,6 +82,62 @@ def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datase
                 f"{root / 'cats'}" if loose else f"expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files")
         raise DataError(f"no images found under '{root}': {hint} (the ImageNet layout).") from None
     return keep_readable(dataset, root, img_size)
+
+
+class ImageTree(datasets.ImageFolder):
+    """torchvision's ImageFolder whose walk follows links but visits each real folder and file once: a link
+    back up the tree (a loop) would list every image again at each of the 40 levels the OS follows."""
+
+    @staticmethod
+    def make_dataset(directory, class_to_idx=None, extensions=None, is_valid_file=None, allow_empty=False):
+        if class_to_idx is None:
+            _, class_to_idx = datasets.folder.find_classes(directory)
+        samples = []
+        for name in sorted(class_to_idx):
+            samples += [(path, class_to_idx[name]) for path in
+                        image_files(os.path.join(directory, name), outside=(os.path.realpath(directory),))]
+        return samples
+
+
+def image_files(folder: str, recursive: bool = True, outside=()) -> list[str]:
+    """The image files under `folder` in ImageFolder's order (folders sorted by path, files by name), following
+    links to folders and files, but each real folder and file once: a link to a folder already walked (a loop),
+    to one of the `outside` folders (the data root), or to a file already listed is skipped."""
+    seen_dirs, walked = set(outside), []
+
+    def walk(path: str) -> None:
+        real = os.path.realpath(path)
+        if real in seen_dirs:
+            return
+        seen_dirs.add(real)
+        try:
+            with os.scandir(path) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+        except OSError:  # an unreadable folder is skipped, as os.walk does
+            return
+        files, subdirs = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (subdirs if is_dir else files).append(entry)
+        walked.append((path, real, files))
+        if recursive:
+            for entry in subdirs:
+                walk(entry.path)
+
+    walk(folder)
+    found, seen_files = [], set()
+    for path, real, entries in sorted(walked, key=lambda item: item[0]):
+        for entry in entries:
+            if not entry.name.lower().endswith(IMAGE_EXTENSIONS):
+                continue
+            target = os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real, entry.name)
+            if target not in seen_files:
+                seen_files.add(target)
+                found.append(os.path.join(path, entry.name))
+    return found
 
 
 class FlatImageFolder(datasets.ImageFolder):
@@ -73,8 +149,7 @@ class FlatImageFolder(datasets.ImageFolder):
 
     @staticmethod
     def make_dataset(directory, class_to_idx=None, extensions=None, is_valid_file=None, allow_empty=False):
-        return [(str(p), 0) for p in sorted(Path(directory).iterdir())
-                if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS]
+        return [(path, 0) for path in image_files(str(directory), recursive=False) if os.path.isfile(path)]
 
 
 def held_out_split(dataset: Dataset, split: str, seed: int, fraction: float = 0.05) -> Subset:

@@ -3,7 +3,8 @@ from dataclasses import asdict, dataclass
 
 from pretexts.errors import ParameterError
 
-from engine.training.config import check_field_types, check_ranges, setting
+from engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_optimizer,
+                                    check_ranges, setting)
 
 RANDAUG_OFF = ("", "none", "off", "0")
 
@@ -74,11 +75,12 @@ class FinetuneConfig:
             raise ParameterError("--from-scratch needs --backbone NAME (e.g. resnet18, convnext_atto, vit_tiny).")
         if self.label_fraction is not None and not 0 < self.label_fraction <= 1:
             raise ParameterError(f"label_fraction must be in (0, 1] (0.01 or 0.1 in the paper), got {self.label_fraction}.")
-        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "base_lr", "lr", "img_size",
-                                     "max_steps_per_epoch", "clip_grad"),
+        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "max_steps_per_epoch", "clip_grad"),
                      non_negative=("smoothing", "mixup", "cutmix", "drop_path", "warmup_epochs", "weight_decay",
-                                   "min_lr", "workers"),
-                     fractions=("layer_decay", "crop_min_scale", "crop_pct", "mixup_prob", "mixup_switch_prob"))
+                                   "workers"),
+                     fractions=("layer_decay", "crop_min_scale", "crop_pct", "mixup_prob", "mixup_switch_prob"),
+                     within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
+        check_optimizer(self)
         if self.batch_size % self.accum_iter:
             raise ParameterError(f"--accum-iter {self.accum_iter} must divide --batch-size {self.batch_size} into "
                                  f"equal micro-batches.")

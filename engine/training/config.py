@@ -1,5 +1,7 @@
 """The typed configuration of a pretraining run. Optimiser defaults come from a named recipe
 (engine/training/recipes.py): `recipe="paper"` gives the paper's Appendix A, Table A values exactly."""
+import math
+import numbers
 import os
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -18,6 +20,10 @@ def setting(default, help: str, **cli):
 
 # the finite-difference perturbation's RMS per element; images and position embeddings have RMS ~0.5
 FD_DELTA = 1e-2
+
+# numpy takes 32-bit seeds (torch 64-bit); the smallest image a backbone's stem downsamples, the largest that fits
+SEED_RANGE = (0, 2**32 - 1)
+IMG_SIZE_RANGE = (8, 4096)
 
 
 @dataclass
@@ -101,12 +107,12 @@ class PretrainConfig:
     def __post_init__(self):
         check_field_types(self)
         apply_recipe(self)
-        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "img_size", "base_lr", "alpha",
-                                     "alpha_lr_scale",
-                                     "energy_scale", "fd_delta", "lr", "max_steps_per_epoch", "clip_grad",
-                                     "head_init_std", "eval_every"),
-                     non_negative=("steps", "workers", "warmup_epochs", "min_lr", "weight_decay", "eval_images",
-                                   "figure_images"))
+        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "alpha", "alpha_lr_scale",
+                                     "energy_scale", "fd_delta", "max_steps_per_epoch", "clip_grad",
+                                     "head_init_std", "eval_every", "eval_images", "figure_images"),
+                     non_negative=("steps", "workers", "warmup_epochs", "weight_decay"),
+                     within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
+        check_optimizer(self)
         if self.loss not in ("mse", "smooth_l1"):
             raise ParameterError(f"loss must be 'mse' or 'smooth_l1', got {self.loss!r}.")
         if self.amp not in ("auto", "bf16", "fp16", "off"):
@@ -134,19 +140,56 @@ class PretrainConfig:
         return cls(**{k: v for k, v in values.items() if k in known})
 
 
-def check_ranges(cfg, positive=(), non_negative=(), fractions=()) -> None:
-    """ParameterError naming the first field out of its range: > 0, >= 0, or in (0, 1]. None is skipped."""
+def check_ranges(cfg, positive=(), non_negative=(), fractions=(), within=None) -> None:
+    """ParameterError naming the first field out of its range: > 0, >= 0, in (0, 1], or in `within`'s
+    [low, high]. None is skipped."""
     for names, ok, allowed in ((positive, lambda v: v > 0, "> 0"), (non_negative, lambda v: v >= 0, ">= 0"),
                                (fractions, lambda v: 0 < v <= 1, "in (0, 1]")):
         for name in names:
             value = getattr(cfg, name)
             if value is not None and not ok(value):
                 raise ParameterError(f"{name} must be {allowed}, got {value}.")
+    for name, (low, high) in (within or {}).items():
+        value = getattr(cfg, name)
+        if value is not None and not low <= value <= high:
+            raise ParameterError(f"{name} must be in [{low}, {high}], got {value}.")
+
+
+def check_optimizer(cfg) -> None:
+    """The AdamW settings a config has: lr and base_lr in (0, 1] (a larger step sends the weights to NaN or
+    explodes them), min_lr in [0, peak lr], betas two numbers in [0, 1)."""
+    for name in ("lr", "base_lr"):
+        value = getattr(cfg, name, None)
+        if value is not None and not 0 < value <= 1:
+            raise ParameterError(f"{name} must be > 0 and <= 1, got {value}.")
+    if getattr(cfg, "min_lr", None) is not None:
+        check_ranges(cfg, non_negative=("min_lr",))
+        if cfg.min_lr > cfg.peak_lr:
+            raise ParameterError(f"min_lr must be <= the peak lr {cfg.peak_lr:g} (--lr, or base lr x batch / 256), "
+                                 f"got {cfg.min_lr:g}; lower --min-lr.")
+    if hasattr(cfg, "betas"):
+        betas = cfg.betas
+        pair = list(betas) if isinstance(betas, (tuple, list)) else []
+        if len(pair) != 2 or not all(isinstance(b, numbers.Real) and not isinstance(b, bool) and 0 <= b < 1
+                                     for b in pair):
+            shown = list(betas) if isinstance(betas, (tuple, list)) else betas
+            raise ParameterError(f"betas must be two numbers in [0, 1) (AdamW's, e.g. 0.9 0.95), got {shown}.")
+
+
+def check_finite(cfg) -> None:
+    """No number field (nor a number in a tuple field) is NaN or infinite: such a setting trains to NaN
+    weights or never ends, so it is refused before the run starts."""
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ParameterError(f"{f.name} must be a finite number, got {item}.")
 
 
 def check_field_types(cfg) -> None:
     """Each field holds its declared type, so the Python API gets a ParameterError, not a TypeError
-    deep in the loop. An int may stand for a float, a list for a tuple (JSON), a Path for a str."""
+    deep in the loop. An int may stand for a float, a list for a tuple (JSON), a Path for a str. Every
+    number is finite (`check_finite`)."""
     for f in fields(cfg):
         allowed = typing.get_args(f.type) or (f.type,)
         value = getattr(cfg, f.name)
@@ -160,3 +203,4 @@ def check_field_types(cfg) -> None:
         elif not isinstance(value, allowed) or isinstance(value, bool):
             names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
             raise ParameterError(f"{f.name} must be {names}, got {value!r}.")
+    check_finite(cfg)

@@ -1,5 +1,6 @@
 """Checks made before training starts, so a bad setting fails in seconds, not at the first save."""
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -30,14 +31,42 @@ def resolve_device(name: str) -> torch.device:
 def check_backbone_fits(model: torch.nn.Module, name: str, img_size: int, device: torch.device,
                         forward=None) -> None:
     """One forward pass (`forward`, by default the model's) of two blank images, so an image too small for the
-    backbone's downsampling fails now with a clear message instead of a convolution error at the first step."""
-    images = torch.zeros(2, 3, img_size, img_size, device=device)
-    with eval_mode(model), torch.no_grad(), torch.compiler.set_stance("force_eager"):  # compile once, later
-        try:
+    backbone's downsampling fails now with a clear message instead of a convolution error at the first step,
+    and one too large for the memory says so (with about what it needs) instead of a CUDA or allocator error."""
+    try:
+        images = torch.zeros(2, 3, img_size, img_size, device=device)
+        with eval_mode(model), torch.no_grad(), torch.compiler.set_stance("force_eager"):  # compile once, later
             (forward or model)(images)
-        except RuntimeError as err:
-            raise ParameterError(f"backbone '{name}' cannot run at image size {img_size} "
-                                 f"({' '.join(str(err).split())[:200]}); use a larger --img-size.") from None
+    except (torch.OutOfMemoryError, MemoryError) as err:
+        raise too_large(err, img_size, device) from None
+    except RuntimeError as err:
+        if OUT_OF_MEMORY.search(str(err)):
+            raise too_large(err, img_size, device) from None
+        raise ParameterError(f"backbone '{name}' cannot run at image size {img_size} "
+                             f"({' '.join(str(err).split())[:200]}); use a larger --img-size.") from None
+
+
+# CUDA's and MPS's "out of memory", the CPU allocator's "can't allocate memory"
+OUT_OF_MEMORY = re.compile(r"out of memory|not enough memory|(can't|cannot|unable to|failed to|tried to) allocate",
+                           re.IGNORECASE)
+# what the failed allocation asked for: "Tried to allocate 12.00 GiB" (CUDA), "allocate 123456 bytes" (CPU)
+ASKED = re.compile(r"allocate (\d+(?:\.\d+)?) ?(bytes|[KMGT]i?B)", re.IGNORECASE)
+UNITS = {"bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+         "tib": 2**40}
+
+
+def too_large(err: BaseException, img_size: int, device: torch.device) -> ParameterError:
+    """'image size N needs about X GB ...': X is the allocation that failed (one tensor of the two-image test
+    forward), or the two test images themselves where the error does not say."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    asked = ASKED.search(str(err))
+    needed = float(asked[1]) * UNITS[asked[2].lower()] if asked else 2 * 3 * img_size**2 * 4
+    amount = f"{needed / 1e9:.0f} GB" if needed >= 1e10 else f"{needed / 1e9:.2g} GB" if needed >= 1e8 \
+        else f"{needed / 1e6:.2g} MB"
+    return ParameterError(f"image size {img_size} needs about {amount} or more even for a batch of 2 images, more "
+                          f"than the memory of {device} has free; use a smaller --img-size (a smaller --batch-size "
+                          f"cannot help).")
 
 
 def check_task_fits(task, img_size: int, device: torch.device) -> None:

@@ -12,8 +12,35 @@ class FriendlyGroup(click.Group):
 
     So are a NaN loss (FloatingPointError) and a file-system error naming a path (a read-only or
     missing folder, a full disk). Ctrl-C outside a training loop, which saves and exits by itself,
-    ends with "Interrupted." and code 130.
+    ends with "Interrupted." and code 130. Click's own errors (an unknown option, a value of the wrong
+    type) are one line too, naming the command's --help (`main`).
     """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Click's `main` with its errors in one line: usage errors exit 2, --help and --version 0, Ctrl-C 130.
+        With standalone_mode False (the caller handles the errors) it is click's own."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as err:  # `pretexts` alone: the help, as click shows it
+            err.show()
+            sys.exit(err.exit_code)
+        except click.UsageError as err:
+            see = f" See '{err.ctx.command_path} --help'." if err.ctx is not None else ""
+            click.echo(f"Error: {one_line(err.format_message())}{see}", err=True)
+            sys.exit(err.exit_code)
+        except click.ClickException as err:
+            click.echo(f"Error: {one_line(err.format_message())}", err=True)
+            sys.exit(err.exit_code)
+        except click.Abort as err:  # click turns Ctrl-C (and end of input at a prompt) into Abort
+            if isinstance(err.__cause__, KeyboardInterrupt):
+                click.echo("Interrupted.", err=True)
+                sys.exit(130)
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        # back comes ctx.exit's code (--help, --version) or a command's return value (None: success)
+        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
     def invoke(self, ctx):
         try:
@@ -40,6 +67,10 @@ def user_message(err: Exception) -> str:
     if "Original Traceback" in text:
         text = text.strip().splitlines()[-1].split(": ", 1)[-1]
     return " ".join(text.split())
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def path_message(err: OSError) -> str:
@@ -99,4 +130,4 @@ def single_process(command: str) -> None:
                             f"train` is the data-parallel command).")
 
 
-from . import energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd, segment_cmd, train_cmd  # noqa: E402,F401  (subcommands register on import)
+from . import energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd, segment_cmd, train_cmd, upgrade_cmd  # noqa: E402,F401  (subcommands register on import)

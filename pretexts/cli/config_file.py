@@ -40,10 +40,12 @@ def read_config_file(path: str) -> dict:
     return values
 
 
-def convert(cls, name: str, text: str):
-    """A --set value as the field's declared type: numbers, booleans, None, lists and mappings (YAML/JSON)."""
+def convert(cls, name: str, text: str, where: str = "--set"):
+    """A --set value as the field's declared type: numbers, booleans, None, lists and mappings (YAML/JSON).
+    `where` names the value's source in the one-line error of a value that cannot be read."""
     kind = typing.get_type_hints(cls)[name]
     allowed = set(typing.get_args(kind) or (kind,))
+    shown = f"--set {name}={text}" if where == "--set" else f"{where}: {name}: {text}"
     if type(None) in allowed and text.strip().lower() in ("none", "null", "~", ""):
         return None
     if str in allowed:
@@ -52,8 +54,13 @@ def convert(cls, name: str, text: str):
         try:
             return float(text) if int not in allowed or any(c in text.lower() for c in ".en") else int(text)
         except ValueError:
-            raise ParameterError(f"--set {name}={text}: {name} must be a number.") from None
-    return yaml.safe_load(text)  # int, bool, tuple (a list), dict: YAML spells them all
+            raise ParameterError(f"{shown}: {name} must be a number.") from None
+    try:
+        return yaml.safe_load(text)  # int, bool, tuple (a list), dict: YAML spells them all
+    except yaml.YAMLError as err:
+        problem = " ".join(str(getattr(err, "problem", None) or "cannot be parsed").split())
+        raise ParameterError(f"{shown}: not a valid value ({problem}); write a list as [0.9, 0.95] and a mapping "
+                             f"as {{key: value}}.") from None
 
 
 def apply_sets(cls, values: dict, pairs: tuple[str, ...]) -> dict:
@@ -76,18 +83,22 @@ def check_known(cls, keys, where: str) -> None:
                                  f"Fields: {', '.join(known)}.")
 
 
-def build_config(cls, options: dict, config: str | None, sets: tuple[str, ...], merge=("task_args",)):
+def build_config(cls, options: dict, config: str | None, sets: tuple[str, ...], merge=("task_args",), resume=None):
     """`cls` from the file, the command's explicit options (None = not given) and the --set overrides.
-    Mappings named in `merge` (task arguments) are updated key by key rather than replaced."""
+    Mappings named in `merge` (task arguments) are updated key by key rather than replaced. With --resume,
+    `resume(values)` lays what was given over the checkpoint's own config."""
     values = read_config_file(config) if config else {}
     check_known(cls, values, f"config file '{config}'")
     # YAML 1.1 reads 1e-3 as a string: such values take the field's type, as --set values do
-    values = {k: convert(cls, k, v) if isinstance(v, str) else v for k, v in values.items()}
+    values = {k: convert(cls, k, v, f"config file '{config}'") if isinstance(v, str) else v
+              for k, v in values.items()}
     for key, value in options.items():
         if value is None or value == () or value == {}:
             continue
         values[key] = {**values.get(key, {}), **value} if key in merge and isinstance(value, dict) else value
     values = apply_sets(cls, values, sets)
+    if resume and values.get("resume"):
+        values = resume(values)
     required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
                 and f.default_factory is dataclasses.MISSING and f.name not in values]
     if required:
