@@ -40,6 +40,8 @@ class Pretext:
     # sorting's position embeddings [B,L,D]); a task whose state is not pixels overrides `energy` and says so.
     state_kind: ClassVar[str] = "pixels"
     subtasks: tuple = ()  # the tasks a mixture draws from; each is checked on its own
+    # What `trivial_restore` does, in a few words, for the reports ("visible-mean fill"); None: it has none.
+    trivial_restorer: str | None = None
 
     def __init__(self, preset: str | None = None, **kwargs: Any):
         values = {k: p.default for k, p in self.params.items()}
@@ -84,6 +86,13 @@ class Pretext:
     def energy(self, model, sample: Corrupted, state: Tensor) -> Tensor:
         """How a state enters the energy: as pixels by default. Returns energies [B]."""
         return model.energy(state)
+
+    def trivial_restore(self, sample: Corrupted) -> Tensor | None:
+        """What a restorer that learns nothing makes of the corrupted state (same shape as the target), or None
+        where no such restorer applies (the default). The reports give its error beside the model's, so a
+        model is never judged against the corrupted input alone. Tasks override it and name it in
+        `trivial_restorer`; so may plugins."""
+        return None
 
     def preview(self, sample: Corrupted, state: Tensor) -> Tensor:
         """An image [B,3,H,W] in [0,1] that shows a state, for figures."""

@@ -9,6 +9,78 @@ from .errors import ParameterError
 from .params import Param
 from .registry import register
 
+# What the masked pixels hold. The paper blanks them (zeros, i.e. black before normalisation), but measured
+# on 32 px CIFAR-10 black boxes over ~55 % of the image are a shortcut: the scalar energy learns how dark the
+# image is (energy-brightness correlation -0.91) and kNN falls; a mid-gray fill reversed it in one seed.
+FILLS = ("gray", "black", "noise", "mean")
+GRAY = 0.5  # a constant, deliberately not the normalisation mean (see NEAR_MEAN)
+NEAR_MEAN = 0.02  # a `mean` fill whose every channel is closer than this to the normalisation mean is moved off
+IMAGENET_MEAN = (0.485, 0.456, 0.406)  # what the energy model subtracts unless the bound backbone says otherwise
+
+
+def fill_param(prefix: str = "") -> Param:
+    """The `fill` parameter of a masking task (and of a mixture, which passes it on)."""
+    return Param("gray", str, choices=FILLS,
+                 help=prefix + "what masked pixels hold: gray 0.5 (default); black 0 (the paper's blank pixels); "
+                               "noise U(0, 1) per pixel and channel; mean = each image's visible mean colour")
+
+
+def visible_mean(images: Tensor, mask: Tensor) -> Tensor:
+    """Each image's mean colour over its unmasked pixels, [B, 3, 1, 1] in float32; `mask` [B, 1, H, W] is True
+    where masked. An image with no visible pixel gets gray (0.5)."""
+    visible = (~mask).to(torch.float32)
+    count = visible.sum((2, 3), keepdim=True)
+    total = (images.float() * visible).sum((2, 3), keepdim=True)
+    return torch.where(count > 0, total / count.clamp(min=1), torch.full_like(total, GRAY))
+
+
+class MaskingTask(Pretext):
+    """What the masking tasks share: the `fill` of the masked pixels and the trivial restorer.
+
+    Fills (`--task-arg fill=...`): `black` sets masked pixels to 0 (the paper's blank pixels); `gray` to the
+    constant 0.5 (the default: the one fill measured to remove the brightness shortcut of black boxes);
+    `noise` to U(0, 1) per pixel and channel, drawn from the task's generator after the mask (so a seed gives
+    the same mask whatever the fill); `mean` to each image's mean colour over its visible pixels (gray when
+    nothing is visible). The `mean` rule: when every channel of that colour lies within NEAR_MEAN (0.02) of
+    the normalisation mean (the bound model's, ImageNet's by default), each channel is moved to exactly 0.02
+    from it, on its own side (up on a tie). A box of the normalisation mean itself is all zeros after
+    normalisation: ConvNeXt's post-stem LayerNorm then sees zero-variance tokens, and the loss at init
+    explodes (2e8 measured on convnext_atto; 0.02 off it, the loss is that of gray).
+    """
+
+    trivial_restorer = "visible-mean fill"
+    norm_mean: tuple = IMAGENET_MEAN
+
+    def bind(self, model) -> "MaskingTask":
+        """Read the model's normalisation mean, which the `mean` fill keeps away from."""
+        mean = getattr(model, "mean", None)
+        if isinstance(mean, Tensor) and mean.numel() == 3:
+            self.norm_mean = tuple(float(v) for v in mean.flatten())
+        return self
+
+    def fill_masked(self, images: Tensor, mask: Tensor, generator=None) -> Tensor:
+        """`images` with the pixels where `mask` [B, 1, H, W] is True replaced by the task's fill."""
+        if self.fill == "black":
+            return images.masked_fill(mask, 0.0)
+        if self.fill == "gray":
+            return images.masked_fill(mask, GRAY)
+        if self.fill == "noise":
+            noise = rand(images.shape, generator, images.device).to(images.dtype)
+            return torch.where(mask, noise, images)
+        colour = visible_mean(images, mask)
+        norm_mean = torch.tensor(self.norm_mean, device=images.device).view(1, 3, 1, 1)
+        offset = colour - norm_mean
+        near = (offset.abs() < NEAR_MEAN).all(1, keepdim=True)
+        nudged = norm_mean + torch.where(offset >= 0, NEAR_MEAN, -NEAR_MEAN)
+        colour = torch.where(near, nudged, colour).to(images.dtype)
+        return torch.where(mask, colour, images)
+
+    def trivial_restore(self, sample: Corrupted) -> Tensor:
+        """Each image's visible mean colour in its masked pixels (no nudge: this restores, it is not an input)."""
+        mask = sample.info["mask"].unsqueeze(1)
+        state = sample.state
+        return torch.where(mask, visible_mean(state, mask).to(state.dtype), state)
+
 
 def check_fits(task: str, name: str, value: int, images: Tensor) -> None:
     """Raise when a size parameter (grid cell, SR factor) is larger than the image."""
@@ -20,18 +92,20 @@ def check_fits(task: str, name: str, value: int, images: Tensor) -> None:
 
 
 @register("gridded-mask")
-class GriddedMask(Pretext):
+class GriddedMask(MaskingTask):
     """Blank a fixed fraction of the square cells of a grid (paper, Table 1: Gridded 16/24/32).
 
     The image is cut into `grid` x `grid` pixel cells (cells at the right and bottom border are cut
     short when the size is not a multiple of `grid`) and exactly round(ratio * cells) of them, chosen
-    uniformly per image, are set to 0. Grid 16 with a patch-16 ViT is the paper's like-for-like
-    comparison with MAE; ratio 0.7 is the best column of Table 1 for every grid size.
+    uniformly per image, are filled (`fill`, see MaskingTask: gray 0.5 by default, black 0 as the paper's
+    blank). Grid 16 with a patch-16 ViT is the paper's like-for-like comparison with MAE; ratio 0.7 is the
+    best column of Table 1 for every grid size. info["mask"] [B, H, W] is True on the masked pixels.
     """
 
     params = {
         "grid": Param(16, int, 1, 1024, help="cell side in pixels (paper: 16, 24, 32)"),
         "ratio": Param(0.7, float, 0.0, 1.0, help="fraction of cells blanked (paper: 0.1 to 0.9)"),
+        "fill": fill_param(),
     }
 
     def corrupt(self, images: Tensor, generator=None) -> Corrupted:
@@ -44,19 +118,21 @@ class GriddedMask(Pretext):
         rank = rand((batch, cells), generator, images.device).argsort(1).argsort(1)
         cell_mask = (rank < count).view(batch, 1, rows, cols)
         mask = cell_mask.repeat_interleave(self.grid, 2).repeat_interleave(self.grid, 3)[..., :height, :width]
-        state = images.masked_fill(mask, 0.0)
+        state = self.fill_masked(images, mask, generator)
         return Corrupted(state=state, target=images, info={"mask": mask[:, 0], "blanked_cells": count})
 
 
 @register("random-mask")
-class RandomMask(Pretext):
+class RandomMask(MaskingTask):
     """Blank `count` random rectangles per image (paper, Table 1: Random small / Random large).
 
     Normalised size is read as area: each box covers `area` ~ U(low, high) of the image, with aspect
     ratio r ~ U(aspect_low, aspect_high) (height over width), so h = sqrt(area * r) * H and
     w = sqrt(area / r) * W. Box centres are uniform over the image; boxes may overlap and are clipped
     at the border, so the blanked fraction is below count * mean area. Presets from Section 4.1:
-    small = 75 boxes of U(0.01, 0.025), large = 25 boxes of U(0.02, 0.05) (the default, 79.7 top-1).
+    small = 75 boxes of U(0.01, 0.025), large = 25 boxes of U(0.02, 0.05) (the default, 79.7 top-1). The
+    boxes hold the task's `fill` (see MaskingTask: gray 0.5 by default, black 0 as the paper's blank).
+    info["mask"] [B, H, W] is True on the masked pixels.
     """
 
     params = {
@@ -65,6 +141,7 @@ class RandomMask(Pretext):
         "high": Param(0.05, float, 0.0, 1.0, help="largest box area, as a fraction of the image"),
         "aspect_low": Param(0.5, float, 0.01, 100.0, help="smallest height/width ratio"),
         "aspect_high": Param(2.0, float, 0.01, 100.0, help="largest height/width ratio"),
+        "fill": fill_param(),
     }
     presets = {
         "small": {"count": 75, "low": 0.01, "high": 0.025},
@@ -91,5 +168,5 @@ class RandomMask(Pretext):
         in_cols = ((xs - centre_x).abs() < half_w).float()  # [B, count, W]
         # Summing row x column indicators over boxes gives [B, H, W] without a [B, count, H, W] tensor.
         mask = torch.bmm(in_rows.transpose(1, 2), in_cols) > 0
-        state = images.masked_fill(mask.unsqueeze(1), 0.0)
+        state = self.fill_masked(images, mask.unsqueeze(1), generator)
         return Corrupted(state=state, target=images, info={"mask": mask})

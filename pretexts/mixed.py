@@ -4,6 +4,7 @@ from torch import Tensor
 
 from .base import Corrupted, Pretext
 from .errors import ParameterError, PretextsError
+from .masking import fill_param
 from .params import Param
 from .registry import get_pretext_class, register
 
@@ -22,12 +23,15 @@ class Mixed(Pretext):
 
     The default mixes masking, super-resolution, denoising and colorization, as the paper's mixed runs
     (Section 4.2). Each entry is a task name, or `name:preset` (e.g. `random-mask:small`); sub-tasks
-    take their defaults. Only pixel tasks mix, since their states share one shape. Images are
-    grouped by task and each task corrupts its group in one call. info["task"] holds each image's index
-    into `tasks`; info["parts"][index] that sub-task's own info, for the images with task == index.
+    take their defaults, but for `fill`, which is passed to every sub-task that declares one (the masks).
+    Only pixel tasks mix, since their states share one shape. Images are grouped by task and each task
+    corrupts its group in one call. info["task"] holds each image's index into `tasks`; info["parts"][index]
+    that sub-task's own info, for the images with task == index. The trivial restorer is each image's own
+    task's; none when a sub-task has none.
     """
 
-    params = {"tasks": Param(DEFAULT_TASKS, tuple, help="task names (or name:preset) to draw from")}
+    params = {"tasks": Param(DEFAULT_TASKS, tuple, help="task names (or name:preset) to draw from"),
+              "fill": fill_param("passed to the sub-tasks that declare a fill (the masks): ")}
 
     def check(self) -> None:
         self.subtasks = []
@@ -36,13 +40,16 @@ class Mixed(Pretext):
             if name == self.name:
                 raise ParameterError(f"{self.name}: cannot mix '{self.name}' into itself.")
             try:
-                task = get_pretext_class(name)(preset=preset or None)
+                cls = get_pretext_class(name)
+                task = cls(preset=preset or None, **({"fill": self.fill} if "fill" in cls.params else {}))
             except PretextsError as err:
                 raise ParameterError(f"{self.name}: parameter 'tasks': {err}") from None
             if not is_pixel_task(task):
                 raise ParameterError(
                     f"{self.name}: only pixel tasks can be mixed; '{name}' restores something else.")
             self.subtasks.append(task)
+        restorers = [task.trivial_restorer for task in self.subtasks]
+        self.trivial_restorer = None if None in restorers else "each task's own"
 
     def bind(self, model) -> "Mixed":
         for task in self.subtasks:
@@ -61,3 +68,16 @@ class Mixed(Pretext):
             state[group] = sample.state.to(state.dtype)
             info["parts"][index] = sample.info
         return Corrupted(state=state, target=images, info=info)
+
+    def trivial_restore(self, sample: Corrupted) -> Tensor | None:
+        """Each group of images restored by its own task's trivial restorer; None when a sub-task has none."""
+        if self.trivial_restorer is None:
+            return None
+        restored = sample.state.clone()
+        for index, task in enumerate(self.subtasks):
+            group = (sample.info["task"] == index).nonzero().squeeze(1)
+            if group.numel() == 0:
+                continue
+            part = Corrupted(state=sample.state[group], target=sample.target[group], info=sample.info["parts"][index])
+            restored[group] = task.trivial_restore(part).to(restored.dtype)
+        return restored

@@ -1,6 +1,7 @@
 """Super-resolution: restore detail from a blocky low-resolution copy (paper, Section 4.1 and Table 2)."""
 import math
 
+import torch.nn.functional as F
 from kornia.geometry.transform import rescale, resize
 from torch import Tensor
 
@@ -19,8 +20,11 @@ class SuperResolution(Pretext):
     low-resolution pixel summarises its block rather than aliasing), clamped to [0, 1] against bicubic overshoot. For a size not divisible by `scale` the
     low-resolution image has ceil(size / scale) pixels; it is upsampled by exactly `scale` and
     cropped, so blocks are scale x scale from the top-left corner and the last row and column of
-    blocks are cut short.
+    blocks are cut short. info["low"] holds the low-resolution image; the trivial restorer upsamples it
+    bicubically instead.
     """
+
+    trivial_restorer = "bicubic upsampling"
 
     params = {"scale": Param(16, int, 1, 1024, help="downsampling factor (paper: 8, 14, 16, 24, 32)")}
 
@@ -30,4 +34,13 @@ class SuperResolution(Pretext):
         small = (math.ceil(height / self.scale), math.ceil(width / self.scale))
         low = resize(images, small, interpolation="bicubic", antialias=True).clamp(0, 1)
         state = rescale(low, float(self.scale), interpolation="nearest")[..., :height, :width]
-        return Corrupted(state=state.contiguous(), target=images)
+        return Corrupted(state=state.contiguous(), target=images, info={"low": low})
+
+    def trivial_restore(self, sample: Corrupted) -> Tensor:
+        """The low-resolution image upsampled by `scale` with bicubic interpolation (torch, half-pixel centres,
+        so each low pixel sits at the centre of its block), cropped as the state is, clamped to [0, 1]."""
+        low = sample.info["low"]
+        height, width = sample.state.shape[-2:]
+        size = (low.shape[-2] * self.scale, low.shape[-1] * self.scale)
+        up = F.interpolate(low.float(), size=size, mode="bicubic", align_corners=False)[..., :height, :width]
+        return up.clamp(0, 1).to(sample.state.dtype)

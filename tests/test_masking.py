@@ -1,11 +1,14 @@
-"""Gridded and random-rectangle masks (paper, Table 1)."""
+"""Gridded and random-rectangle masks (paper, Table 1), and what their masked pixels hold (`fill`)."""
 import math
 
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 
 from pretexts import ParameterError, create_pretext
+from pretexts.cli import main
+from pretexts.masking import FILLS, IMAGENET_MEAN, NEAR_MEAN
 
 
 def positive_images(n, size=32):
@@ -20,7 +23,8 @@ def blanked(state):
 @pytest.mark.parametrize("grid, ratio, size", [(8, 0.3, 64), (16, 0.7, 32), (24, 0.5, 64), (5, 0.9, 32)])
 def test_gridded_mask_hits_its_ratio_within_one_cell(grid, ratio, size):
     images = positive_images(6, size)
-    sample = create_pretext("gridded-mask", grid=grid, ratio=ratio)(images, torch.Generator().manual_seed(0))
+    sample = create_pretext("gridded-mask", grid=grid, ratio=ratio, fill="black")(images,
+                                                                                torch.Generator().manual_seed(0))
     mask = blanked(sample.state)
     assert torch.equal(mask, sample.info["mask"])
     cells = math.ceil(size / grid) ** 2
@@ -62,7 +66,7 @@ def expected_coverage(count, low, high, size, aspect=(0.5, 2.0), draws=20000, se
 
 @pytest.mark.parametrize("preset", ["small", "large"])
 def test_random_mask_presets_cover_the_expected_area(preset):
-    task = create_pretext("random-mask", preset=preset)
+    task = create_pretext("random-mask", preset=preset, fill="black")
     sample = task(positive_images(256), torch.Generator().manual_seed(0))
     mask = blanked(sample.state)
     assert torch.equal(mask, sample.info["mask"])
@@ -92,3 +96,109 @@ def test_a_single_box_has_the_drawn_area_and_aspect():
 def test_unknown_preset_is_a_clear_error():
     with pytest.raises(ParameterError, match="unknown preset 'smal'.*small"):
         create_pretext("random-mask", preset="smal")
+
+
+# ---- fill: what the masked pixels hold ----------------------------------------------------------------
+MASKS = [("gridded-mask", {"grid": 4}), ("random-mask", {})]
+
+
+def fill_sample(name, kwargs, fill, images, seed=0):
+    return create_pretext(name, fill=fill, **kwargs)(images, torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name, kwargs", MASKS)
+def test_every_fill_keeps_the_mask_and_the_unmasked_pixels(name, kwargs, real_images):
+    samples = {fill: fill_sample(name, kwargs, fill, real_images) for fill in FILLS}
+    mask = samples["black"].info["mask"]
+    assert 0.2 < mask.float().mean() < 0.8
+    keep = ~mask.unsqueeze(1).expand_as(real_images)
+    for fill, sample in samples.items():
+        assert torch.equal(sample.info["mask"], mask), fill  # the noise is drawn after the mask
+        assert torch.equal(sample.state[keep], real_images[keep]), fill
+        assert torch.equal(sample.target, real_images)
+        assert 0 <= sample.state.min() and sample.state.max() <= 1
+
+
+@pytest.mark.parametrize("name, kwargs", MASKS)
+def test_black_is_zero_and_gray_is_half_in_the_masked_region(name, kwargs, real_images):
+    for fill, value in (("black", 0.0), ("gray", 0.5)):
+        sample = fill_sample(name, kwargs, fill, real_images)
+        masked = sample.info["mask"].unsqueeze(1).expand_as(real_images)
+        assert (sample.state[masked] == value).all(), fill
+
+
+@pytest.mark.parametrize("name, kwargs", MASKS)
+def test_noise_is_uniform_and_seeded(name, kwargs, real_images):
+    sample = fill_sample(name, kwargs, "noise", real_images)
+    values = sample.state[sample.info["mask"].unsqueeze(1).expand_as(real_images)]
+    assert values.numel() > 5000
+    assert values.mean().item() == pytest.approx(0.5, abs=0.01)
+    assert values.std().item() == pytest.approx(12 ** -0.5, abs=0.01)  # U(0, 1): 0.2887
+    assert torch.equal(fill_sample(name, kwargs, "noise", real_images).state, sample.state)
+    other = fill_sample(name, kwargs, "noise", real_images, seed=1)
+    assert not torch.equal(other.state, sample.state)
+
+
+@pytest.mark.parametrize("name, kwargs", MASKS)
+def test_mean_fill_is_each_images_visible_mean_colour(name, kwargs, real_images):
+    sample = fill_sample(name, kwargs, "mean", real_images)
+    mask = sample.info["mask"].unsqueeze(1)
+    for image, state, m in zip(real_images, sample.state, mask):
+        visible = image[:, ~m[0]]  # [3, visible pixels]
+        expected = visible.mean(1)
+        if (expected - torch.tensor(IMAGENET_MEAN)).abs().max() < NEAR_MEAN:
+            continue  # nudged: the next test
+        filled = state[:, m[0]]  # [3, masked pixels]
+        assert torch.allclose(filled, expected[:, None].expand_as(filled), atol=1e-6)
+
+
+def test_mean_fill_is_nudged_off_the_normalisation_mean():
+    """An image whose visible colour is within 0.02 of the normalisation mean in every channel would give
+    all-zero tokens after normalisation; each channel moves to 0.02 from it, on its own side."""
+    mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
+    near = mean + torch.tensor([0.005, -0.01, -0.003]).view(1, 3, 1, 1)
+    far = mean + torch.tensor([0.005, -0.01, 0.1]).view(1, 3, 1, 1)  # one channel off: left alone
+    images = torch.cat([near, far]).expand(2, 3, 32, 32).contiguous()
+    sample = create_pretext("gridded-mask", grid=8, ratio=0.5, fill="mean")(images, torch.Generator().manual_seed(0))
+    mask = sample.info["mask"]
+    near_fill = sample.state[0][:, mask[0]]
+    nudged = torch.tensor(IMAGENET_MEAN) + torch.tensor([0.02, -0.02, -0.02])
+    assert torch.allclose(near_fill, nudged.view(3, 1).expand_as(near_fill))
+    far_fill = sample.state[1][:, mask[1]]
+    assert torch.allclose(far_fill, far[0, :, 0].view(3, 1).expand_as(far_fill))
+
+
+def test_mean_fill_reads_the_bound_models_normalisation_mean():
+    class Model:
+        mean = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
+
+    task = create_pretext("random-mask", fill="mean").bind(Model())
+    assert task.norm_mean == (0.5, 0.5, 0.5)
+    images = torch.full((1, 3, 32, 32), 0.49)
+    sample = task(images, torch.Generator().manual_seed(0))
+    assert torch.allclose(sample.state[0][:, sample.info["mask"][0]], torch.tensor(0.48))
+
+
+def test_fill_defaults_to_gray_and_a_bad_fill_names_the_choices():
+    assert create_pretext("random-mask").fill == create_pretext("gridded-mask").fill == "gray"
+    with pytest.raises(ParameterError, match=r"'fill' is 'white'; allowed: gray, black, noise, mean"):
+        create_pretext("random-mask", fill="white")
+
+
+def test_list_verbose_shows_the_fill_and_its_choices():
+    result = CliRunner().invoke(main, ["list", "-v", "*-mask"])
+    assert result.exit_code == 0
+    assert result.output.count("--task-arg fill=...  one of gray, black, noise, mean, default gray") == 2
+
+
+def test_mixed_passes_the_fill_to_its_masks(real_images):
+    task = create_pretext("mixed", tasks="random-mask,colorization", fill="black")
+    assert [getattr(t, "fill", None) for t in task.subtasks] == ["black", None]
+    images = real_images.clamp(min=0.01)
+    sample = task(images, torch.Generator().manual_seed(0))
+    masked = sample.info["task"] == 0
+    part = sample.info["parts"][0]["mask"].unsqueeze(1).expand_as(images[masked])
+    assert (sample.state[masked][part] == 0).all() and part.any()
+    assert create_pretext("mixed").subtasks[0].fill == "gray"
+    with pytest.raises(ParameterError, match="allowed: gray, black"):
+        create_pretext("mixed", fill="zero")

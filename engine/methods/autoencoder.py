@@ -14,7 +14,7 @@ from pretexts.params import Param
 
 from engine.evaluation.segmentation.heads import Features, UperNet, is_plain_vit
 from engine.methods import register_method
-from engine.methods.base import Method
+from engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
 from engine.methods.restore import restoration_loss
 from engine.training.eval_mode import eval_mode
 
@@ -50,10 +50,12 @@ class AutoencoderMethod(Method):
         return reconstruction_error(self.model, self.task, batches, self.device, seed=self.cfg.seed)
 
     def figure_columns(self, images: Tensor) -> dict:
+        # the same seeded corruption as the columns: the title's numbers are the figure's own images
+        self.figure_error = reconstruction_error(self.model, self.task, [images], images.device, seed=self.cfg.seed)
         return reconstruction_columns(self.model, self.task, images, seed=self.cfg.seed)
 
     def figure_title(self) -> str:
-        return f"AE {self.cfg.task} on {self.cfg.backbone}"
+        return with_figure_numbers(f"AE {self.cfg.task} on {self.cfg.backbone}", getattr(self, "figure_error", None))
 
     @staticmethod
     def fine_tuning_positions(pos: Tensor, backbone: nn.Module) -> Tensor:
@@ -183,10 +185,12 @@ class AutoencoderModel(nn.Module):
 
 
 def reconstruction_error(model: AutoencoderModel, task, batches, device, seed: int = 0) -> dict:
-    """MSE to the target of the corrupted input and of the reconstruction, in `restoration_error`'s format
-    (the reconstruction is the one entry of restored_mse), on the same seeded corruptions."""
+    """MSE to the target of the corrupted input, of the reconstruction and of the task's trivial restorer, in
+    `restoration_error`'s format (the reconstruction is the one entry of restored_mse), on the same seeded
+    corruptions."""
     generator = torch.Generator(device=device).manual_seed(seed)
     corrupted = reconstructed = 0.0
+    trivial = 0.0
     count = 0
     with eval_mode(model), torch.no_grad():
         for images in batches:
@@ -195,11 +199,15 @@ def reconstruction_error(model: AutoencoderModel, task, batches, device, seed: i
             n = images.shape[0]
             corrupted += F.mse_loss(sample.state.float(), sample.target.float()).item() * n
             reconstructed += F.mse_loss(prediction.float(), target.float()).item() * n
+            trivial = add_or_none(trivial, trivial_sum(task, sample))
             count += n
     if count == 0:
         raise ValueError("no held-out images to evaluate")
-    return {"corrupted_mse": corrupted / count, "restored_mse": [reconstructed / count], "images": count,
-            "method": "ae"}
+    error = {"corrupted_mse": corrupted / count, "restored_mse": [reconstructed / count], "images": count,
+             "method": "ae"}
+    if trivial is not None:
+        error.update(trivial_mse=trivial / count, trivial_restorer=task.trivial_restorer)
+    return error
 
 
 def reconstruction_columns(model: AutoencoderModel, task, images: torch.Tensor, seed: int = 0) -> dict:

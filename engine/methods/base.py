@@ -2,6 +2,7 @@
 the same way: build the model once, then per step corrupt -> loss -> optimiser step, and at the end of an
 epoch the held-out error and the figure. A method is one subclass in one file, `@register_method(name)`."""
 import torch
+import torch.nn.functional as F
 from timm.optim import param_groups_weight_decay
 
 from pretexts.errors import ParameterError
@@ -46,7 +47,8 @@ class Method:
         raise NotImplementedError
 
     def held_out_error(self, batches) -> dict:
-        """{'corrupted_mse', 'restored_mse': [...], 'images', ...} on the held-out `batches` (seeded)."""
+        """{'corrupted_mse', 'restored_mse': [...], 'images', ...} on the held-out `batches` (seeded); with
+        'trivial_mse' and 'trivial_restorer' where the task has a trivial restorer (`Pretext.trivial_restore`)."""
         raise NotImplementedError
 
     def figure_columns(self, images: torch.Tensor) -> dict:
@@ -54,7 +56,10 @@ class Method:
         raise NotImplementedError
 
     def figure_title(self) -> str:
-        return f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}"
+        """The figure's title; the loop asks for it after `figure_columns`, so a method that measured the
+        figure's images there (`self.figure_error`, a held-out dict) puts the numbers in it."""
+        return with_figure_numbers(f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}",
+                                   getattr(self, "figure_error", None))
 
     def param_groups(self) -> list:
         """The optimiser's parameter groups: weight decay on all but norms and biases (timm's split)."""
@@ -73,3 +78,48 @@ class Method:
         """The ViT position embeddings fine-tuning starts from after a positions task (patch sorting), which
         never read the learnable ones; by default what they were at the end of pretraining."""
         return pos
+
+
+def versus_trivial(held: dict, as_ratio: bool = True) -> str:
+    """'; a trivial restorer (visible-mean fill) gets 0.15x: the model is not better than it', for the end of a
+    report whose ratios are to the corrupted input's error (`as_ratio` False: its MSE, for a report of MSEs);
+    '' when the held-out dict has no trivial restorer or nothing was restored (N = 0)."""
+    trivial, corrupted = held.get("trivial_mse"), held.get("corrupted_mse")
+    if trivial is None or not held.get("restored_mse"):
+        return ""
+    ratio = f"{trivial / corrupted:.2f}x" if as_ratio and corrupted else f"MSE {trivial:.5f}"
+    restored = held["restored_mse"][-1]
+    verdict = (f"the model beats it ({restored / trivial:.2f}x its error)" if trivial and restored < trivial
+               else "the model is not better than it")
+    return f"; a trivial restorer ({held.get('trivial_restorer', 'trivial')}) gets {ratio}: {verdict}"
+
+
+def figure_numbers(held: dict | None) -> str:
+    """'MSE of these 8: corrupted 0.1563, restored 0.0675, trivial 0.0301 (visible-mean fill)' for a figure's
+    title; '' without a restoration (N = 0) or numbers."""
+    if not held or not held.get("restored_mse"):
+        return ""
+    line = (f"MSE of these {held['images']}: corrupted {held['corrupted_mse']:.4f}, restored "
+            f"{held['restored_mse'][-1]:.4f}")
+    if held.get("trivial_mse") is not None:
+        line += f", trivial {held['trivial_mse']:.4f} ({held.get('trivial_restorer', 'trivial')})"
+    return line
+
+
+def with_figure_numbers(title: str, held: dict | None) -> str:
+    """The figure's numbers on a first line above `title` (the loop appends the epoch to the title)."""
+    numbers = figure_numbers(held)
+    return f"{numbers}\n{title}" if numbers else title
+
+
+def add_or_none(total: float | None, part: float | None) -> float | None:
+    """A running sum that becomes None, and stays None, once a part is missing."""
+    return None if total is None or part is None else total + part
+
+
+def trivial_sum(task, sample) -> float | None:
+    """The summed-over-the-batch MSE (mean per image times images) of the task's trivial restorer, or None."""
+    restored = task.trivial_restore(sample)
+    if restored is None:
+        return None
+    return F.mse_loss(restored.float(), sample.target.float()).item() * sample.target.shape[0]

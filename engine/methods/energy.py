@@ -8,7 +8,7 @@ from timm.optim import param_groups_weight_decay
 import backbones
 from backbones.vit_tokens import sincos_positions
 from engine.methods import register_method
-from engine.methods.base import Method
+from engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
 from engine.methods.restore import contrastive_loss, restoration_loss, restore
 from engine.training.eval_mode import eval_mode
 
@@ -34,10 +34,13 @@ class EnergyMethod(Method):
         return restoration_error(self.model, self.task, batches, self.cfg.steps, self.device, seed=self.cfg.seed)
 
     def figure_columns(self, images: torch.Tensor) -> dict:
+        # the same seeded corruption as the columns: the title's numbers are the figure's own images
+        self.figure_error = restoration_error(self.model, self.task, [images], self.cfg.steps, images.device,
+                                              seed=self.cfg.seed)
         return figure_columns(self.model, self.task, images, self.cfg.steps, seed=self.cfg.seed)
 
     def figure_title(self) -> str:
-        return f"{self.cfg.task} on {self.cfg.backbone}"
+        return with_figure_numbers(f"{self.cfg.task} on {self.cfg.backbone}", getattr(self, "figure_error", None))
 
     def param_groups(self) -> list:
         """No decay on norms, biases and alpha; alpha's lr scaled by `alpha_lr_scale` (Table A)."""
@@ -60,14 +63,15 @@ class EnergyMethod(Method):
 
 
 def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -> dict:
-    """Pixel (or state) MSE to the target of the corrupted input and of each restored step.
+    """Pixel (or state) MSE to the target of the corrupted input, of each restored step and of the task's
+    trivial restorer ('trivial_mse', named in 'trivial_restorer'; absent when the task has none).
 
     `batches` yields float [B,3,H,W] in [0,1]. The corruption is seeded, so two models are
     compared on the same corrupted images.
     """
     generator = torch.Generator(device=device).manual_seed(seed)
     corrupted, restored, count = 0.0, [0.0] * steps, 0
-    ranked, gap = 0.0, 0.0
+    ranked, gap, trivial = 0.0, 0.0, 0.0
     with eval_mode(model), torch.no_grad():
         for images in batches:
             images = images.to(device)
@@ -77,6 +81,7 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
             corrupted += F.mse_loss(sample.state.float(), sample.target.float()).item() * n
             for j, state in enumerate(states):
                 restored[j] += F.mse_loss(state.float(), sample.target.float()).item() * n
+            trivial = add_or_none(trivial, trivial_sum(task, sample))
             if steps == 0:  # N = 0 restores nothing: how well the energy ranks clean below corrupted
                 difference = task.energy(model, sample, sample.state) - task.energy(model, sample, sample.target)
                 ranked += (difference > 0).sum().item()
@@ -85,6 +90,8 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
     if count == 0:
         raise ValueError("no held-out images to evaluate")
     error = {"corrupted_mse": corrupted / count, "restored_mse": [r / count for r in restored], "images": count}
+    if trivial is not None:
+        error.update(trivial_mse=trivial / count, trivial_restorer=task.trivial_restorer)
     if steps == 0:
         error.update(ranked_right=ranked / count, energy_gap=gap / count)
     return error

@@ -8,7 +8,7 @@ import backbones
 from pretexts.params import Param
 
 from engine.methods import register_method
-from engine.methods.base import Method
+from engine.methods.base import Method, with_figure_numbers
 from engine.methods.mae_model import MAEModel, patchify, unpatchify
 from engine.training.eval_mode import eval_mode
 
@@ -52,10 +52,12 @@ class MAEMethod(Method):
         return masked_patch_error(self.model, batches, self.device, self.cfg.seed)
 
     def figure_columns(self, images: torch.Tensor) -> dict:
+        # the same seeded masks as the columns: the title's numbers are the figure's own images
+        self.figure_error = masked_patch_error(self.model, [images], images.device, self.cfg.seed)
         return mae_columns(self.model, images, self.cfg.seed)
 
     def figure_title(self) -> str:
-        return f"MAE on {self.cfg.backbone}"
+        return with_figure_numbers(f"MAE on {self.cfg.backbone}", getattr(self, "figure_error", None))
 
     def probe_forward(self, images: torch.Tensor) -> None:
         self.model(images, torch.Generator(device=images.device).manual_seed(0))
@@ -64,7 +66,8 @@ class MAEMethod(Method):
 def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> dict:
     """On the masked patches, in the loss's target space (per-patch normalised pixels under norm_pix_loss):
     the MSE of the reconstruction ('restored') against that of the best guess without the encoder
-    ('corrupted': each patch's own mean under norm_pix_loss, i.e. 0; else the visible pixels' mean)."""
+    ('corrupted': each patch's own mean under norm_pix_loss, i.e. 0; else the visible pixels' mean). That guess
+    is this method's trivial restorer, so 'trivial_mse' repeats it, named, as the other methods report theirs."""
     generator = torch.Generator(device=device).manual_seed(seed)
     blank = restored = 0.0
     count = 0
@@ -84,7 +87,9 @@ def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> dict:
             count += images.shape[0]
     if count == 0:
         raise ValueError("no held-out images to evaluate")
-    return {"corrupted_mse": blank / count, "restored_mse": [restored / count], "images": count, "method": "mae"}
+    trivial = "each masked patch's own mean" if model.norm_pix_loss else "visible-mean fill"
+    return {"corrupted_mse": blank / count, "restored_mse": [restored / count], "images": count, "method": "mae",
+            "trivial_mse": blank / count, "trivial_restorer": trivial}
 
 
 def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:
