@@ -16,7 +16,9 @@ from click.testing import CliRunner
 
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
 from engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
+from engine.training.checkpoint import save_checkpoint
 from engine.training.nonfinite import NonFiniteGuard
+from engine.training.run_folder import open_log
 from pretexts.cli import main
 from pretexts.errors import NonFiniteLossError, OutputError
 from test_registry import _install_distribution as install_distribution, clean_registry  # noqa: F401 (fixture)
@@ -42,9 +44,12 @@ def copy_of(run: Path, tmp_path: Path) -> Path:
 # ---- NaN losses ---------------------------------------------------------------------------------
 def test_nan_loss_stops_with_the_step_and_keeps_the_checkpoint(one_epoch, tmp_path):
     out = copy_of(one_epoch, tmp_path)
+    # A run whose energy is scaled by 1e38 overflows in its second epoch: the restored images, and the loss, are
+    # not finite. (--resume refuses to change the scale, so the saved run is given it.)
+    ckpt = load_checkpoint(out / "checkpoint.pt")
+    save_checkpoint({**ckpt, "config": {**ckpt["config"], "energy_scale": 1e38}}, out / "checkpoint.pt")
     good = (out / "checkpoint.pt").read_bytes()
-    # An energy scaled by 1e38 overflows: the restored images, and the loss, are not finite.
-    result, error = run_cli(RUN + ["--epochs", "2", "--out", out, "--resume", "--energy-scale", "1e38"])
+    result, error = run_cli(RUN + ["--epochs", "2", "--out", out, "--resume"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "loss is nan at step 2" in error and "last good checkpoint is kept" in error and "--skip-nonfinite" in error
     assert (out / "checkpoint.pt").read_bytes() == good
@@ -189,19 +194,19 @@ def test_a_write_failure_outside_the_checkpoint_is_one_line_and_resume_skips_the
                                                                                           monkeypatch):
     """A full disk while the log is written: one line, exit 2; the torn log line does not stop --resume."""
     out = copy_of(one_epoch, tmp_path)
-    real_open = open
+    from engine.training import loop
 
-    def full_disk_log(path, mode="r", *args, **kwargs):
-        handle = real_open(path, mode, *args, **kwargs)
-        if str(path).endswith("log.jsonl") and "a" in mode:
-            def write(text):
-                handle.buffer.write(text[:7].encode())  # part of a line reaches the disk, as when it fills
-                handle.buffer.flush()
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            handle.write = write
+    def full_disk_log(path, *args, **kwargs):
+        handle = open_log(path, *args, **kwargs)
+
+        def write(text):
+            handle.buffer.write(text[:7].encode())  # part of a line reaches the disk, as when it fills
+            handle.buffer.flush()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        handle.write = write
         return handle
 
-    monkeypatch.setattr("builtins.open", full_disk_log)
+    monkeypatch.setattr(loop, "open_log", full_disk_log)
     result, error = run_cli(RUN + ["--epochs", "2", "--out", out, "--resume"])
     monkeypatch.undo()
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output

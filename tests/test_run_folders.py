@@ -1,7 +1,17 @@
-"""A run never writes over another run, and every output folder is made (or refused) before the work."""
+"""A run never writes over another run or its inputs, one process writes a folder at a time, files are replaced
+by rename (never through a link), --resume keeps the run's settings, and non-finite weights are never saved."""
 import json
+import socket
+import subprocess
+import sys
 
-from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
+import pytest
+import torch
+
+from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli  # noqa: F401 (a fixture)
+from engine import PretrainConfig, Pretrainer
+from engine.training.run_folder import write_json
+from pretexts.errors import NonFiniteLossError
 from pretrained_checkpoints import write_checkpoint
 
 
@@ -53,3 +63,150 @@ def test_restore_into_an_unwritable_place_is_refused_before_the_work(tmp_path):
     blocker.write_text("not a folder")
     result, error = run_cli(["restore", "--checkpoint", ckpt, "--images", "2", "--out", blocker / "x.png"])
     assert result.exit_code == 2 and "cannot be written" in error
+
+
+# ---- never over another run, never over an input ------------------------------------------------
+def test_resume_from_another_folder_into_a_run_is_refused_and_loses_nothing(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert run_cli(train_args(a))[0].exit_code == 0
+    assert run_cli(train_args(b, "--seed", "1"))[0].exit_code == 0
+    before = {name: (b / name).read_bytes() for name in ("checkpoint.pt", "log.jsonl", "config.json", "results.json")}
+    result, error = run_cli([*TRAIN, "--epochs", "2", "--max-steps-per-epoch", "2", "--workers", "0",
+                             "--resume", a / "checkpoint.pt", "--out", b])
+    assert result.exit_code == 2 and "already holds a run" in error, result.output
+    assert {name: (b / name).read_bytes() for name in before} == before
+
+
+def test_probe_and_segment_refuse_a_run_folder_and_the_folder_of_their_input(tmp_path):
+    ckpt, _ = write_checkpoint(tmp_path / "checkpoint.pt")
+    probe = ["probe", "--checkpoint", ckpt, "--probe", "knn", "--workers", "0"]
+    result, error = run_cli([*probe, "--out", tmp_path / "p"])
+    assert result.exit_code == 0, result.output
+    results = (tmp_path / "p" / "results.json").read_text()
+    result, error = run_cli([*probe, "--out", tmp_path / "p"])  # a second probe: not silently replaced
+    assert result.exit_code == 2 and "already holds a run" in error and "--force" in error
+    assert (tmp_path / "p" / "results.json").read_text() == results
+    assert run_cli([*probe, "--out", tmp_path / "p", "--force"])[0].exit_code == 0
+    result, error = run_cli([*probe, "--out", tmp_path, "--force"])  # --force never removes the input
+    assert result.exit_code == 2 and "would overwrite this command's input" in error
+    assert ckpt.is_file()
+    result, error = run_cli(["segment", "--checkpoint", ckpt, "--data", "generated", "--out", tmp_path / "p"])
+    assert result.exit_code == 2 and "already holds a run" in error
+    assert (tmp_path / "p" / "results.json").is_file()
+
+
+def test_figures_never_replace_a_file_or_take_a_wrong_suffix(tmp_path):
+    ckpt, _ = write_checkpoint(tmp_path / "checkpoint.pt")
+    (tmp_path / "results.json").write_text('{"kept": true}')
+    for command, extra in (("restore", []), ("energy", ["--workers", "0"])):
+        args = [command, "--checkpoint", ckpt, "--images", "2", *extra, "--out"]
+        result, error = run_cli([*args, tmp_path / "results.png"])  # its .json would replace results.json
+        assert result.exit_code == 2 and "results.json already exists" in error and "--force" in error, error
+        result, error = run_cli([*args, tmp_path / "x.pt"])
+        assert result.exit_code == 2 and "must be a figure file" in error, error
+        figure = tmp_path / f"{command}.png"
+        assert run_cli([*args, figure])[0].exit_code == 0
+        result, error = run_cli([*args, figure])
+        assert result.exit_code == 2 and "already exist" in error, error
+        assert run_cli([*args, figure, "--force"])[0].exit_code == 0
+    assert (tmp_path / "results.json").read_text() == '{"kept": true}'
+
+
+# ---- one writer at a time -----------------------------------------------------------------------
+def test_a_folder_written_by_a_live_process_is_refused_naming_it(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / ".lock").write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "command": "train",
+                                               "since": "2026-01-01 00:00:00"}))
+        result, error = run_cli(train_args(out))
+        assert result.exit_code == 2 and f"pid {holder.pid}" in error and "being written by" in error, result.output
+        assert not (out / "log.jsonl").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    result, _ = run_cli(train_args(out))  # the holder has died: its lock is stale and taken over
+    assert result.exit_code == 0, result.output
+    assert "took over the lock" in result.output and not (out / ".lock").exists()
+
+
+def test_temporary_files_of_a_live_process_are_left_alone(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = tmp_path / f".results.json.{holder.pid}.abcd1234.tmp"
+        dead = tmp_path / ".results.json.999999999.abcd1234.tmp"
+        live.write_text("being written")
+        dead.write_text("left by a killed write")
+        write_json(tmp_path / "results.json", {"a": 1})
+        assert live.exists() and not dead.exists()
+        assert json.loads((tmp_path / "results.json").read_text()) == {"a": 1}
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ---- files are replaced, never written through a link -------------------------------------------
+def test_resume_never_writes_through_a_symlink(tmp_path):
+    out = tmp_path / "run"
+    assert run_cli(train_args(out))[0].exit_code == 0
+    outside = {name: tmp_path / f"outside-{name}" for name in ("log.jsonl", "config.json", "results.json")}
+    for name, target in outside.items():
+        target.write_text(f"precious {name}\n")
+        (out / name).unlink()
+        (out / name).symlink_to(target)
+    result, _ = run_cli([*TRAIN, "--epochs", "2", "--max-steps-per-epoch", "2", "--workers", "0", "--out", out,
+                         "--resume"])
+    assert result.exit_code == 0, result.output
+    for name, target in outside.items():
+        assert target.read_text() == f"precious {name}\n", name
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 0, name
+
+
+# ---- --resume keeps the run's settings ----------------------------------------------------------
+def test_resume_keeps_the_saved_settings_and_refuses_changes_to_the_run(tmp_path):
+    data = copy_sample_images(tmp_path / "data", 10)
+    out = tmp_path / "run"
+    first = [*TRAIN, "--data", data, "--seed", "3", "--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0",
+             "--eval-images", "4", "--out", out]
+    assert run_cli(first)[0].exit_code == 0
+    result, _ = run_cli(["train", "--resume", "--out", out, "--epochs", "2", "--workers", "0"])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "config.json").read_text())
+    assert (saved["data"], saved["batch_size"], saved["seed"], saved["backbone"]) == (str(data), 8, 3, "test_convnext")
+    assert (saved["max_steps_per_epoch"], saved["eval_images"], saved["epochs"]) == (1, 4, 2)
+    for option, value in (("--batch-size", "16"), ("--seed", "4"), ("--data", "sample"), ("--lr", "0.5"),
+                          ("--max-steps-per-epoch", "3")):
+        result, error = run_cli(["train", "--resume", "--out", out, "--epochs", "3", option, value])
+        assert result.exit_code == 2 and "a resumed run keeps its" in error and option in error, (option, error)
+    assert json.loads((out / "config.json").read_text()) == saved
+
+
+# ---- weights are finite before they are saved ---------------------------------------------------
+def test_nonfinite_weights_are_never_saved_as_the_last_good_checkpoint(tmp_path):
+    cfg = PretrainConfig(backbone="test_convnext", batch_size=8, epochs=1, max_steps_per_epoch=1, workers=0,
+                         eval_images=2, figure_images=2, out=str(tmp_path))
+    trainer = Pretrainer(cfg)
+    trainer.run()
+    good = (tmp_path / "checkpoint.pt").read_bytes()
+    with torch.no_grad():
+        next(trainer.model.parameters()).fill_(float("nan"))
+    with pytest.raises(NonFiniteLossError, match="NaN or infinite .* not saved; the last good checkpoint is kept"):
+        trainer.save()
+    assert (tmp_path / "checkpoint.pt").read_bytes() == good
+
+
+def test_export_never_replaces_its_checkpoint_a_run_or_an_earlier_export(tmp_path):
+    run = tmp_path / "run"
+    assert run_cli(train_args(run))[0].exit_code == 0
+    ckpt = run / "checkpoint.pt"
+    good = ckpt.read_bytes()
+    for out in (ckpt, run):  # the checkpoint itself; its folder (whose config.json the export would replace)
+        result, error = run_cli(["export", "--checkpoint", ckpt, "--out", out, "--force"])
+        assert result.exit_code == 2 and "would overwrite this command's input" in error, error
+    assert ckpt.read_bytes() == good
+    for out in (tmp_path / "export", tmp_path / "weights.safetensors"):
+        assert run_cli(["export", "--checkpoint", ckpt, "--out", out])[0].exit_code == 0
+        result, error = run_cli(["export", "--checkpoint", ckpt, "--out", out])
+        assert result.exit_code == 2 and "--force" in error, error
+        assert run_cli(["export", "--checkpoint", ckpt, "--out", out, "--force"])[0].exit_code == 0

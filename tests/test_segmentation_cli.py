@@ -26,4 +26,8 @@ def test_segment_from_scratch_and_bad_arguments(tmp_path):
     result, error = run_cli(["segment", "--data", "generated", "--out", out])
     assert result.exit_code == 2 and "exactly one of --checkpoint" in error
     result, error = run_cli(["segment", "--from-scratch", "--backbone", "resnet18", "--data", tmp_path, "--out", out])
+    assert result.exit_code == 2 and "already holds a run" in error and "--force" in error  # never over a run
+    assert "--resume" not in error  # segment cannot continue a run
+    result, error = run_cli(["segment", "--from-scratch", "--backbone", "resnet18", "--data", tmp_path, "--out",
+                             tmp_path / "other"])
     assert result.exit_code == 2 and "neither ADE20K" in error

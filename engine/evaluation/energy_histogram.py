@@ -1,6 +1,4 @@
 """Energies of real images, of corrupted ones and of each restoration step (paper, Appendix: "Histograms of energy scores")."""
-import json
-from pathlib import Path
 
 import matplotlib
 
@@ -14,6 +12,7 @@ from engine.data.datasets import build_source  # noqa: E402
 from engine.training.eval_mode import eval_mode  # noqa: E402
 from engine.data.loader import AugmentedImages, eval_transform, held_out_batches  # noqa: E402
 from engine.training.preflight import resolve_device  # noqa: E402
+from engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json  # noqa: E402
 from engine.evaluation.from_checkpoint import load_energy_model, task_for  # noqa: E402
 from engine.methods.restore import restore  # noqa: E402
 
@@ -59,7 +58,7 @@ def histogram_figure(scores: dict[str, torch.Tensor], path, title: str = "") -> 
     ax.set_title(title, fontsize=10)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)
 
 
@@ -72,11 +71,14 @@ def held_out_images(data: str, img_size: int, count: int, seed: int, device, wor
 
 def energy_histogram(checkpoint: str, out: str, data: str | None = None, task: str | None = None,
                      task_args: dict | None = None, images: int = 512, steps: int | None = None, seed: int = 0,
-                     device: str = "auto", workers: int = 2) -> dict:
+                     device: str = "auto", workers: int = 2, force: bool = False) -> dict:
     """Score held-out images with a pretrained energy model; write OUT (png) and OUT with suffix .json.
 
-    The task, its arguments, the data and the number of steps default to the checkpoint's own.
+    The task, its arguments, the data and the number of steps default to the checkpoint's own. Existing files
+    are replaced only with `force`, and never the checkpoint.
     """
+    path = figure_path(out)
+    claim_output_file(path, force, inputs=[checkpoint], companions=[path.with_suffix(".json")])
     device = resolve_device(device)
     model, cfg = load_energy_model(checkpoint, device)
     corruption = task_for(cfg, task or cfg.task, task_args, model) if (task or task_args) else task_for(cfg, model=model)
@@ -84,10 +86,8 @@ def energy_histogram(checkpoint: str, out: str, data: str | None = None, task: s
     data = data or cfg.data
     batches = held_out_images(data, cfg.img_size, images, seed, device, workers)
     scores = energy_scores(model, corruption, batches, steps, device, seed)
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
     histogram_figure(scores, path, f"energy of {corruption.name} on {cfg.backbone} ({scores['real'].numel()} images)")
     results = {"checkpoint": str(checkpoint), "task": corruption.name, "task_args": corruption.values(), "data": data,
                "steps": steps, **summarise(scores), "figure": str(path)}
-    path.with_suffix(".json").write_text(json.dumps(results, indent=2))
+    write_json(path.with_suffix(".json"), results)
     return results

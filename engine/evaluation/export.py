@@ -4,7 +4,6 @@ A folder is what timm's `save_for_hf` writes (model.safetensors and a config.jso
 architecture, its arguments, input size, mean and std), so `timm.create_model("local-dir:OUT",
 pretrained=True)` rebuilds the model, and `push_to_hf_hub` uploads the same files.
 """
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,8 +15,9 @@ from timm.models import push_to_hf_hub, save_for_hf
 
 from pretexts.errors import CheckpointError, OutputError
 
-from engine.training.checkpoint import atomic_save, load_checkpoint
+from engine.training.checkpoint import atomic_save, check_shapes, load_checkpoint
 from engine.training.preflight import check_output_dir
+from engine.training.run_folder import RunLock, claim_output_dir, claim_output_file, write_json
 from engine.evaluation.pretrained import create_classifier, timm_spec
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
@@ -29,14 +29,19 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
     """(timm model in eval mode, timm name, its kwargs, where it came from) for any checkpoint pretexts writes:
     a pretraining checkpoint (the backbone, no classifier), a fine-tuning run's checkpoint.pt or finetuned.pt
     (the classifier with its head)."""
-    ckpt = load_checkpoint(checkpoint)
+    ckpt = load_checkpoint(checkpoint, kinds=("pretrain", "finetune", "finetuned"))
     if ckpt.get("kind") in ("finetune", "finetuned"):
         spec = ckpt.get("timm")
         if spec is None:
             raise CheckpointError(f"fine-tuning checkpoint '{checkpoint}' predates export support (no 'timm' "
                                   f"entry); export its pretraining checkpoint, or fine-tune again.")
         model = timm.create_model(spec["name"], pretrained=False, **spec["kwargs"])
-        model.load_state_dict(ckpt["model"])
+        check_shapes(model, ckpt["model"], checkpoint, "was it written by another version?")
+        try:
+            model.load_state_dict(ckpt["model"])
+        except RuntimeError as err:
+            raise CheckpointError(f"checkpoint '{checkpoint}' does not fit {spec['name']} "
+                                  f"({' '.join(str(err).split())[:200]}); was it written by another version?") from None
         provenance = {"fine_tuned": {k: ckpt["config"].get(k) for k in ("checkpoint", "data", "epochs")},
                       "classes": spec.get("classes")}
         return model.eval(), spec["name"], spec["kwargs"], provenance
@@ -69,17 +74,28 @@ def load_line(timm_name: str, kwargs: dict, target: str, data: dict) -> str:
     return f"timm.create_model({timm_name!r}, pretrained=True, pretrained_cfg_overlay={overlay!r}{args})"
 
 
-def export_backbone(checkpoint: str, out: str, push_to_hub: str | None = None, private: bool = False) -> dict:
+def export_backbone(checkpoint: str, out: str, push_to_hub: str | None = None, private: bool = False,
+                    force: bool = False) -> dict:
     """Export `checkpoint` to `out`: a folder (Hub-ready, the default) or a weights file (.safetensors, .pth).
 
     Writes `pretexts.json` in the folder (OUT with suffix .json for a file): the timm name, arguments, load
     line and provenance. With `push_to_hub`, uploads the folder's files to that Hub repository (timm's
-    `push_to_hf_hub`; needs a token from `huggingface-cli login` or HF_TOKEN).
+    `push_to_hf_hub`; needs a token from `huggingface-cli login` or HF_TOKEN). An existing export or run is
+    replaced only with `force`, and the checkpoint never.
     """
+    path = Path(out)
+    if path.suffix in WEIGHT_SUFFIXES:
+        claim_output_file(path, force, inputs=[checkpoint], companions=[path.with_suffix(".json")])
+        return export_to(checkpoint, path, push_to_hub, private)
+    with RunLock(path, "export"):
+        claim_output_dir(path, None, force, inputs=[checkpoint], resumable=False)
+        return export_to(checkpoint, path, push_to_hub, private)
+
+
+def export_to(checkpoint: str, path: Path, push_to_hub: str | None, private: bool) -> dict:
     model, timm_name, kwargs, provenance = load_for_export(checkpoint)
     data = data_config(model, model_img_size(model, kwargs, provenance.get("pretraining")))
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    path = Path(out)
     is_file = path.suffix in WEIGHT_SUFFIXES
     check_output_dir(path.parent if is_file else path, sum(t.numel() * t.element_size() for t in state.values()))
     if is_file:
@@ -92,7 +108,7 @@ def export_backbone(checkpoint: str, out: str, push_to_hub: str | None = None, p
     info = {"file": str(path), "timm_name": timm_name, "kwargs": kwargs, "tensors": len(state),
             "parameters": sum(p.numel() for p in model.parameters()), "input_size": list(data["input_size"]),
             "load": load_line(timm_name, kwargs, str(path), data), "checkpoint": str(checkpoint), **provenance}
-    (path.with_suffix(".json") if is_file else path / "pretexts.json").write_text(json.dumps(info, indent=2))
+    write_json(path.with_suffix(".json") if is_file else path / "pretexts.json", info)
     if push_to_hub:
         try:
             info["hub"] = str(push_to_hf_hub(model, push_to_hub, model_config=HUB_CONFIG, model_args=kwargs,

@@ -14,15 +14,18 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
 from torch.utils.data import DataLoader
 
-from pretexts.errors import CheckpointError, DataError, NonFiniteLossError
+from pretexts.errors import DataError, NonFiniteLossError
 
-from engine.training.checkpoint import FORMAT_VERSION, atomic_save
+from engine.training.checkpoint import save_checkpoint
 from engine.training.interrupt import StopSignals
 from engine.training.progress import progress
 from engine.evaluation.finetune_config import FinetuneConfig
 from engine.data.labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
                             labels_of, normalisation, train_transform)
-from engine.training.preflight import check_backbone_fits, claim_output_dir, check_output_dir, checkpoint_bytes
+from engine.training.nonfinite import check_finite_weights
+from engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
+from engine.training.resume_config import FINETUNE_MAY_CHANGE, check_resumable
+from engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
 from engine.training.precision import amp_dtype, autocast
 from engine.training.preflight import resolve_device
 from engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
@@ -150,14 +153,18 @@ class Finetuner:
         """Train the remaining epochs, saving OUT/checkpoint.pt after each. SIGTERM or Ctrl-C stops the run
         at the next step; the last epoch's checkpoint is kept and `--resume` continues from it."""
         cfg = self.cfg
-        if cfg.resume:
-            self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
-        claim_output_dir(self.out, cfg.resume, cfg.force)
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+        with RunLock(self.out, "finetune"):
+            if cfg.resume:
+                self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
+            claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[cfg.checkpoint, cfg.data, cfg.resume])
+            write_json(self.out / "config.json", cfg.to_dict())
+            return self.train_and_report()
+
+    def train_and_report(self) -> dict:
+        cfg = self.cfg
         start = time.time()
         val_loader = self.loader(self.val_set, train=False)
-        with open(self.out / "log.jsonl", "a" if cfg.resume else "w") as log, self.stop:
+        with open_log(self.out / "log.jsonl", truncate=not cfg.resume) as log, self.stop:
             while self.epoch < cfg.epochs:
                 loss = self.train_epoch()
                 if self.stop.requested:
@@ -169,7 +176,7 @@ class Finetuner:
                        "lr": max(g["lr"] for g in self.optimizer.param_groups)}
                 self.history.append(row)
                 log.write(json.dumps(row) + "\n")
-                log.flush()
+                check_finite_weights(self.model, self.global_step, self.out)
                 self.save_checkpoint()
                 self.echo(f"epoch {self.epoch}/{cfg.epochs}: train loss {loss:.4f}, val top-1 {top1:.2f}%")
         history = self.history
@@ -181,22 +188,20 @@ class Finetuner:
                    "pretraining": {k: self.pretraining.get(k) for k in ("method", "task", "task_args")}
                    if self.pretraining else None}
         self.save()
-        (self.out / "results.json").write_text(json.dumps(results, indent=2))
+        write_json(self.out / "results.json", results)
         return results
 
     def save_checkpoint(self) -> Path:
         """OUT/checkpoint.pt: everything `--resume` needs to continue after this epoch as if never stopped."""
         path = self.out / "checkpoint.pt"
-        atomic_save({"format_version": FORMAT_VERSION, "kind": "finetune", "config": self.cfg.to_dict(),
+        save_checkpoint({"kind": "finetune", "config": self.cfg.to_dict(),
                      "timm": self.timm_spec(), **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
                      "epoch": self.epoch, "global_step": self.global_step, "history": self.history}, path)
         return path
 
     def load(self, path: Path) -> None:
-        ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, self.device)
-        if ckpt.get("kind") != "finetune":
-            raise CheckpointError(f"'{path}' is a pretraining checkpoint; give it as --checkpoint, and --resume "
-                                  f"the fine-tuning run's own OUT/checkpoint.pt.")
+        ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, kind="finetune")
+        check_resumable(ckpt["config"], self.cfg, FINETUNE_MAY_CHANGE, path)
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
         truncate_log(self.out / "log.jsonl", self.global_step)
@@ -210,7 +215,7 @@ class Finetuner:
         """OUT/finetuned.pt: timm state dict under 'model' (timm's load_checkpoint reads it) and how to build it."""
         spec = self.timm_spec()
         path = self.out / "finetuned.pt"
-        atomic_save({"format_version": FORMAT_VERSION, "kind": "finetuned", "model": self.model.state_dict(),
+        save_checkpoint({"kind": "finetuned", "model": self.model.state_dict(),
                      "timm": spec, "timm_name": spec["name"], "timm_kwargs": spec["kwargs"], "classes": self.classes,
                      "config": self.cfg.to_dict()}, path)
         return path

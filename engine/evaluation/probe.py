@@ -2,7 +2,6 @@
 
 A probe is a function `(train, val, num_classes, cfg) -> (results, line)` on cached features, registered with
 `@register_probe(name)` (or the entry-point group `pretexts.probes`); `--probe NAME` runs it."""
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -19,6 +18,7 @@ from engine.evaluation.probe_config import ProbeConfig
 from engine.evaluation.knn import knn_accuracy
 from engine.data.labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
 from engine.training.preflight import check_output_dir
+from engine.training.run_folder import RunLock, claim_output_dir, write_json
 from engine.training.preflight import resolve_device
 from engine.evaluation.pretrained import create_classifier
 from engine.training.progress import progress
@@ -74,7 +74,14 @@ def train_head(head: nn.Module, train: tuple[Tensor, Tensor], val: tuple[Tensor,
 
 
 def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
-    """Extract features once, then evaluate every probe in `cfg.probes`; writes OUT/results.json."""
+    """Extract features once, then evaluate every probe in `cfg.probes`; writes OUT/results.json. OUT is locked and
+    claimed first: never over another run's results or the checkpoint probed."""
+    with RunLock(cfg.out, "probe"):
+        claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data], resumable=False)
+        return probe_features(cfg, echo)
+
+
+def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     device = resolve_device(cfg.device)
     torch.manual_seed(cfg.seed)
     backbone, saved = create_classifier(cfg.checkpoint, num_classes=0)
@@ -95,10 +102,8 @@ def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     for name in cfg.probes:
         results[name], line = PROBES.get(name)(train, val, len(classes), cfg)
         echo(line)
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
-    (out / "results.json").write_text(json.dumps(results, indent=2))
+    write_json(Path(cfg.out) / "config.json", asdict(cfg))
+    write_json(Path(cfg.out) / "results.json", results)
     return results
 
 

@@ -4,7 +4,7 @@ from dataclasses import MISSING, dataclass
 from pretexts.errors import ParameterError, suggest
 from pretexts.registry import PROBES
 
-from engine.training.config import check_field_types, check_ranges, setting
+from engine.training.config import SEED_RANGE, check_field_types, check_optimizer, check_ranges, setting
 
 
 @dataclass
@@ -30,6 +30,7 @@ class ProbeConfig:
     workers: int = setting(2, 'Data loader worker processes.')
     device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
     out: str = setting("runs/probe", 'Output folder.')
+    force: bool = setting(False, 'Replace the results of an earlier run in --out (its files are removed).')
     quiet: bool = setting(False, 'No progress bars (off anyway when the output is not a terminal).')
 
     def __post_init__(self):
@@ -42,5 +43,6 @@ class ProbeConfig:
                                  + (suggest(unknown[0], PROBES.table) if unknown else ""))
         if self.knn_k and min(self.knn_k) < 1:
             raise ParameterError(f"knn_k must be >= 1, got {min(self.knn_k)}.")
-        check_ranges(self, positive=("epochs", "batch_size", "hidden", "lr", "knn_temperature"),
-                     non_negative=("weight_decay", "workers"), fractions=("crop_pct",))
+        check_ranges(self, positive=("epochs", "batch_size", "hidden", "knn_temperature"),
+                     non_negative=("weight_decay", "workers"), fractions=("crop_pct",), within={"seed": SEED_RANGE})
+        check_optimizer(self)

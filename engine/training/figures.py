@@ -5,6 +5,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from engine.training.run_folder import save_figure  # noqa: E402
+
 
 def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") -> None:
     """One row per image, one column per named batch [B,3,H,W] in [0,1] (shown in order)."""
@@ -23,7 +25,7 @@ def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") 
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)
 
 
@@ -40,5 +42,5 @@ def loss_curve(steps: list[int], losses: list[float], path, title: str = "restor
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)

@@ -1,4 +1,5 @@
 """The pretraining loop. It knows neither the task nor the method: corrupt, loss, step, log, checkpoint."""
+import dataclasses
 import json
 import math
 import signal
@@ -11,7 +12,7 @@ import torch
 from timm.scheduler import CosineLRScheduler
 
 import pretexts
-from pretexts.errors import CheckpointError, DataError, ParameterError
+from pretexts.errors import DataError, ParameterError
 from pretexts.registry import METHODS
 
 from engine.data.datasets import build_source
@@ -20,16 +21,18 @@ from engine.data.loader import (AugmentedImages, EpochSampler, batches, eval_tra
                                 make_loader, pretrain_transform, to_device)
 from engine.methods.base import Method
 from engine.training import distributed
-from engine.training.checkpoint import FORMAT_VERSION, atomic_save
+from engine.training.checkpoint import FORMAT_VERSION, save_checkpoint
 from engine.training.config import PretrainConfig
 from engine.training.experiment_log import NoLog, open_experiment_log
 from engine.training.figures import loss_curve, restoration_figure
 from engine.training.interrupt import StopSignals
-from engine.training.nonfinite import NonFiniteGuard
+from engine.training.nonfinite import NonFiniteGuard, check_finite_weights
 from engine.training.precision import amp_dtype, autocast
 from engine.training.preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes,
-                                       claim_output_dir, resolve_device)
+                                       resolve_device)
 from engine.training.progress import progress
+from engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
+from engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
 from engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
 from engine.training.speedups import apply_speedups
 
@@ -143,21 +146,22 @@ class Pretrainer:
     # ---- the run --------------------------------------------------------------------------------
     def run(self) -> dict:
         cfg = self.cfg
-        if cfg.resume:
-            self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
-        if self.rank == 0:
-            claim_output_dir(self.out, cfg.resume, cfg.force)
-            check_output_dir(self.out, checkpoint_bytes(self.model))
-            (self.out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
-            note = report_skipped([self.train_set, self.val_set], self.out)
-            if note:
-                print(note, file=sys.stderr, flush=True)
-            self.experiment = open_experiment_log(cfg.logger, self.out, cfg.to_dict(),
-                                                  self.global_step + 1 if cfg.resume else None)
-        try:
-            return self.train_and_report()
-        finally:
-            self.experiment.close()
+        with RunLock(self.out, "train") if self.rank == 0 else nullcontext():  # rank 0 alone writes
+            if cfg.resume:
+                self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
+            if self.rank == 0:
+                claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[cfg.data, cfg.resume])
+                check_output_dir(self.out, checkpoint_bytes(self.model))
+                write_json(self.out / "config.json", cfg.to_dict())
+                note = report_skipped([self.train_set, self.val_set], self.out)
+                if note:
+                    print(note, file=sys.stderr, flush=True)
+                self.experiment = open_experiment_log(cfg.logger, self.out, cfg.to_dict(),
+                                                      self.global_step + 1 if cfg.resume else None)
+            try:
+                return self.train_and_report()
+            finally:
+                self.experiment.close()
 
     def train_and_report(self) -> dict:
         cfg = self.cfg
@@ -213,7 +217,7 @@ class Pretrainer:
         loader = make_loader(self.train_set, cfg.batch_size // self.world, self.sampler, cfg.workers)
         bar = progress(self.batches_per_epoch, f"epoch {self.epoch + 1}/{cfg.epochs}", cfg.quiet, self.batch,
                        enabled=self.rank == 0)
-        with open(self.out / "log.jsonl", "a", buffering=1) if self.rank == 0 else nullcontext() as log, bar, \
+        with open_log(self.out / "log.jsonl") if self.rank == 0 else nullcontext() as log, bar, \
                 batches(loader) as images_and_labels:
             for images, _ in images_and_labels:
                 if self.batch >= self.batches_per_epoch:
@@ -254,12 +258,13 @@ class Pretrainer:
             steps, losses = zip(*self.history)
             loss_curve(list(steps), list(losses), self.out / "loss_curve.png",
                        f"{self.cfg.task} on {self.cfg.backbone}")
-        (self.out / "results.json").write_text(json.dumps(results, indent=2))
+        write_json(self.out / "results.json", results)
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def save(self, path: Path | None = None) -> Path:
         path = path or self.out / "checkpoint.pt"
-        atomic_save({
+        check_finite_weights(self.model, self.global_step, self.out)
+        save_checkpoint({
             "format_version": FORMAT_VERSION, "pretexts_version": pretexts.__version__,
             "config": self.cfg.to_dict(), **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
             "epoch": self.epoch,
@@ -270,21 +275,21 @@ class Pretrainer:
 
     def load(self, path: Path) -> None:
         ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, self.device)
-        saved = ckpt["config"]
-        for key in ("backbone", "task", "img_size"):
-            if saved.get(key) != getattr(self.cfg, key):
-                raise CheckpointError(f"checkpoint '{path}' was trained with {key}={saved.get(key)!r}, "
-                                      f"this run asks for {getattr(self.cfg, key)!r}; resume with the same {key}.")
-        trained = pretexts.create_pretext(saved["task"], **saved.get("task_args", {})).values()
-        if trained != self.task.values():
-            raise CheckpointError(f"checkpoint '{path}' was trained with task arguments {trained}, this run asks "
-                                  f"for {self.task.values()}; resume with the same --task-arg and --preset.")
+        check_resumable(ckpt["config"], self.cfg, PRETRAIN_MAY_CHANGE, path, self.same_arguments)
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
         self.history = list(ckpt.get("history", []))
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
         if self.rank == 0:
             truncate_log(self.out / "log.jsonl", self.global_step)
+
+
+    def same_arguments(self, name: str, saved: dict, asked: dict) -> bool:
+        """Task and method arguments compared as the task and the method read them ('4' equals 4)."""
+        if name == "task_args":
+            return pretexts.create_pretext(self.cfg.task, **saved).values() == self.task.values()
+        method = type(self.method)
+        return method.parse_args(dataclasses.replace(self.cfg, method_args=saved)) == self.method.args
 
 
 def pretrain(cfg: PretrainConfig) -> dict:
@@ -296,10 +301,14 @@ def pretrain(cfg: PretrainConfig) -> dict:
 
 
 def format_held_out(held: dict) -> str:
+    """The held-out line: the restoration error per step against the corrupted input's and, where the task has
+    one, what its trivial restorer gets on the same images, and whether the model beats it."""
+    from engine.methods.base import versus_trivial
+
     if not held["restored_mse"]:  # N = 0
         return (f"held-out on {held['images']} images (N = 0, nothing restored): the energy ranks the clean image "
                 f"below the corrupted one for {100 * held['ranked_right']:.1f}% (mean gap {held['energy_gap']:.4g})")
     steps = " -> ".join(f"step {j} {e:.5f}" for j, e in enumerate(held["restored_mse"], 1))
     ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held["corrupted_mse"] else math.nan
     return (f"held-out restoration MSE on {held['images']} images: corrupted {held['corrupted_mse']:.5f} -> "
-            f"{steps} ({ratio:.2f}x the corrupted input's error)")
+            f"{steps} ({ratio:.2f}x the corrupted input's error{versus_trivial(held)})")

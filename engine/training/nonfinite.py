@@ -2,6 +2,8 @@
 import math
 from pathlib import Path
 
+import torch
+
 from pretexts.errors import NonFiniteLossError
 
 
@@ -20,9 +22,7 @@ class NonFiniteGuard:
         if math.isfinite(loss):
             self.in_a_row = 0
             return False
-        kept = (f"the last good checkpoint is kept in {self.out}" if (Path(self.out) / "checkpoint.pt").exists()
-                else "no checkpoint was written yet")
-        hint = f"{kept}. Lower --lr or set --clip-grad"
+        hint = f"{last_good(self.out)}. Lower --lr or set --clip-grad"
         if not self.skip:
             raise NonFiniteLossError(f"{what} is {loss} at step {step}; {hint}, or pass --skip-nonfinite.")
         self.skipped += 1
@@ -30,3 +30,18 @@ class NonFiniteGuard:
         if self.in_a_row >= self.patience:
             raise NonFiniteLossError(f"{what} is {loss} at {self.in_a_row} steps in a row (up to step {step}); {hint}.")
         return True
+
+
+def last_good(out: Path) -> str:
+    return (f"the last good checkpoint is kept in {out}" if (Path(out) / "checkpoint.pt").exists()
+            else "no checkpoint was written yet")
+
+
+def check_finite_weights(model: torch.nn.Module, step: int, out: Path) -> None:
+    """Before a save: weights that became NaN or infinite while the loss still looked finite (a huge lr) stop the
+    run instead of replacing the last good checkpoint."""
+    bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        raise NonFiniteLossError(f"{len(bad)} weight tensors (first: {bad[0]}) are NaN or infinite at step {step}, so "
+                                 f"they were not saved; {last_good(out)}. Lower --lr or set --clip-grad, then "
+                                 f"--resume.")

@@ -15,6 +15,7 @@ from . import main, parse_task_args
 @click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--out", required=True, help="The figure, a .png; its numbers go to the same name .json.")
+@click.option("--force", is_flag=True, help="Replace the figure and its .json if they exist.")
 def energy_command(task_args, images, steps, **options) -> None:
     """Histograms of the energy of real images, corrupted ones and each restoration step (paper, Appendix)."""
     from engine import energy_histogram

@@ -14,11 +14,12 @@ from . import main, written_files
 @click.option("--push-to-hub", "push_to_hub", default=None, metavar="REPO",
               help="Also upload to this Hugging Face Hub repository (needs `huggingface-cli login` or HF_TOKEN).")
 @click.option("--private", is_flag=True, help="With --push-to-hub: create the repository private.")
-def export_command(checkpoint: str, out: str, push_to_hub: str | None, private: bool) -> None:
+@click.option("--force", is_flag=True, help="Replace an earlier export (or run) in --out; never the checkpoint.")
+def export_command(checkpoint: str, out: str, push_to_hub: str | None, private: bool, force: bool) -> None:
     """Write the model's weights for timm; prints the line that loads them (also in the export's json)."""
     from engine import export_backbone
 
-    info = export_backbone(checkpoint, out, push_to_hub=push_to_hub, private=private)
+    info = export_backbone(checkpoint, out, push_to_hub=push_to_hub, private=private, force=force)
     size = "x".join(map(str, info["input_size"][1:]))
     files = f"{out} and {info['file'].rsplit('.', 1)[0]}.json" if not Path(out).is_dir() else \
         f"{out}/: {written_files(out)}"

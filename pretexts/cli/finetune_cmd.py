@@ -15,8 +15,10 @@ def finetune_command(config, sets, **options) -> None:
     reports top-1 on val/ each epoch and writes OUT/finetuned.pt and OUT/results.json."""
     single_process("finetune")
     from engine import FinetuneConfig, Finetuner
+    from engine.training.resume_config import FINETUNE_MAY_CHANGE, resumed_values
 
-    cfg = build_config(FinetuneConfig, options, config, sets)
+    cfg = build_config(FinetuneConfig, options, config, sets,
+                       resume=lambda values: resumed_values(FinetuneConfig, values, "finetune", FINETUNE_MAY_CHANGE))
     finetuner = Finetuner(cfg, echo=click.echo)
     source = cfg.checkpoint or f"{cfg.backbone} from scratch"
     click.echo(f"fine-tuning {source} on '{cfg.data}' ({len(finetuner.train_set)} images) for {cfg.epochs} epochs "

@@ -1,5 +1,4 @@
 """`pretexts restore`: the paper's figure for any task, corrupted | restored at each step | original."""
-import json
 from pathlib import Path
 
 import click
@@ -18,22 +17,27 @@ from . import main, parse_task_args
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--out", required=True, help="The figure, a .png; its numbers go to the same name .json.")
-def restore_command(checkpoint, task, task_args, preset, data, steps, count, seed, device, out) -> None:
+@click.option("--force", is_flag=True, help="Replace the figure and its .json if they exist.")
+def restore_command(checkpoint, task, task_args, preset, data, steps, count, seed, device, out, force) -> None:
     """Restore held-out images with a pretrained energy model and draw the figure."""
     import torch
 
     from engine.data.datasets import build_source
+    from engine.methods.base import versus_trivial, with_figure_numbers
     from engine.methods.energy import figure_columns, restoration_error
     from engine.training.figures import restoration_figure
     from engine.evaluation.from_checkpoint import load_energy_model, task_for
     from engine.data.loader import AugmentedImages, eval_transform, held_out_batches
     from engine.training.preflight import resolve_device
     from engine.training.preflight import check_output_dir
+    from engine.training.run_folder import claim_output_file, figure_path, write_json
     from pretexts.errors import ParameterError
 
     if count < 1 or (steps is not None and steps < 1):
         raise ParameterError("--images and --steps must be >= 1.")
-    check_output_dir(Path(out).parent, 0)  # made (or refused) before the work, not after
+    out = figure_path(out)
+    claim_output_file(out, force, inputs=[checkpoint], companions=[out.with_suffix(".json")])
+    check_output_dir(out.parent, 0)  # made (or refused) before the work, not after
     dev = resolve_device(device)
     model, cfg = load_energy_model(checkpoint, dev)
     args = parse_task_args(task_args)
@@ -46,9 +50,10 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     images_set = AugmentedImages(source, eval_transform(cfg.img_size), seed)
     images = torch.cat(list(held_out_batches(images_set, count, seed, dev, workers=0)))
     columns = figure_columns(model, pretext, images, steps, seed=seed)
-    restoration_figure(columns, out, f"{pretext.name} restored by {cfg.backbone} ({steps} steps)")
     error = restoration_error(model, pretext, [images], steps, dev, seed=seed)
+    restoration_figure(columns, out, with_figure_numbers(f"{pretext.name} restored by {cfg.backbone} ({steps} steps)",
+                                                         error))
     results = {"checkpoint": str(checkpoint), "task": pretext.name, "task_args": pretext.values(), **error}
-    Path(out).with_suffix(".json").write_text(json.dumps(results, indent=2, default=str))
+    write_json(out.with_suffix(".json"), results)
     click.echo(f"wrote {out} and {Path(out).with_suffix('.json')}: {pretext.name}, corrupted MSE {error['corrupted_mse']:.5f} -> restored "
-               f"{error['restored_mse'][-1]:.5f} on {error['images']} images")
+               f"{error['restored_mse'][-1]:.5f} on {error['images']} images{versus_trivial(error, as_ratio=False)}")

@@ -11,10 +11,7 @@ from .config_file import build_config, config_options, defaults_from, options_fr
 @config_options
 def segment_command(from_scratch, config, sets, **options) -> None:
     """Fine-tune a backbone with a segmentation head; writes OUT/log.jsonl, results.json, predictions.png."""
-    from pathlib import Path
-
     from engine.evaluation.segmentation.config import SegmentConfig
-    from engine.evaluation.segmentation.generate import write_generated
     from engine.evaluation.segmentation.train import run
     from pretexts.errors import ParameterError
 
@@ -22,8 +19,6 @@ def segment_command(from_scratch, config, sets, **options) -> None:
     cfg = build_config(SegmentConfig, options, config, sets)
     if from_scratch == (cfg.checkpoint is not None):
         raise ParameterError("give exactly one of --checkpoint CKPT and --from-scratch.")
-    if cfg.data == "generated":
-        cfg.data = str(write_generated(Path(cfg.out) / "generated-data"))
     results = run(cfg, log=click.echo)
     click.echo(f"mIoU {results['miou']:.4f}  pixel acc {results['pixel_acc']:.4f}")
     click.echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

@@ -19,12 +19,14 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
     """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
     from engine import PretrainConfig, Pretrainer, format_held_out
     from engine.training import distributed
+    from engine.training.resume_config import PRETRAIN_MAY_CHANGE, resumed_values
 
     args = parse_task_args(task_args)
     if preset is not None:
         args["preset"] = preset
     cfg = build_config(PretrainConfig, {"task_args": args, "method_args": parse_task_args(method_args, "--method-arg"),
-                                        **options}, config, sets, merge=("task_args", "method_args"))
+                                        **options}, config, sets, merge=("task_args", "method_args"),
+                       resume=lambda values: resumed_values(PretrainConfig, values, None, PRETRAIN_MAY_CHANGE))
     trainer = Pretrainer(cfg)
     echo = click.echo if trainer.rank == 0 else lambda *args, **kwargs: None  # under torchrun rank 0 speaks
     echo(f"pretraining {cfg.backbone} on {trainer.method.corruption()} with data '{cfg.data}' for {cfg.epochs} epochs "

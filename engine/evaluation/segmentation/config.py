@@ -1,7 +1,8 @@
 """Settings of `pretexts segment`; defaults are MAE's ADE20K recipe (UperNet, AdamW, lr 1e-4, layer decay 0.65)."""
 from dataclasses import MISSING, asdict, dataclass
 
-from engine.training.config import setting
+from engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_optimizer,
+                                    check_ranges, setting)
 
 
 @dataclass
@@ -9,6 +10,7 @@ class SegmentConfig:
     data: str = setting(MISSING, 'ADE20K folder (images/ + annotations/), generic folder (images/ + masks/), or '
                                  "'generated'.")
     out: str = setting("runs/segment", 'Output folder.')
+    force: bool = setting(False, 'Start over in an --out that already holds a run (its files are removed).')
     checkpoint: str | None = setting(None, 'A checkpoint.pt written by `pretexts train`.')
     backbone: str | None = setting(None, 'Backbone name with --from-scratch (vit_tiny, resnet18, ...).')
     img_size: int | None = setting(None, "Crop size; default the checkpoint's size.")
@@ -25,6 +27,13 @@ class SegmentConfig:
     device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
     seed: int = setting(0, 'Seeds the crops, the order and the head.')
     workers: int = setting(0, 'Data loader worker processes.')
+
+    def __post_init__(self):
+        check_field_types(self)
+        check_ranges(self, positive=("num_classes", "epochs", "max_steps", "batch_size"),
+                     non_negative=("weight_decay", "warmup_steps", "workers"), fractions=("layer_decay",),
+                     within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
+        check_optimizer(self)
 
     def to_dict(self) -> dict:
         return asdict(self)

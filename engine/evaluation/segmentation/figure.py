@@ -6,6 +6,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from engine.training.run_folder import save_figure as replace_figure  # noqa: E402
+
 from .data import MEAN, STD  # noqa: E402
 from .metrics import IGNORE  # noqa: E402
 
@@ -26,5 +28,5 @@ def save_figure(images: torch.Tensor, pred: torch.Tensor, truth: torch.Tensor, p
             if i == 0:
                 ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    replace_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)

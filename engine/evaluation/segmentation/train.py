@@ -8,14 +8,17 @@ from timm.optim import create_optimizer_v2
 from timm.optim._param_groups import param_groups_layer_decay
 from timm.scheduler import PolyLRScheduler
 
-from engine.training.checkpoint import atomic_save
+from engine.training.checkpoint import save_checkpoint
+from engine.training.nonfinite import check_finite_weights
 from engine.training.preflight import resolve_device
+from engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
 from engine.evaluation.pretrained import create_classifier
 from pretexts.errors import ParameterError
 
 from .config import SegmentConfig
 from .data import SegmentationFolder
 from .figure import save_figure
+from .generate import write_generated
 from .heads import Segmenter
 from .metrics import IGNORE, confusion, scores
 
@@ -55,6 +58,15 @@ def evaluate(model, loader, num_classes: int, crop: int, mode: str, device) -> d
 
 
 def run(cfg: SegmentConfig, log=print) -> dict:
+    """Lock and claim OUT (never over another run or the inputs), then train; 'generated' data is written into OUT."""
+    with RunLock(cfg.out, "segment"):
+        claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data], resumable=False)
+        if cfg.data == "generated":
+            cfg.data = str(write_generated(Path(cfg.out) / "generated-data"))
+        return train_segmenter(cfg, log)
+
+
+def train_segmenter(cfg: SegmentConfig, log=print) -> dict:
     if cfg.checkpoint is None and cfg.backbone is None:
         raise ParameterError("give --checkpoint CKPT, or --from-scratch with --backbone NAME.")
     if cfg.head not in ("upernet", "linear"):
@@ -78,9 +90,9 @@ def run(cfg: SegmentConfig, log=print) -> dict:
     opt = optimizer_for(model, cfg)
     sched = PolyLRScheduler(opt, t_initial=total, power=1.0, warmup_t=cfg.warmup_steps, t_in_epochs=False)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "config.json", cfg.to_dict())
     step, history = 0, []
-    with open(out / "log.jsonl", "w") as log_file:
+    with open_log(out / "log.jsonl", truncate=True) as log_file:
         for epoch in range(epochs):
             model.train()
             for images, masks in loader:
@@ -97,13 +109,14 @@ def run(cfg: SegmentConfig, log=print) -> dict:
             row = {"epoch": epoch + 1, "step": step, "loss": loss.item(), **metrics}
             history.append(row)
             log_file.write(json.dumps(row) + "\n")
-            log_file.flush()
+            check_finite_weights(model, step, out)
             log(f"epoch {epoch + 1}/{epochs}  step {step}  loss {loss.item():.4f}  mIoU {metrics['miou']:.4f}  "
                 f"pixel acc {metrics['pixel_acc']:.4f}")
-            atomic_save({"model": model.state_dict(), "config": cfg.to_dict(), "epoch": epoch + 1}, out / "segmenter.pt")
+            save_checkpoint({"kind": "segmenter", "model": model.state_dict(), "config": cfg.to_dict(),
+                             "epoch": epoch + 1}, out / "segmenter.pt")
     images, masks = next(iter(val_loader))
     pred = predict(model, images.to(device), size, cfg.eval_mode).argmax(1).cpu()
     save_figure(images, pred, masks, out / "predictions.png")
     results = {"config": cfg.to_dict(), "num_classes": k, "img_size": size, "steps": step, **history[-1]}
-    (out / "results.json").write_text(json.dumps(results, indent=2))
+    write_json(out / "results.json", results)
     return results

@@ -1,0 +1,58 @@
+"""`--resume` keeps the run's own settings: the checkpoint's config is the base, options given on the command line
+may change only what does not change the run (epochs, logging, figures, speed), and config.json stays true."""
+import dataclasses
+from pathlib import Path
+
+from pretexts.errors import CheckpointError
+
+# what a resumed run may change; everything else must equal the checkpoint's
+PRETRAIN_MAY_CHANGE = frozenset({
+    "epochs", "out", "resume", "force", "workers", "quiet", "device", "figure_images", "eval_images", "eval_every",
+    "logger", "skip_nonfinite", "accum_iter", "grad_checkpointing", "channels_last", "compile", "grad_mode"})
+FINETUNE_MAY_CHANGE = frozenset({"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter"})
+
+
+OPTION_NAMES = {"task_args": "--task-arg and --preset", "method_args": "--method-arg"}
+
+
+def checkpoint_path(values: dict, cls) -> Path:
+    """The checkpoint a --resume names: OUT/checkpoint.pt for a bare --resume."""
+    out = values.get("out") or next(f.default for f in dataclasses.fields(cls) if f.name == "out")
+    return Path(out) / "checkpoint.pt" if values["resume"] == "auto" else Path(values["resume"])
+
+
+def resumed_values(cls, values: dict, kind: str | None, may_change: frozenset) -> dict:
+    """The options of a --resume run (`values`: what the command line and --config gave) laid over the
+    checkpoint's saved config. A checkpoint that is missing or of another kind is left to the run's own load,
+    which says what is wrong."""
+    from engine.training.checkpoint import load_checkpoint
+
+    path = checkpoint_path(values, cls)
+    if not path.is_file():
+        return values
+    ckpt = load_checkpoint(path)
+    if ckpt.get("kind") != kind or not isinstance(ckpt.get("config"), dict):
+        return values
+    known = {f.name for f in dataclasses.fields(cls)}
+    saved = cls.from_dict(ckpt["config"]).to_dict() if hasattr(cls, "from_dict") else ckpt["config"]
+    merged = {k: v for k, v in saved.items() if k in known and k not in ("out", "resume", "force")}
+    for key, value in values.items():
+        merged[key] = {**merged.get(key, {}), **value} if isinstance(value, dict) and key in merged else value
+    return merged
+
+
+def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) -> None:
+    """One line naming the first setting that differs from the checkpoint's and would change the run.
+    `same(name, saved_value, value)` compares fields that need more than == (task arguments as the task reads
+    them)."""
+    saved_cfg = type(cfg).from_dict(saved) if hasattr(type(cfg), "from_dict") else type(cfg)(**saved)
+    for f in dataclasses.fields(cfg):
+        if f.name in may_change:
+            continue
+        before, now = getattr(saved_cfg, f.name), getattr(cfg, f.name)
+        equal = same(f.name, before, now) if same and f.name in ("task_args", "method_args") else before == now
+        if not equal:
+            option = OPTION_NAMES.get(f.name, "--" + f.name.replace("_", "-"))
+            raise CheckpointError(f"checkpoint '{path}' was trained with {f.name}={before!r}, this run asks for "
+                                  f"{now!r}; a resumed run keeps its {option} (leave it out to keep the saved one), "
+                                  f"or start a new run with --out.")

@@ -1,0 +1,237 @@
+"""Output folders and files: a command claims its folder before writing (never over another run, never over
+its own inputs), locks it while it writes, and replaces each file by a rename, never writing through a link."""
+import contextlib
+import errno
+import json
+import os
+import secrets
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pretexts.errors import OutputError, ParameterError
+
+# what a command leaves in its folder: a folder holding one of these holds a run (or an export)
+RUN_FILES = ("checkpoint.pt", "log.jsonl", "config.json", "results.json", "finetuned.pt", "segmenter.pt",
+             "model.safetensors", "pretexts.json")
+LOCK_FILE = ".lock"
+NEW_LOCK_GRACE_S = 5.0  # a lock file this young may still be being written by its owner
+
+
+def same_path(a, b) -> bool:
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
+def check_not_inputs(outputs, inputs) -> None:
+    """Refuse an output that is one of the command's inputs, or a folder holding one (--force would remove it)."""
+    for out in outputs:
+        for given in inputs:
+            if given is None or not Path(given).exists():
+                continue
+            if same_path(out, given) or same_path(out, Path(given).parent) and Path(given).name in RUN_FILES:
+                raise OutputError(f"--out '{out}' would overwrite this command's input '{given}'; choose another "
+                                  f"--out.")
+
+
+def run_files_in(folder: Path) -> list[str]:
+    """The run files in `folder`, links (even dangling ones) included."""
+    return [name for name in RUN_FILES if os.path.lexists(Path(folder) / name)]
+
+
+def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable: bool = True) -> None:
+    """A command never writes over another run: a folder holding a run's files needs --force (start over: they
+    are removed now). `--resume` of the folder's own checkpoint continues in place; resuming a checkpoint
+    from elsewhere into another --out claims that folder like a new run. Inputs are never removed."""
+    out = Path(out)
+    if resume and (resume == "auto" or same_path(Path(resume).parent, out)):
+        return
+    check_not_inputs([out], inputs)
+    found = run_files_in(out)
+    if found and not force:
+        hint = "continue it with --resume, " if resumable and not resume else ""
+        raise OutputError(f"output folder '{out}' already holds a run ({', '.join(found)}); {hint}start it over "
+                          f"with --force, or choose another --out.")
+    for name in found:
+        (out / name).unlink()
+
+
+def claim_output_file(out, force: bool, inputs=(), companions=()) -> None:
+    """A single output file (and the files written beside it) is never replaced silently or over an input."""
+    paths = [Path(out), *map(Path, companions)]
+    check_not_inputs(paths, inputs)
+    taken = [str(p) for p in paths if os.path.lexists(p)]
+    if taken and not force:
+        raise OutputError(f"{', '.join(taken)} already exist{'s' if len(taken) == 1 else ''}; replace "
+                          f"{'it' if len(taken) == 1 else 'them'} with --force, or choose another --out.")
+
+
+FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".pdf", ".svg")
+
+
+def figure_path(out) -> Path:
+    """A figure's --out: an image file (its numbers go beside it as .json), checked before the work."""
+    if Path(out).suffix.lower() not in FIGURE_SUFFIXES:
+        raise ParameterError(f"--out '{out}' must be a figure file ({', '.join(FIGURE_SUFFIXES)}); its numbers are "
+                             f"written beside it as .json.")
+    return Path(out)
+
+
+# ---- the lock ------------------------------------------------------------------------------------
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+class RunLock:
+    """OUT/.lock (pid, host, command, start) while a command writes OUT; a second writer is refused in one line
+    naming the holder. A lock left by a killed process on this host (its pid is gone) is taken over."""
+
+    def __init__(self, folder, command: str):
+        self.path = Path(folder) / LOCK_FILE
+        self.command = command
+        self.held = False
+
+    def __enter__(self) -> "RunLock":
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise OutputError(f"output folder '{self.path.parent}' cannot be written: {err.strerror or err}; "
+                              f"choose another --out.") from None
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "command": self.command,
+              "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            except FileExistsError:
+                holder = self.holder()
+                if not self.stale(holder):
+                    raise OutputError(self.held_by(holder)) from None
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.unlink()
+                print(f"note: took over the lock of '{self.path.parent}' left by {describe(holder)}, which has "
+                      f"ended.", file=sys.stderr)
+                continue
+            with os.fdopen(fd, "w") as fh:
+                json.dump(me, fh)
+            self.held = True
+            return self
+        raise OutputError(f"cannot lock output folder '{self.path.parent}'; another process keeps taking it. "
+                          f"Choose another --out.")
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def release(self) -> None:
+        if self.held and (self.holder() or {}).get("pid") == os.getpid():
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        self.held = False
+
+    def holder(self) -> dict | None:
+        try:
+            holder = json.loads(self.path.read_text())
+            return holder if isinstance(holder, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def stale(self, holder: dict | None) -> bool:
+        if holder is None:  # torn or foreign: stale unless its owner may still be writing it
+            with contextlib.suppress(OSError):
+                return time.time() - self.path.lstat().st_mtime > NEW_LOCK_GRACE_S
+            return True
+        if holder.get("host") != socket.gethostname():
+            return False  # cannot tell whether a process on another host lives
+        pid = holder.get("pid")
+        return not isinstance(pid, int) or pid == os.getpid() or not process_alive(pid)
+
+    def held_by(self, holder: dict | None) -> str:
+        return (f"output folder '{self.path.parent}' is being written by {describe(holder)}; wait for it to end or "
+                f"choose another --out. If that process is gone, delete '{self.path}'.")
+
+
+def describe(holder: dict | None) -> str:
+    if not holder:
+        return "another process"
+    return (f"`pretexts {holder.get('command')}` (pid {holder.get('pid')} on {holder.get('host')}, since "
+            f"{holder.get('since')})")
+
+
+# ---- files replaced by rename ---------------------------------------------------------------------
+def temporary_name(path: Path) -> Path:
+    """Per process and call, so two processes never share or remove each other's temporary file."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Temporary files of earlier killed writes of `path` (their process has ended), so they never fill the disk."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = stale.name[len(path.name) + 2:].split(".")[0]
+        if not pid.isdigit() or int(pid) != os.getpid() and not process_alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def replace_file(path, write: Callable, what: str = "file") -> None:
+    """`write(file)` to a temporary file beside `path`, fsync, then rename over `path`.
+
+    A process killed at any moment leaves either the old file or the new one, never half of one; a symlink
+    at `path` is replaced, never written through. A failed write (full disk, no permission) raises
+    OutputError and keeps the old file."""
+    path = Path(path)
+    tmp = temporary_name(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temporaries(path)
+        with open(tmp, "xb") as fh:  # not mkstemp: the file gets the umask's permissions, not 0600
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        cause = os_error(err)
+        if cause is None:
+            raise
+        kept = f"the previous {what} is kept" if path.is_file() else "nothing was written"
+        raise OutputError(f"cannot write {what} '{path}': {cause.strerror or cause}; {kept}. "
+                          f"Free some space or choose another --out.") from err
+
+
+def os_error(err: BaseException | None) -> OSError | None:
+    """The OSError behind `err`: torch.save reports a failed write (ENOSPC, EFBIG) as a RuntimeError
+    whose context is the OSError."""
+    while err is not None and not isinstance(err, OSError):
+        err = err.__cause__ or err.__context__
+    return err
+
+
+def write_text(path, text: str) -> None:
+    replace_file(path, lambda fh: fh.write(text.encode()))
+
+
+def write_json(path, value) -> None:
+    write_text(path, json.dumps(value, indent=2, default=str))
+
+
+def save_figure(fig, path) -> None:
+    replace_file(path, lambda fh: fig.savefig(fh, format=Path(path).suffix.lstrip(".") or "png", dpi=100), "figure")
+
+
+def open_log(path, truncate: bool = False):
+    """A log file opened for appending (or from empty), line-buffered, refusing a symlink in its place."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OutputError(f"'{path}' is a symbolic link; pretexts never writes through a link in its output "
+                              f"folder. Remove the link or choose another --out.") from None
+        raise
+    return os.fdopen(fd, "w", buffering=1)
