@@ -120,8 +120,8 @@ def test_the_wrote_line_names_every_file_of_the_run(tmp_path):
                                        "--max-steps-per-epoch", "1", "--workers", "0", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == (f"wrote {out}/: checkpoint.pt, config.json, log.jsonl, loss_curve.png, "
-                                              f"restoration_epoch001-002.png, results.json")
-    assert len(list(out.iterdir())) == 7
+                                              f"monitor.png, restoration_epoch001-002.png, results.json")
+    assert len(list(out.iterdir())) == 8  # the lock is gone
 
 
 @pytest.mark.parametrize("command, config", [("train", "engine.training.config:PretrainConfig"),

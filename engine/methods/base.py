@@ -7,6 +7,8 @@ from timm.optim import param_groups_weight_decay
 
 from pretexts.errors import ParameterError
 
+from engine.data.labelled_data import normalisation
+
 
 class Method:
     """Override `build_model`, `loss`, `held_out_error` and `figure_columns`; the rest has defaults."""
@@ -67,6 +69,17 @@ class Method:
 
     def step_stats(self) -> dict:
         """Scalars logged with each step's loss (the energy method's alpha)."""
+        return {}
+
+    def features(self, images: torch.Tensor) -> torch.Tensor:
+        """Pooled backbone features [B, D] of clean images in [0, 1] (what the monitor and the probes measure)."""
+        model = self.model
+        mean, std = (model.mean, model.std) if hasattr(model, "mean") else \
+            (torch.tensor(v, device=images.device).view(1, -1, 1, 1) for v in normalisation(model.backbone))
+        return model.backbone((images - mean) / std)
+
+    def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
+        """The method's own health numbers on the monitor's clean images and their `features`."""
         return {}
 
     def probe_forward(self, images: torch.Tensor) -> None:

@@ -8,6 +8,7 @@ from timm.optim import param_groups_weight_decay
 import backbones
 from backbones.vit_tokens import sincos_positions
 from engine.methods import register_method
+from engine.evaluation.health import brightness, correlation
 from engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
 from engine.methods.restore import contrastive_loss, restoration_loss, restore
 from engine.training.eval_mode import eval_mode
@@ -52,6 +53,11 @@ class EnergyMethod(Method):
 
     def step_stats(self) -> dict:
         return {"alpha": self.model.alpha.item()}
+
+    def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
+        """The energy's correlation with mean brightness: near -1 when it has learnt "how dark is the image"."""
+        energy = self.model.score(features.to(images.device)).float()
+        return {"energy_brightness_corr": correlation(energy.cpu(), brightness(images).cpu())}
 
     def probe_forward(self, images: torch.Tensor) -> None:
         self.model.energy(images)

@@ -103,14 +103,20 @@ class PretrainConfig:
                                    'wandb (offline unless WANDB_MODE=online); jsonl: log.jsonl alone (always written).')
     skip_nonfinite: bool = setting(False, 'Skip (and count) a step whose loss is NaN or inf, instead of stopping the '
                                           'run.')
+    # about 1 % of the default run's time (README, the monitor)
+    monitor_every: int = setting(50, 'Measure the representation every this many steps and at the end (RankMe, top '
+                                     "component's share, online kNN where there are labels; monitor.png); 0: off.")
+    monitor_images: int = setting(256, 'Held-out images (and as many training images for kNN) the monitor measures.')
+    keep_best: str | None = setting(None, 'Also keep OUT/best.pt, the checkpoint with the best monitored metric.',
+                                    choices=("knn_cosine", "knn_standardised", "rankme", "top_pc_share"))
 
     def __post_init__(self):
         check_field_types(self)
         apply_recipe(self)
         check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "alpha", "alpha_lr_scale",
                                      "energy_scale", "fd_delta", "max_steps_per_epoch", "clip_grad",
-                                     "head_init_std", "eval_every", "eval_images", "figure_images"),
-                     non_negative=("steps", "workers", "warmup_epochs", "weight_decay"),
+                                     "head_init_std", "eval_every", "eval_images", "figure_images", "monitor_images"),
+                     non_negative=("steps", "workers", "warmup_epochs", "weight_decay", "monitor_every"),
                      within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
         check_optimizer(self)
         if self.loss not in ("mse", "smooth_l1"):
@@ -120,6 +126,11 @@ class PretrainConfig:
         if self.grad_mode not in ("exact", "finite-difference"):
             raise ParameterError(f"grad_mode must be 'exact' or 'finite-difference', got {self.grad_mode!r}.")
         check_logger(self.logger)
+        if self.keep_best is not None and not self.monitor_every:
+            raise ParameterError(f"keep_best {self.keep_best} needs the monitor; give --monitor-every N (N > 0).")
+        if self.keep_best not in (None, "knn_cosine", "knn_standardised", "rankme", "top_pc_share"):
+            raise ParameterError(f"keep_best must be knn_cosine, knn_standardised, rankme or top_pc_share; got "
+                                 f"{self.keep_best!r}.")
         if self.compile and self.grad_mode == "exact":
             raise ParameterError("torch.compile has no double backward; use compile with "
                                  "--grad-mode finite-difference, or leave it off.")

@@ -26,6 +26,7 @@ from engine.training.config import PretrainConfig
 from engine.training.experiment_log import NoLog, open_experiment_log
 from engine.training.figures import loss_curve, restoration_figure
 from engine.training.interrupt import StopSignals
+from engine.training.monitor import Monitor, monitor_figure
 from engine.training.nonfinite import NonFiniteGuard, check_finite_weights
 from engine.training.precision import amp_dtype, autocast
 from engine.training.preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes,
@@ -91,6 +92,7 @@ class Pretrainer:
         self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
         self.stop = StopSignals()
         self.experiment = NoLog()
+        self.monitor, self.monitor_state = None, None
 
     def compute_loss(self, sample) -> torch.Tensor:
         """The method's loss of one sample, under autocast when the run asks for it."""
@@ -158,6 +160,7 @@ class Pretrainer:
                     print(note, file=sys.stderr, flush=True)
                 self.experiment = open_experiment_log(cfg.logger, self.out, cfg.to_dict(),
                                                       self.global_step + 1 if cfg.resume else None)
+                self.monitor = self.build_monitor() if cfg.monitor_every else None
             try:
                 return self.train_and_report()
             finally:
@@ -184,13 +187,37 @@ class Pretrainer:
         if self.rank == 0:
             if self.val_set is not None:
                 results["held_out"] = self.held_out_now()
+            if self.monitor:
+                results["monitor"] = self.monitor.summary(results["seconds"])
             self.write_results(results)
         return results
+
+    # ---- the representation while it forms ------------------------------------------------------
+    def build_monitor(self) -> Monitor:
+        """The monitor's fixed images: held-out ones, and training ones (unaugmented) as the kNN bank."""
+        cfg = self.cfg
+        train = self._dataset("train", eval_transform(cfg.img_size))
+        monitor = Monitor(self.method, self.val_set or train, train if self.val_set is not None else None,
+                          cfg.monitor_images, cfg.seed, self.device)
+        if cfg.keep_best and cfg.keep_best.startswith("knn") and not monitor.labelled:
+            raise ParameterError(f"--keep-best {cfg.keep_best} needs labelled data with held-out images; '{cfg.data}' "
+                                 f"has none. Keep the best by rankme or top_pc_share instead.")
+        monitor.load_state(self.monitor_state)
+        return monitor
+
+    def monitor_now(self) -> dict:
+        stats = self.monitor.measure(self.global_step)
+        if self.cfg.keep_best and self.monitor.improved(self.cfg.keep_best):
+            self.save(self.out / "best.pt")
+        return stats
 
     def end_of_epoch_outputs(self) -> None:
         """The epoch's figure; with a logging backend, also the figure and the held-out error there."""
         path = self.out / f"restoration_epoch{self.epoch:03d}.png"
         self.figure(path)
+        if self.monitor and self.monitor.history:
+            monitor_figure(self.monitor.history, self.out / "monitor.png", f"{self.cfg.method}: {self.cfg.task} on "
+                           f"{self.cfg.backbone}, held-out features")
         if not isinstance(self.experiment, NoLog):
             self.experiment.image("restoration", path, self.global_step)
             if self.val_set is not None:
@@ -230,6 +257,10 @@ class Pretrainer:
                 if log is not None:
                     if cfg.eval_every and self.global_step % cfg.eval_every == 0 and self.val_set is not None:
                         stats["held_out"] = self.held_out_error()
+                    if self.monitor and self.monitor.due(self.global_step, cfg.monitor_every,
+                                                         self.batch == self.batches_per_epoch,
+                                                         self.epoch == cfg.epochs - 1):
+                        stats["monitor"] = self.monitor_now()
                     log.write(json.dumps({"step": self.global_step, "epoch": self.epoch, **stats}) + "\n")
                     self.experiment.scalars(stats, self.global_step)
                 if self.stop_requested():
@@ -270,6 +301,7 @@ class Pretrainer:
             "epoch": self.epoch,
             "batch": self.batch, "global_step": self.global_step, "history": self.history,
             "nonfinite_skipped": self.nonfinite.skipped,
+            "monitor": self.monitor.state() if self.monitor else self.monitor_state,
         }, path)
         return path
 
@@ -280,6 +312,7 @@ class Pretrainer:
         self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
         self.history = list(ckpt.get("history", []))
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
+        self.monitor_state = ckpt.get("monitor")
         if self.rank == 0:
             truncate_log(self.out / "log.jsonl", self.global_step)
 

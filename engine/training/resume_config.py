@@ -8,7 +8,8 @@ from pretexts.errors import CheckpointError
 # what a resumed run may change; everything else must equal the checkpoint's
 PRETRAIN_MAY_CHANGE = frozenset({
     "epochs", "out", "resume", "force", "workers", "quiet", "device", "figure_images", "eval_images", "eval_every",
-    "logger", "skip_nonfinite", "accum_iter", "grad_checkpointing", "channels_last", "compile", "grad_mode"})
+    "logger", "skip_nonfinite", "accum_iter", "grad_checkpointing", "channels_last", "compile", "grad_mode",
+    "monitor_every", "monitor_images", "keep_best"})
 FINETUNE_MAY_CHANGE = frozenset({"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter"})
 
 

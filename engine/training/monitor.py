@@ -1,0 +1,135 @@
+"""The representation while it forms (`--monitor-every K`): on a fixed seeded held-out set of clean images,
+label-free health (RankMe, the top principal component's share, the method's own scalars such as the energy's
+correlation with brightness) and, where the data has labels, online kNN against a fixed set of training images."""
+import sys
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from engine.data.loader import make_loader, to_device  # noqa: E402
+from engine.evaluation.health import knn_top1, label_free  # noqa: E402
+from engine.training.eval_mode import eval_mode  # noqa: E402
+from engine.training.run_folder import save_figure  # noqa: E402
+
+COLLAPSE_SHARE = 0.5  # above it one direction holds most of the variance: the warning fires
+KEEP_BEST = {"knn_cosine": max, "knn_standardised": max, "rankme": max, "top_pc_share": min}
+
+
+def fixed_images(dataset, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`count` seeded images of `dataset` (uint8 on the host, loaded once) and their labels."""
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))[:count].tolist()
+    images, labels = zip(*make_loader(dataset, max(1, min(64, count)), order, workers=0, drop_last=False))
+    return torch.cat(images), torch.cat([torch.as_tensor(label) for label in labels])
+
+
+class Monitor:
+    """Measures `method.features` of the same images every time; `seconds` is what it cost."""
+
+    def __init__(self, method, query_set, bank_set, images: int, seed: int, device: torch.device):
+        self.method, self.device = method, device
+        self.query, self.query_labels = fixed_images(query_set, images, seed)
+        self.bank = fixed_images(bank_set, images, seed + 1) if bank_set is not None else None
+        # labels that say something: more than one class on both sides (a flat folder's are all 0)
+        self.labelled = self.bank is not None and len(self.query_labels.unique()) > 1 \
+            and len(self.bank[1].unique()) > 1
+        self.seconds = 0.0
+        self.warned = False
+        self.history: list[dict] = []  # {"step": N, metric: value, ...}, kept in the checkpoint
+        self.best: dict = {}  # metric -> best value so far
+
+    def due(self, step: int, every: int, end_of_epoch: bool, last_epoch: bool) -> bool:
+        """Every `every` steps, and at an epoch's end when the last measurement is half that old (or the run ends)."""
+        last = self.history[-1]["step"] if self.history else 0
+        return step % every == 0 or end_of_epoch and (last_epoch or step - last >= every // 2)
+
+    def state(self) -> dict:
+        return {"history": self.history, "best": self.best}
+
+    def load_state(self, state: dict | None) -> None:
+        if state:
+            self.history, self.best = list(state["history"]), dict(state["best"])
+
+    @torch.no_grad()
+    def features(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        feats, floats = [], []
+        for chunk in images.split(128):
+            x = to_device(chunk, self.device)
+            feats.append(self.method.features(x).float().flatten(1).cpu())
+            floats.append(x.cpu())
+        return torch.cat(feats), torch.cat(floats)
+
+    def measure(self, step: int) -> dict:
+        """The health numbers now, recorded in `history`; warns once on a collapse."""
+        stats = self.measure_now()
+        self.history.append({"step": step, **stats})
+        self.warn_on_collapse(stats, step)
+        return stats
+
+    def improved(self, metric: str) -> bool:
+        """Whether the last measurement of `metric` is the best so far (it is then remembered)."""
+        value = self.history[-1].get(metric)
+        if value is None or not better(metric, value, self.best.get(metric)):
+            return False
+        self.best[metric] = value
+        return True
+
+    def summary(self, run_seconds: float) -> dict:
+        """For results.json: the last measurement, the best ones, and what the monitor cost."""
+        return {"last": self.history[-1] if self.history else None, "best": self.best, "measurements": len(self.history),
+                "seconds": self.seconds, "share_of_run": self.seconds / run_seconds if run_seconds else None}
+
+    @torch.no_grad()
+    def measure_now(self) -> dict:
+        start = time.perf_counter()
+        with eval_mode(self.method.model):
+            features, images = self.features(self.query)
+            stats = {**label_free(features), **self.method.monitor_scalars(images, features)}
+            if self.labelled:
+                bank, _ = self.features(self.bank[0])
+                stats.update(knn_top1(bank, self.bank[1], features, self.query_labels))
+        self.seconds += time.perf_counter() - start
+        return stats
+
+    def warn_on_collapse(self, stats: dict, step: int) -> None:
+        """One line, once: what a dominant top component usually means."""
+        share = stats["top_pc_share"]
+        if share > COLLAPSE_SHARE and not self.warned:
+            self.warned = True
+            print(f"warning: at step {step} the top principal component holds {100 * share:.0f}% of the features' "
+                  f"variance (over {100 * COLLAPSE_SHARE:.0f}%): the representation is collapsing onto one "
+                  f"direction, usually a shortcut in the pretext (black mask boxes teach brightness); see "
+                  f"OUT/monitor.png, and try another --task-arg fill or task.", file=sys.stderr, flush=True)
+
+
+def better(metric: str, value: float, best: float | None) -> bool:
+    return best is None or KEEP_BEST[metric](value, best) == value and value != best
+
+
+def monitor_figure(history: list[dict], path, title: str) -> None:
+    """One panel per measured quantity against the optimiser step."""
+    names = [k for k in history[0] if k != "step"]
+    panels = [("rankme", "effective rank (RankMe)"), ("top_pc_share", "top component's share of variance"),
+              ("knn", "online kNN top-1 (%)")] + [(k, k.replace("_", " ")) for k in names
+                                                  if k not in ("rankme", "top_pc_share") and not k.startswith("knn")]
+    panels = [(k, label) for k, label in panels if k == "knn" and any(n.startswith("knn") for n in names)
+              or k in names]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3), squeeze=False)
+    steps = [row["step"] for row in history]
+    for ax, (key, label) in zip(axes[0], panels):
+        for name in [n for n in names if n.startswith("knn")] if key == "knn" else [key]:
+            ax.plot(steps, [row.get(name, float("nan")) for row in history], marker=".",
+                    label=name.replace("knn_", ""))
+        if key == "top_pc_share":
+            ax.axhline(COLLAPSE_SHARE, color="gray", lw=0.8, ls="--")
+        if key == "knn":
+            ax.legend(fontsize=8)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("optimiser step")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)

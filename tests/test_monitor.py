@@ -1,0 +1,85 @@
+"""The representation visible while it forms: monitor numbers in log.jsonl, results.json and monitor.png, label-free
+on unlabelled folders, best.pt by a monitored metric, a history that survives --resume, one collapse warning."""
+import json
+
+import pytest
+import torch
+
+from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli  # noqa: F401 (a fixture)
+from engine.training.checkpoint import load_checkpoint
+from engine.training.monitor import Monitor
+
+RUN = [*TRAIN, "--workers", "0", "--eval-images", "4", "--figure-images", "2", "--monitor-every", "2",
+       "--monitor-images", "40"]
+
+
+def monitor_rows(out) -> list[dict]:
+    return [row for row in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "monitor" in row]
+
+
+def test_labelled_data_gets_label_free_health_knn_a_figure_and_best_pt(tmp_path):
+    out = tmp_path / "run"
+    result, _ = run_cli([*RUN, "--epochs", "2", "--max-steps-per-epoch", "3", "--keep-best", "knn_cosine",
+                         "--out", out])
+    assert result.exit_code == 0, result.output
+    rows = monitor_rows(out)
+    assert [r["step"] for r in rows] == [2, 3, 4, 6]  # every 2 steps, and the first epoch's end (3)
+    for row in rows:
+        health = row["monitor"]
+        assert set(health) == {"rankme", "top_pc_share", "energy_brightness_corr", "knn_cosine", "knn_standardised"}
+        assert 1 <= health["rankme"] <= 40 and 0 < health["top_pc_share"] <= 1
+        assert -1 <= health["energy_brightness_corr"] <= 1 and 0 <= health["knn_cosine"] <= 100
+    summary = json.loads((out / "results.json").read_text())["monitor"]
+    assert summary["measurements"] == 4 and 0 < summary["share_of_run"] < 1
+    assert summary["best"]["knn_cosine"] == max(r["monitor"]["knn_cosine"] for r in rows)
+    assert (out / "monitor.png").stat().st_size > 0
+    best = load_checkpoint(out / "best.pt")
+    best_step = next(r["step"] for r in rows if r["monitor"]["knn_cosine"] == summary["best"]["knn_cosine"])
+    assert best["global_step"] == best_step and best["config"]["keep_best"] == "knn_cosine"
+
+
+def test_an_unlabelled_folder_gets_the_label_free_numbers_only(tmp_path):
+    flat = tmp_path / "flat"
+    copy_sample_images(flat, 40, classes=("x",))
+    for path in (flat / "x").iterdir():
+        path.rename(flat / path.name)
+    (flat / "x").rmdir()
+    result, _ = run_cli([*RUN, "--data", flat, "--epochs", "1", "--max-steps-per-epoch", "2", "--out", tmp_path / "r"])
+    assert result.exit_code == 0, result.output
+    assert set(monitor_rows(tmp_path / "r")[-1]["monitor"]) == {"rankme", "top_pc_share", "energy_brightness_corr"}
+    result, error = run_cli([*RUN, "--data", flat, "--epochs", "1", "--keep-best", "knn_cosine", "--out",
+                             tmp_path / "r2"])
+    assert result.exit_code == 2 and "needs labelled data" in error and "rankme" in error
+
+
+def test_the_history_survives_a_resume(tmp_path):
+    out = tmp_path / "run"
+    assert run_cli([*RUN, "--epochs", "1", "--max-steps-per-epoch", "2", "--out", out])[0].exit_code == 0
+    result, _ = run_cli(["train", "--resume", "--out", out, "--epochs", "2", "--workers", "0"])
+    assert result.exit_code == 0, result.output
+    history = load_checkpoint(out / "checkpoint.pt")["monitor"]["history"]
+    assert [row["step"] for row in history] == [2, 4]
+
+
+def test_a_collapse_is_warned_once(capsys):
+    monitor = Monitor.__new__(Monitor)
+    monitor.warned = False
+    monitor.warn_on_collapse({"top_pc_share": 0.3}, 10)
+    monitor.warn_on_collapse({"top_pc_share": 0.81}, 20)
+    monitor.warn_on_collapse({"top_pc_share": 0.9}, 30)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "step 20" in lines[0] and "81%" in lines[0] and "shortcut" in lines[0]
+
+
+@pytest.mark.parametrize("method", ["energy", "ae"])
+def test_features_are_the_backbones_pooled_output(method, real_images):
+    from engine import PretrainConfig
+    from engine.methods import METHODS
+    import pretexts
+
+    cfg = PretrainConfig(method=method, backbone="test_convnext")
+    m = METHODS.get(method)(cfg, pretexts.create_pretext(cfg.task), torch.device("cpu"))
+    m.model = m.build_model().eval()
+    with torch.no_grad():
+        features = m.features(real_images[:4])
+    assert features.shape == (4, m.model.backbone.num_features) and torch.isfinite(features).all()
