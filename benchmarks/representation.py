@@ -35,9 +35,15 @@ from engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig, ProbeC
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # committed: the study grows across sessions
-# energy-paper: the paper's optimiser recipe (Table A) instead of the fast default, to see what the default costs
+# energy-paper: the paper's optimiser recipe (Table A) instead of the fast default, to see what the default costs.
+# The masks' fill is the default (gray) unless the name says otherwise; the cells measured before the fill
+# parameter existed used black boxes and are kept under the -black names.
+BLACK, NOISE, MEAN = ({"task_args": {"fill": fill}} for fill in ("black", "noise", "mean"))
 METHODS = {"energy": ("energy", {}), "energy-fd": ("energy", {"grad_mode": "finite-difference"}),
-           "ae": ("ae", {}), "mae": ("mae", {}), "random": None, "energy-paper": ("energy", {"recipe": "paper"})}
+           "ae": ("ae", {}), "mae": ("mae", {}), "random": None, "energy-paper": ("energy", {"recipe": "paper"}),
+           "energy-black": ("energy", BLACK), "energy-noise": ("energy", NOISE), "energy-mean": ("energy", MEAN),
+           "ae-black": ("ae", BLACK), "energy-fd-black": ("energy", {"grad_mode": "finite-difference", **BLACK}),
+           "energy-paper-black": ("energy", {"recipe": "paper", **BLACK})}
 VIT_ONLY = {"mae"}
 
 
@@ -77,6 +83,7 @@ def with_snapshots(trainer_cls):
 def pretrain_cell(args, backbone: str, name: str, seed: int, folder: Path, minutes: list) -> dict:
     """Pretrain to the largest of `minutes`, leaving a snapshot at each; {minutes: steps and seconds, ...}."""
     method, overrides = METHODS[name]
+    overrides = {**overrides, "task_args": overrides.get("task_args", {}) if method != "mae" else {}}
     cfg = PretrainConfig(method=method, task=args.task, backbone=backbone, data=args.data, img_size=args.img_size,
                          batch_size=args.batch_size, epochs=100000, seed=seed, workers=0, out=str(folder / "run"),
                          eval_images=256, figure_images=4, quiet=True, force=True, **overrides)
@@ -85,7 +92,9 @@ def pretrain_cell(args, backbone: str, name: str, seed: int, folder: Path, minut
     results = trainer.run()
     held = results.get("held_out", {})
     ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held.get("restored_mse") else None
-    return {"snapshots": {f"{m:g}": s for m, s in trainer.snapshots.items()}, "held_out_ratio": ratio}
+    history = results.get("monitor", {}) and trainer.monitor.history  # the representation while it formed
+    return {"snapshots": {f"{m:g}": s for m, s in trainer.snapshots.items()}, "held_out_ratio": ratio,
+            "monitor": history or None}
 
 
 def random_cell(args, backbone: str, seed: int, folder: Path) -> None:
@@ -98,10 +107,10 @@ def random_cell(args, backbone: str, seed: int, folder: Path) -> None:
 
 
 def probe(args, checkpoint: Path, seed: int) -> dict:
-    results = run_probe(ProbeConfig(checkpoint=str(checkpoint), data=args.data, probes=("knn", "linear"), knn_k=(20,),
-                                    seed=seed, workers=0, quiet=True, out=str(checkpoint.parent / "probe")),
-                        echo=lambda line: None)
-    return {"knn": results["knn"]["k=20"], "linear": results["linear"]["top1"]}
+    results = run_probe(ProbeConfig(checkpoint=str(checkpoint), data=args.data, probes=("knn", "knn-std", "linear"),
+                                    knn_k=(20,), seed=seed, workers=0, quiet=True, force=True,
+                                    out=str(checkpoint.parent / "probe")), echo=lambda line: None)
+    return {"knn": results["knn"]["k=20"], "knn_std": results["knn-std"]["k=20"], "linear": results["linear"]["top1"]}
 
 
 def finetune(args, checkpoint: Path, seed: int) -> dict:
@@ -110,7 +119,8 @@ def finetune(args, checkpoint: Path, seed: int) -> dict:
                          mixup=0.0, cutmix=0.0, smoothing=0.1, crop_min_scale=0.35, crop_pct=1.0, seed=seed,
                          workers=0, quiet=True, force=True, out=str(checkpoint.parent / "finetune"))
     results = Finetuner(cfg, echo=lambda line: None).run()
-    return {"final": results["final_top1"], "best": results["best_top1"], "epochs": args.finetune_epochs}
+    return {"final": results["final_top1"], "best": results["best_top1"], "epochs": args.finetune_epochs,
+            "top1": results["top1"]}  # per epoch: whether the start has stopped improving
 
 
 def load_cell(path: Path) -> dict:
@@ -154,7 +164,8 @@ def cell_results(args, backbone: str, name: str, seed: int, folder: Path) -> dic
     top = f"{minutes[-1]:g}"
     last = folder / f"m{top}" / "checkpoint.pt"
     tune = args.finetune_epochs and cell.get("finetunes", {}).get(top, {}).get("epochs") != args.finetune_epochs
-    missing = [m for m in minutes if f"{m:g}" not in cell["points"]]
+    # a point probed before the standardised kNN existed is measured again
+    missing = [m for m in minutes if "knn_std" not in cell["points"].get(f"{m:g}", {})]
     if missing or (tune and not last.is_file()):
         if name == "random":
             random_cell(args, backbone, seed, folder)
@@ -167,6 +178,8 @@ def cell_results(args, backbone: str, name: str, seed: int, folder: Path) -> dic
         cell["points"] = dict(sorted(cell["points"].items(), key=lambda kv: float(kv[0])))
         if pre["held_out_ratio"] is not None:  # measured where the run ended; a longer rerun keeps the earlier one
             cell["points"][top]["held_out_ratio"] = pre["held_out_ratio"]
+        if pre.get("monitor"):
+            cell["monitor"] = pre["monitor"]
         done_file.write_text(json.dumps(cell, indent=2))
     if tune:
         cell["finetunes"][top] = finetune(args, last, seed)
@@ -199,21 +212,29 @@ def summarise(args, results: dict) -> list:
                 points = [r["points"][key] for r in runs if key in r["points"]]
                 ft = [r["finetunes"][key]["final"] for r in runs if key in r["finetunes"]]
                 held = [p["held_out_ratio"] for p in points if "held_out_ratio" in p]
+                std_knn = [p["knn_std"] for p in points if "knn_std" in p]
                 rows.append((backbone, name, float(key), len(points), statistics.mean(p["steps"] for p in points),
                              *mean_std([p["knn"] for p in points]), *mean_std([p["linear"] for p in points]),
-                             *(mean_std(ft) if ft else (None, None)), *(mean_std(held) if held else (None, None))))
+                             *(mean_std(ft) if ft else (None, None)), *(mean_std(held) if held else (None, None)),
+                             *(mean_std(std_knn) if std_knn else (None, None)), top_share(runs)))
     return rows
 
 
+def top_share(runs: list) -> float | None:
+    """The largest top-component share any seed's monitor saw during pretraining (None before the monitor)."""
+    shares = [row["top_pc_share"] for r in runs for row in r.get("monitor") or []]
+    return max(shares) if shares else None
+
+
 def print_table(rows: list) -> None:
-    print("| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | linear probe top-1 | fine-tune top-1 "
-          "| held-out restored / corrupted |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for b, m, minutes, n, steps, knn, knn_sd, lin, lin_sd, ft, ft_sd, held, held_sd in rows:
-        tune = f"{ft:.2f} +- {ft_sd:.2f}" if ft is not None else "-"
-        restored = f"{held:.2f} +- {held_sd:.2f}" if held is not None else "-"
-        print(f"| {b} | {m} | {minutes:g} | {n} | {steps:.0f} | {knn:.2f} +- {knn_sd:.2f} | {lin:.2f} +- {lin_sd:.2f} "
-              f"| {tune} | {restored} |")
+    print("| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | kNN standardised | linear probe top-1 "
+          "| fine-tune top-1 | held-out restored / corrupted | max top-component share |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for b, m, minutes, n, steps, knn, knn_sd, lin, lin_sd, ft, ft_sd, held, held_sd, std, std_sd, share in rows:
+        cells = [f"{v:.2f} +- {sd:.2f}" if v is not None else "-" for v, sd in ((std, std_sd), (ft, ft_sd),
+                                                                             (held, held_sd))]
+        print(f"| {b} | {m} | {minutes:g} | {n} | {steps:.0f} | {knn:.2f} +- {knn_sd:.2f} | {cells[0]} "
+              f"| {lin:.2f} +- {lin_sd:.2f} | {cells[1]} | {cells[2]} | {f'{share:.2f}' if share else '-'} |")
 
 
 def plot(args, rows: list, path: Path) -> None:

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 from pretexts.registry import PROBES
 
 from engine.evaluation.probe_config import ProbeConfig
+from engine.evaluation.health import standardise
 from engine.evaluation.knn import knn_accuracy
 from engine.data.labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
 from engine.training.preflight import check_output_dir
@@ -130,5 +131,16 @@ def knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> t
     """Cosine kNN, votes weighted exp(similarity / T), for each k in `knn_k`."""
     results = {f"k={k}": knn_accuracy(*train, *val, num_classes, k, cfg.knn_temperature) for k in cfg.knn_k}
     line = "kNN top-1: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
+    return {**results, "temperature": cfg.knn_temperature}, line
+
+
+@register_probe("knn-std")
+def standardised_knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+    """The same kNN on features standardised per dimension with the training set's statistics: one dominant
+    direction (a brightness shortcut) no longer drowns the rest, so the gap to `knn` measures it."""
+    bank, query = standardise(train[0], val[0])
+    results = {f"k={k}": knn_accuracy(bank, train[1], query, val[1], num_classes, k, cfg.knn_temperature)
+               for k in cfg.knn_k}
+    line = "kNN top-1 on standardised features: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
     return {**results, "temperature": cfg.knn_temperature}, line
 
