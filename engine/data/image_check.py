@@ -138,7 +138,9 @@ def report_skipped(datasets, out: Path) -> str | None:
     small = {path for scan in scans for path in scan.small}
     notes = []
     if bad:
-        (out / SKIPPED_FILE).write_text("".join(f"{path}\t{why}\n" for path, why in bad.items()))
+        from engine.training.run_folder import write_text  # by rename: never through a link in OUT
+
+        write_text(out / SKIPPED_FILE, "".join(f"{path}\t{why}\n" for path, why in bad.items()))
         shown = "; ".join(f"{Path(path).name}: {why}" for path, why in list(bad.items())[:3])
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
         notes.append(f"skipped {len(bad)} unreadable images (see {out / SKIPPED_FILE}): {shown}{more}.")

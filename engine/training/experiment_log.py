@@ -65,13 +65,15 @@ class WandbLog:
     def __init__(self, out: Path, config: dict, resumed_step: int | None):
         import wandb
 
+        from engine.training.run_folder import write_text  # by rename: never through a link in OUT
+
         self.wandb = wandb
         run_id = Path(out) / "wandb_run_id"
         previous = run_id.read_text().strip() if resumed_step is not None and run_id.is_file() else None
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "pretexts"), dir=str(out), config=config,
                               mode=os.environ.get("WANDB_MODE", "offline"), id=previous,
                               resume="allow" if previous else None)
-        run_id.write_text(self.run.id)
+        write_text(run_id, self.run.id)
 
     def scalars(self, stats: dict, step: int) -> None:
         self.run.log(flat_scalars(stats), step=step)
