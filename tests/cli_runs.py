@@ -31,6 +31,16 @@ def run_cli(args: list) -> tuple:
     return result, errors[0] if errors else ""
 
 
+def fails_cleanly(args, *expected) -> str:
+    """Runs `args`: one `Error:` line holding each of `expected`, exit code 2, no traceback; returns the line."""
+    result, error = run_cli(args)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert sum(line.startswith("Error:") for line in result.output.splitlines()) == 1, result.output
+    for text in expected:
+        assert text in error, error
+    return error
+
+
 def copy_sample_images(folder: Path, count: int, classes=("a", "b"), split: str = "train") -> Path:
     """`count` embedded CIFAR-10 images per class, copied into folder/<class>/."""
     for cls in classes:

@@ -8,18 +8,9 @@ from engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_che
 from engine.data.datasets import SAMPLE_DIR
 from pretexts.cli import main
 from pretexts.errors import ParameterError, PretextsError
-from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401
+from cli_runs import TRAIN, copy_sample_images, fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401
 
 FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]  # one step
-
-
-def fails_cleanly(args, *expected) -> str:
-    result, error = run_cli(args)
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    assert sum(line.startswith("Error:") for line in result.output.splitlines()) == 1, result.output
-    for text in expected:
-        assert text in error, error
-    return error
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint, set_rng_states
-from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
+from cli_runs import TRAIN, fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
 
 FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]
 
@@ -41,15 +41,6 @@ def runs(tmp_path_factory):
             "finetuned": root / "ft" / "finetuned.pt"}
 
 
-def fails_in_one_line(args, *expected) -> str:
-    result, error = run_cli(args)
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    assert sum(line.startswith("Error:") for line in result.output.splitlines()) == 1, result.output
-    for text in expected:
-        assert text in error, error
-    return error
-
-
 # Every command that reads a checkpoint, with the smallest arguments that reach the read; {ckpt} is the file.
 READERS = {
     "train --resume": FAST + ["--epochs", "2", "--data", "{data}", "--out", "{out}", "--resume", "{ckpt}"],
@@ -77,7 +68,7 @@ def test_a_payload_is_refused_before_it_runs(runs, tmp_path, name):
     marker = tmp_path / "marker"
     ckpt = {**load_checkpoint(runs["pre"]), "payload": Payload(marker)}
     torch.save(ckpt, tmp_path / "payload.pt")
-    fails_in_one_line(command(name, tmp_path / "payload.pt", runs, tmp_path / "out"),
+    fails_cleanly(command(name, tmp_path / "payload.pt", runs, tmp_path / "out"),
                               "holds Python objects that are not weights", "system", "refused without running")
     assert not marker.exists(), f"{name} ran the payload"
 
@@ -92,9 +83,9 @@ def test_an_old_checkpoint_names_its_conversion_which_loads_and_resumes(runs, tm
     old = tmp_path / "old.pt"
     v1 = old_format(load_checkpoint(runs["pre"]))
     torch.save(v1, old)
-    fails_in_one_line(command("train --resume", old, runs, tmp_path / "r"), "old format (version 1)",
+    fails_cleanly(command("train --resume", old, runs, tmp_path / "r"), "old format (version 1)",
                       f"pretexts upgrade-checkpoint {old} NEW.pt")
-    fails_in_one_line(["upgrade-checkpoint", old, old], "would overwrite the old one")
+    fails_cleanly(["upgrade-checkpoint", old, old], "would overwrite the old one")
     before = old.read_bytes()
     result, _ = run_cli(["upgrade-checkpoint", old, tmp_path / "new.pt"])
     assert result.exit_code == 0, result.output
@@ -107,7 +98,7 @@ def test_an_old_checkpoint_names_its_conversion_which_loads_and_resumes(runs, tm
     assert random.getstate() == v1["rng"]["python"]
     result, _ = run_cli(command("train --resume", tmp_path / "new.pt", runs, tmp_path / "resumed"))
     assert result.exit_code == 0, result.output
-    fails_in_one_line(["upgrade-checkpoint", tmp_path / "new.pt", tmp_path / "again.pt"], "already in format version")
+    fails_cleanly(["upgrade-checkpoint", tmp_path / "new.pt", tmp_path / "again.pt"], "already in format version")
 
 
 def flip_a_byte(src, dst) -> None:
@@ -123,13 +114,13 @@ def flip_a_byte(src, dst) -> None:
 @pytest.mark.parametrize("name", ["train --resume", "export --checkpoint"])
 def test_a_flipped_byte_is_refused(runs, tmp_path, name):
     flip_a_byte(runs["pre"], tmp_path / "flipped.pt")
-    fails_in_one_line(command(name, tmp_path / "flipped.pt", runs, tmp_path / "out"),
+    fails_cleanly(command(name, tmp_path / "flipped.pt", runs, tmp_path / "out"),
                       "is corrupted (checksum mismatch)", "use an earlier checkpoint")
 
 
 @pytest.mark.parametrize("name", ["train --resume", "restore --checkpoint", "energy --checkpoint"])
 def test_a_fine_tuning_checkpoint_is_named_where_a_pretraining_one_belongs(runs, tmp_path, name):
-    fails_in_one_line(command(name, runs["ft"], runs, tmp_path / "out"), "is a fine-tuning checkpoint",
+    fails_cleanly(command(name, runs["ft"], runs, tmp_path / "out"), "is a fine-tuning checkpoint",
                       "pretexts finetune --resume", "this command takes a checkpoint.pt of `pretexts train`")
 
 
@@ -137,10 +128,10 @@ def test_export_refuses_a_segmenter_and_an_empty_config(runs, tmp_path):
     result, _ = run_cli(["segment", "--checkpoint", runs["pre"], "--data", "generated", "--out", tmp_path / "seg",
                          "--max-steps", "1", "--batch-size", "8", "--workers", "0"])
     assert result.exit_code == 0, result.output
-    fails_in_one_line(["export", "--checkpoint", tmp_path / "seg" / "segmenter.pt", "--out", tmp_path / "e1"],
+    fails_cleanly(["export", "--checkpoint", tmp_path / "seg" / "segmenter.pt", "--out", tmp_path / "e1"],
                       "is a segmentation model", "no command reads it back")
     save_checkpoint({**load_checkpoint(runs["pre"]), "config": {}}, tmp_path / "empty.pt")
-    fails_in_one_line(["export", "--checkpoint", tmp_path / "empty.pt", "--out", tmp_path / "e2"],
+    fails_cleanly(["export", "--checkpoint", tmp_path / "empty.pt", "--out", tmp_path / "e2"],
                       "names no backbone in its config")
 
 
@@ -159,13 +150,13 @@ def misshapen(path, dst, prefix: str = "") -> tuple[str, list, list]:
 def test_a_misshapen_checkpoint_is_one_line_naming_the_key(runs, tmp_path, name):
     key, saved, model = misshapen(runs["pre"], tmp_path / "bad.pt", "backbone.")
     shown = key if name in ("train --resume", "restore --checkpoint") else key[len("backbone."):]
-    fails_in_one_line(command(name, tmp_path / "bad.pt", runs, tmp_path / "out"), f"'{shown}' is {saved} in the "
+    fails_cleanly(command(name, tmp_path / "bad.pt", runs, tmp_path / "out"), f"'{shown}' is {saved} in the "
                       f"checkpoint, {model} in the model")
 
 
 def test_a_misshapen_fine_tuned_classifier_is_one_line(runs, tmp_path):
     key, saved, model = misshapen(runs["finetuned"], tmp_path / "bad.pt")
-    fails_in_one_line(["export", "--checkpoint", tmp_path / "bad.pt", "--out", tmp_path / "out"],
+    fails_cleanly(["export", "--checkpoint", tmp_path / "bad.pt", "--out", tmp_path / "out"],
                       f"'{key}' is {saved} in the checkpoint, {model} in the model")
 
 

@@ -15,7 +15,7 @@ from timm.models import push_to_hf_hub, save_for_hf
 
 from pretexts.errors import CheckpointError, OutputError
 
-from engine.training.checkpoint import atomic_save, check_shapes, load_checkpoint
+from engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
 from engine.training.preflight import check_output_dir
 from engine.training.run_folder import RunLock, claim_output_dir, claim_output_file, write_json
 from engine.evaluation.pretrained import create_classifier, timm_spec
@@ -36,12 +36,7 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
             raise CheckpointError(f"fine-tuning checkpoint '{checkpoint}' predates export support (no 'timm' "
                                   f"entry); export its pretraining checkpoint, or fine-tune again.")
         model = timm.create_model(spec["name"], pretrained=False, **spec["kwargs"])
-        check_shapes(model, ckpt["model"], checkpoint, "was it written by another version?")
-        try:
-            model.load_state_dict(ckpt["model"])
-        except RuntimeError as err:
-            raise CheckpointError(f"checkpoint '{checkpoint}' does not fit {spec['name']} "
-                                  f"({' '.join(str(err).split())[:200]}); was it written by another version?") from None
+        load_weights(model, ckpt["model"], checkpoint, spec["name"], "was it written by another version?")
         provenance = {"fine_tuned": {k: ckpt["config"].get(k) for k in ("checkpoint", "data", "epochs")},
                       "classes": spec.get("classes")}
         return model.eval(), spec["name"], spec["kwargs"], provenance

@@ -4,7 +4,7 @@ import pretexts
 
 from pretexts.errors import CheckpointError
 
-from engine.training.checkpoint import check_shapes, load_checkpoint
+from engine.training.checkpoint import load_checkpoint, load_weights
 from engine.training.config import PretrainConfig
 
 
@@ -17,12 +17,8 @@ def load_energy_model(path, device="cpu"):
                               f"model; give a checkpoint of `pretexts train` (--method energy).")
     model = backbones.create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
                                           head_init_std=cfg.head_init_std, energy_scale=cfg.energy_scale)
-    check_shapes(model, ckpt["model"], path, "was it written by another version, or its config edited?")
-    try:
-        model.load_state_dict(ckpt["model"])
-    except RuntimeError as err:
-        raise CheckpointError(f"checkpoint '{path}' does not fit a {cfg.backbone} energy model "
-                              f"({' '.join(str(err).split())[:200]}); was it written by another version?") from None
+    load_weights(model, ckpt["model"], path, f"a {cfg.backbone} energy model",
+                 "was it written by another version, or its config edited?")
     return model.to(device).eval(), cfg
 
 

@@ -84,6 +84,17 @@ def check_shapes(model: torch.nn.Module, state: dict, path, fix: str) -> None:
                                   f"the checkpoint, {list(own[key].shape)} in the model; {fix}")
 
 
+def load_weights(model: torch.nn.Module, state: dict, path, what: str, fix: str) -> None:
+    """`model.load_state_dict(state)` (strict), any mismatch in one line: the first misshapen weight, or the
+    missing and unexpected keys, naming `what` the model is."""
+    check_shapes(model, state, path, fix)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        raise CheckpointError(f"checkpoint '{path}' does not fit {what} ({' '.join(str(err).split())[:200]}); "
+                              f"{fix}") from None
+
+
 def rng_states() -> dict:
     """Every RNG's state as tensors and plain values, which the weights-only unpickler reads."""
     states = {"torch": torch.get_rng_state(), "numpy": numpy_state(np.random.get_state()),
