@@ -116,3 +116,17 @@ def test_a_registered_probe_runs_from_the_cli_beside_the_built_ins(tmp_path):
         assert "nearest-mean top-1: " in result.output
     finally:
         PROBES.table.pop("nearest-mean")
+
+
+def test_the_standardised_knn_probe_sees_classes_a_loud_direction_drowns():
+    from engine.evaluation.probe import knn_probe, standardised_knn_probe
+
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(400) % 4
+    signal = torch.nn.functional.one_hot(labels, 4).float() + 0.3 * torch.randn(400, 4, generator=g)
+    features = torch.cat([signal, 10 * torch.randn(400, 3, generator=g)], dim=1)  # brightness-like nuisances
+    train, val = (features[:300], labels[:300]), (features[300:], labels[300:])
+    cfg = ProbeConfig(checkpoint="unused.pt", knn_k=(20,))
+    plain, _ = knn_probe(train, val, 4, cfg)
+    standardised, line = standardised_knn_probe(train, val, 4, cfg)
+    assert standardised["k=20"] > 90 > 60 > plain["k=20"] and "standardised" in line

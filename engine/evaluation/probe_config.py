@@ -13,8 +13,9 @@ class ProbeConfig:
 
     checkpoint: str = setting(MISSING, 'A checkpoint.pt written by `pretexts train` (required, here or in --config).')
     data: str = setting("sample", "'sample' (embedded, default) or a folder with train/ and val/ class folders.")
-    probes: tuple = setting(("linear",), 'linear, mlp (3 layers, ReLU) or knn; repeatable, features are extracted '
-                                         'once. (In train, `--method` names the pretraining method.)',
+    probes: tuple = setting(("linear",), 'linear, mlp (3 layers, ReLU), knn or knn-std (kNN on standardised '
+                                         'features); repeatable, features are extracted once. (In train, `--method` '
+                                         'names the pretraining method.)',
                                          option='--probe', multiple=True)
     epochs: int = setting(100, 'Head training epochs on the cached features.')
     batch_size: int = setting(256, 'Batch of cached features.')
