@@ -327,9 +327,37 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     plot(args, rows, out / "representation.png")
+    plot_monitor(args, results, out / "monitor.png")
     (out / "representation.json").write_text(json.dumps(
         {"args": vars(args), "cells": {"/".join(map(str, c)): r for c, r in results.items()}}, indent=2))
-    print(f"wrote {out / 'representation.png'}, {out / 'representation.json'}")
+    print(f"wrote {out / 'representation.png'}, {out / 'monitor.png'}, {out / 'representation.json'}")
+
+
+def plot_monitor(args, results: dict, path: Path) -> None:
+    """The representation while it formed: each pretraining's monitor history (one line per seed, one colour per
+    method), for the top component's share of variance and the energy's correlation with brightness."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    panels = [("top_pc_share", "top component's share of variance"), ("energy_brightness_corr",
+                                                                       "energy's correlation with brightness")]
+    fig, axes = plt.subplots(len(args.backbones), 2, figsize=(10, 3.4 * len(args.backbones)), squeeze=False)
+    for i, backbone in enumerate(args.backbones):
+        for ax, (key, title) in zip(axes[i], panels):
+            for (b, name, seed), cell in results.items():
+                history = [row for row in cell.get("monitor") or [] if key in row]
+                if b != backbone or not history:
+                    continue
+                ax.plot([row["step"] for row in history], [row[key] for row in history], "-",
+                        color=f"C{list(METHODS).index(name)}", alpha=0.8, label=name if seed == args.seeds[0] else None)
+            ax.set_title(f"{backbone}: {title}", fontsize=10)
+            ax.set_xlabel("optimiser step")
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
