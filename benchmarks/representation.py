@@ -92,7 +92,7 @@ def pretrain_cell(args, backbone: str, name: str, seed: int, folder: Path, minut
     results = trainer.run()
     held = results.get("held_out", {})
     ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held.get("restored_mse") else None
-    history = results.get("monitor", {}) and trainer.monitor.history  # the representation while it formed
+    history = trainer.monitor.history if trainer.monitor else None  # the representation while it formed
     return {"snapshots": {f"{m:g}": s for m, s in trainer.snapshots.items()}, "held_out_ratio": ratio,
             "monitor": history or None}
 

@@ -63,9 +63,10 @@ def test_the_history_survives_a_resume(tmp_path):
 
 def test_a_collapse_is_warned_once(capsys):
     monitor = Monitor.__new__(Monitor)
-    monitor.warned = False
+    monitor.warned, monitor.history = False, []
     for step, share in ((10, 0.3), (20, 0.81), (30, 0.4), (40, 0.7), (50, 0.9), (60, 0.95)):
-        monitor.warn_on_collapse({"top_pc_share": share}, step)
+        monitor.history.append({"step": step, "top_pc_share": share})
+        monitor.warn_on_collapse()
     lines = capsys.readouterr().err.strip().splitlines()  # a lone spike (step 20) is no collapse
     assert len(lines) == 1 and "step 50" in lines[0] and "90%" in lines[0] and "shortcut" in lines[0]
 

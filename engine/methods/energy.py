@@ -56,7 +56,7 @@ class EnergyMethod(Method):
 
     def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
         """The energy's correlation with mean brightness: near -1 when it has learnt "how dark is the image"."""
-        energy = self.model.score(features.to(images.device)).float()
+        energy = self.model.score(features.to(self.device)).float()  # the head lives on the model's device
         return {"energy_brightness_corr": correlation(energy.cpu(), brightness(images).cpu())}
 
     def probe_forward(self, images: torch.Tensor) -> None:

@@ -18,6 +18,9 @@ def setting(default, help: str, **cli):
     return field(default=default, metadata={"help": help, **cli})
 
 
+# the monitored metrics --keep-best takes, and whether higher is better (engine/training/monitor.py)
+KEEP_BEST = {"knn_cosine": True, "knn_standardised": True, "rankme": True, "top_pc_share": False}
+
 # the finite-difference perturbation's RMS per element; images and position embeddings have RMS ~0.5
 FD_DELTA = 1e-2
 
@@ -108,7 +111,7 @@ class PretrainConfig:
                                      "component's share, online kNN where there are labels; monitor.png); 0: off.")
     monitor_images: int = setting(256, 'Held-out images (and as many training images for kNN) the monitor measures.')
     keep_best: str | None = setting(None, 'Also keep OUT/best.pt, the checkpoint with the best monitored metric.',
-                                    choices=("knn_cosine", "knn_standardised", "rankme", "top_pc_share"))
+                                    choices=tuple(KEEP_BEST))
 
     def __post_init__(self):
         check_field_types(self)
@@ -128,9 +131,8 @@ class PretrainConfig:
         check_logger(self.logger)
         if self.keep_best is not None and not self.monitor_every:
             raise ParameterError(f"keep_best {self.keep_best} needs the monitor; give --monitor-every N (N > 0).")
-        if self.keep_best not in (None, "knn_cosine", "knn_standardised", "rankme", "top_pc_share"):
-            raise ParameterError(f"keep_best must be knn_cosine, knn_standardised, rankme or top_pc_share; got "
-                                 f"{self.keep_best!r}.")
+        if self.keep_best not in (None, *KEEP_BEST):
+            raise ParameterError(f"keep_best must be one of {', '.join(KEEP_BEST)}; got {self.keep_best!r}.")
         if self.compile and self.grad_mode == "exact":
             raise ParameterError("torch.compile has no double backward; use compile with "
                                  "--grad-mode finite-difference, or leave it off.")

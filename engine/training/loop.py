@@ -19,7 +19,7 @@ from engine.data.datasets import build_source
 from engine.data.image_check import report_skipped
 from engine.data.loader import (AugmentedImages, EpochSampler, batches, eval_transform, held_out_batches,
                                 make_loader, pretrain_transform, to_device)
-from engine.methods.base import Method
+from engine.methods.base import Method, versus_trivial
 from engine.training import distributed
 from engine.training.checkpoint import FORMAT_VERSION, save_checkpoint
 from engine.training.config import PretrainConfig
@@ -306,7 +306,7 @@ class Pretrainer:
         return path
 
     def load(self, path: Path) -> None:
-        ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, self.device)
+        ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out)
         check_resumable(ckpt["config"], self.cfg, PRETRAIN_MAY_CHANGE, path, self.same_arguments)
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
@@ -336,8 +336,6 @@ def pretrain(cfg: PretrainConfig) -> dict:
 def format_held_out(held: dict) -> str:
     """The held-out line: the restoration error per step against the corrupted input's and, where the task has
     one, what its trivial restorer gets on the same images, and whether the model beats it."""
-    from engine.methods.base import versus_trivial
-
     if not held["restored_mse"]:  # N = 0
         return (f"held-out on {held['images']} images (N = 0, nothing restored): the energy ranks the clean image "
                 f"below the corrupted one for {100 * held['ranked_right']:.1f}% (mean gap {held['energy_gap']:.4g})")

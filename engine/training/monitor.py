@@ -13,10 +13,10 @@ import torch  # noqa: E402
 from engine.data.loader import make_loader, to_device  # noqa: E402
 from engine.evaluation.health import knn_top1, label_free  # noqa: E402
 from engine.training.eval_mode import eval_mode  # noqa: E402
+from engine.training.config import KEEP_BEST  # noqa: E402
 from engine.training.run_folder import save_figure  # noqa: E402
 
 COLLAPSE_SHARE = 0.5  # above it one direction holds most of the variance: the warning fires
-KEEP_BEST = {"knn_cosine": max, "knn_standardised": max, "rankme": max, "top_pc_share": min}
 
 
 def fixed_images(dataset, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -54,19 +54,16 @@ class Monitor:
             self.history, self.best = list(state["history"]), dict(state["best"])
 
     @torch.no_grad()
-    def features(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        feats, floats = [], []
-        for chunk in images.split(128):
-            x = to_device(chunk, self.device)
-            feats.append(self.method.features(x).float().flatten(1).cpu())
-            floats.append(x.cpu())
-        return torch.cat(feats), torch.cat(floats)
+    def features(self, images: torch.Tensor) -> torch.Tensor:
+        """`method.features` of uint8 host images, in chunks on the device, gathered on the host."""
+        return torch.cat([self.method.features(to_device(chunk, self.device)).float().flatten(1).cpu()
+                          for chunk in images.split(128)])
 
     def measure(self, step: int) -> dict:
         """The health numbers now, recorded in `history`; warns once on a collapse."""
         stats = self.measure_now()
         self.history.append({"step": step, **stats})
-        self.warn_on_collapse(stats, step)
+        self.warn_on_collapse()
         return stats
 
     def improved(self, metric: str) -> bool:
@@ -86,21 +83,23 @@ class Monitor:
     def measure_now(self) -> dict:
         start = time.perf_counter()
         with eval_mode(self.method.model):
-            features, images = self.features(self.query)
+            features = self.features(self.query)
+            images = to_device(self.query, torch.device("cpu"))  # the method's scalars read them on the host
             stats = {**label_free(features), **self.method.monitor_scalars(images, features)}
             if self.labelled:
-                bank, _ = self.features(self.bank[0])
+                bank = self.features(self.bank[0])
                 stats.update(knn_top1(bank, self.bank[1], features, self.query_labels))
         self.seconds += time.perf_counter() - start
         return stats
 
-    def warn_on_collapse(self, stats: dict, step: int) -> None:
-        """One line, once: what a dominant top component usually means. It must persist over two measurements in
-        a row: a fresh network passes through a short spike (58 % at step 25 of the first command, 33 % after)."""
-        share = stats["top_pc_share"]
-        self.above = getattr(self, "above", 0) + 1 if share > COLLAPSE_SHARE else 0
-        if self.above >= 2 and not self.warned:
+    def warn_on_collapse(self) -> None:
+        """One line, once: what a dominant top component usually means. It must persist over the last two
+        measurements: a fresh network passes through a short spike (58 % at step 25 of the first command, 33 %
+        after)."""
+        recent = self.history[-2:]
+        if len(recent) == 2 and all(row["top_pc_share"] > COLLAPSE_SHARE for row in recent) and not self.warned:
             self.warned = True
+            step, share = recent[-1]["step"], recent[-1]["top_pc_share"]
             print(f"warning: at step {step} the top principal component holds {100 * share:.0f}% of the features' "
                   f"variance (over {100 * COLLAPSE_SHARE:.0f}% twice in a row): the representation is collapsing onto one "
                   f"direction, usually a shortcut in the pretext (black mask boxes teach brightness); see "
@@ -108,7 +107,7 @@ class Monitor:
 
 
 def better(metric: str, value: float, best: float | None) -> bool:
-    return best is None or KEEP_BEST[metric](value, best) == value and value != best
+    return best is None or (value > best if KEEP_BEST[metric] else value < best)
 
 
 def monitor_figure(history: list[dict], path, title: str) -> None:

@@ -15,10 +15,9 @@ def training_state(model, optimizer, scheduler, scaler) -> dict:
             "scaler": scaler.state_dict(), "rng": rng_states()}
 
 
-def checkpoint_to_resume(path: Path, auto: bool, out: Path, device=None, kind: str = "pretrain") -> dict:
+def checkpoint_to_resume(path: Path, auto: bool, out: Path, kind: str = "pretrain") -> dict:
     """The checkpoint `--resume` names, of `kind`; with a bare --resume (`auto`), OUT/checkpoint.pt, which must exist.
-    It stays on the CPU (where it is verified, and where the RNG states belong): load_state_dict moves the rest;
-    `device` is accepted for older callers and unused."""
+    It stays on the CPU (where it is verified, and where the RNG states belong): load_state_dict moves the rest."""
     if auto and not path.is_file():
         raise CheckpointError(f"--resume: there is no checkpoint in '{out}' to continue; start without "
                               f"--resume, or give --resume PATH.")

@@ -66,7 +66,7 @@ def user_message(err: Exception) -> str:
     text = str(err)
     if "Original Traceback" in text:
         text = text.strip().splitlines()[-1].split(": ", 1)[-1]
-    return " ".join(text.split())
+    return one_line(text)
 
 
 def one_line(text: str) -> str:
