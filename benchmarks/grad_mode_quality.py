@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine import PretrainConfig, Pretrainer
+from pretexts.engine import PretrainConfig, Pretrainer
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 MODES = ("exact", "finite-difference")

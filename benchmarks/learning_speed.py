@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine import PretrainConfig, Pretrainer
+from pretexts.engine import PretrainConfig, Pretrainer
 
 # overrides of the paper's recipe (Table A), or another recipe
 SETTINGS = {

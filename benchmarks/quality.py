@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig
-from engine.evaluation.finetune import top1_accuracy
-from engine.data.loader import to_device
+from pretexts.engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig
+from pretexts.engine.evaluation.finetune import top1_accuracy
+from pretexts.engine.data.loader import to_device
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 

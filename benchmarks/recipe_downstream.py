@@ -11,7 +11,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from engine import PretrainConfig, ProbeConfig, pretrain, run_probe
+from pretexts.engine import PretrainConfig, ProbeConfig, pretrain, run_probe
 
 
 def measure(recipe: str, seed: int, args) -> dict:

@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from click.testing import CliRunner
 
-from engine.data.datasets import SAMPLE_DIR
-from engine.training.checkpoint import load_checkpoint, save_checkpoint
+from pretexts.engine.data.datasets import SAMPLE_DIR
+from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.cli import main
 
 TRAIN = ["train", "--backbone", "test_convnext", "--batch-size", "8", "--workers", "0"]

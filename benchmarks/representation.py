@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig, ProbeConfig, run_probe
+from pretexts.engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig, ProbeConfig, run_probe
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # committed: the study grows across sessions

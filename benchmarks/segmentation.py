@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from engine.evaluation.segmentation.config import SegmentConfig
-from engine.evaluation.segmentation.generate import write_generated
-from engine.evaluation.segmentation.train import run
+from pretexts.engine.evaluation.segmentation.config import SegmentConfig
+from pretexts.engine.evaluation.segmentation.generate import write_generated
+from pretexts.engine.evaluation.segmentation.train import run
 
 
 def pretrain(method: str, args, out: Path, seed: int) -> Path:

@@ -21,10 +21,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import pretexts
-from backbones import create_backbone, create_energy_model
-from backbones.factory import set_fused_attention
+from pretexts.backbones import create_backbone, create_energy_model
+from pretexts.backbones.factory import set_fused_attention
 from corruption import timed
-from engine import METHODS, PretrainConfig, Pretrainer
+from pretexts.engine import METHODS, PretrainConfig, Pretrainer
 from peak_memory import peak_bytes, pin_mmap_threshold
 from pretexts.errors import ParameterError
 

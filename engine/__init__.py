@@ -22,5 +22,5 @@ __all__ = list(API)
 
 def __getattr__(name: str):
     if name not in API:
-        raise AttributeError(f"module 'engine' has no attribute '{name}'")
-    return getattr(import_module(f"engine.{API[name]}"), name)
+        raise AttributeError(f"module 'pretexts.engine' has no attribute '{name}'")
+    return getattr(import_module(f"pretexts.engine.{API[name]}"), name)

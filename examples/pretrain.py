@@ -7,10 +7,10 @@ Reads top to bottom: a config, a run, the held-out report, and one restoration b
 import torch
 from torchvision.transforms.functional import pil_to_tensor
 
-import backbones
-import engine
+from pretexts import backbones
+import pretexts.engine as engine
 import pretexts
-from engine.data.datasets import build_source
+from pretexts.engine.data.datasets import build_source
 
 # 1. A run is described by one typed config (defaults: the fast recipe, the embedded images; recipe="paper" is Table A).
 cfg = engine.PretrainConfig(task="colorization", backbone="convnext_atto", epochs=2, out="runs/example")

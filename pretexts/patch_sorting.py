@@ -2,7 +2,7 @@
 import torch
 from torch import Tensor
 
-from backbones.vit_tokens import sincos_pos_embed, vit_energy_with_pos, vit_geometry
+from pretexts.backbones.vit_tokens import sincos_pos_embed, vit_energy_with_pos, vit_geometry
 
 from .base import Corrupted, Pretext, rand
 from .errors import ParameterError

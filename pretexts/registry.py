@@ -168,10 +168,10 @@ TASKS = Registry("pretext task", "pretexts.tasks", tuple(f"pretexts.{m}" for m i
 
 # every module of engine/methods/ ("*"): a new method is one file there; the listed ones set the listing's order
 METHODS = Registry("method", "pretexts.methods",
-                   tuple(f"engine.methods.{m}" for m in ("energy", "autoencoder", "mae", "*")),
+                   tuple(f"pretexts.engine.methods.{m}" for m in ("energy", "autoencoder", "mae", "*")),
                    hint="Methods: {names} (`pretexts list --methods`).")
 
-PROBES = Registry("probe", "pretexts.probes", ("engine.evaluation.probe",),
+PROBES = Registry("probe", "pretexts.probes", ("pretexts.engine.evaluation.probe",),
                   hint="Probes: {names} (`pretexts list --probes`).")
 
 # short name -> (timm name, default kwargs): the paper's models (Tables 3 and 6) and small CPU ones; any other

@@ -7,7 +7,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from engine.data.datasets import SAMPLE_DIR
+from pretexts.engine.data.datasets import SAMPLE_DIR
 from pretexts.cli import main
 
 # A 0.2M-parameter ConvNeXt: LayerNorm, so a batch of 8 is fine, and among timm's fastest double backward.

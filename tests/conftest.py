@@ -4,7 +4,7 @@ import pytest
 import torch
 from PIL import Image
 
-from engine.data.datasets import SAMPLE_DIR
+from pretexts.engine.data.datasets import SAMPLE_DIR
 
 
 def load_real_images(split: str = "train", count: int = 16) -> torch.Tensor:

@@ -4,11 +4,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import backbones
+from pretexts import backbones
 import pretexts
-from engine import PretrainConfig
-from engine.methods.autoencoder import AutoencoderModel
-from engine.training.checkpoint import save_checkpoint
+from pretexts.engine import PretrainConfig
+from pretexts.engine.methods.autoencoder import AutoencoderModel
+from pretexts.engine.training.checkpoint import save_checkpoint
 
 
 def write_checkpoint(path: Path, backbone: str = "convnext_atto", task: str = "colorization", method: str = "energy",

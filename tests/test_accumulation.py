@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from engine import FinetuneConfig, PretrainConfig, Pretrainer, finetune, load_checkpoint
+from pretexts.engine import FinetuneConfig, PretrainConfig, Pretrainer, finetune, load_checkpoint
 from pretexts.errors import ParameterError
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import backbones
+from pretexts import backbones
 import pretexts
-from engine import PretrainConfig, Pretrainer
-from engine.methods.autoencoder import AutoencoderMethod, AutoencoderModel
+from pretexts.engine import PretrainConfig, Pretrainer
+from pretexts.engine.methods.autoencoder import AutoencoderMethod, AutoencoderModel
 from pretexts.base import Corrupted, Pretext
 from pretexts.cli import main
 from pretexts.errors import ParameterError

@@ -4,8 +4,8 @@ import pytest
 import torch
 from PIL import Image
 
-from engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
-from engine.data.datasets import SAMPLE_DIR
+from pretexts.engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
+from pretexts.engine.data.datasets import SAMPLE_DIR
 from pretexts.cli import main
 from pretexts.errors import ParameterError, PretextsError
 from cli_runs import TRAIN, copy_sample_images, fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401
@@ -140,7 +140,7 @@ def test_unreadable_images_are_skipped_and_listed_and_odd_modes_train(tmp_path):
 
 
 def test_conversion_to_8bit_rgb(tmp_path):
-    from engine.data.image_check import load_rgb
+    from pretexts.engine.data.image_check import load_rgb
 
     write_bad_and_odd_images(tmp_path)
     rgb = {p.name: np.asarray(load_rgb(str(p))) for p in tmp_path.iterdir() if p.stem not in ("zero", "notes", "cut")}
@@ -155,8 +155,8 @@ def test_conversion_to_8bit_rgb(tmp_path):
 
 def test_a_file_that_fails_only_when_decoded_is_replaced_by_the_next(tmp_path, capsys):
     """A JPEG cut in its pixel data passes the scan; at load it is reported and the next image served."""
-    from engine.data.datasets import build_source
-    from engine.data.image_check import read_or_substitute
+    from pretexts.engine.data.datasets import build_source
+    from pretexts.engine.data.image_check import read_or_substitute
 
     copy_sample_images(tmp_path, 3, classes=("a",))
     noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
@@ -186,7 +186,7 @@ def test_a_broken_cifar10_folder_is_named(tmp_path):
 
 def test_a_symlink_loop_lists_each_image_once(tmp_path):
     """A link back up the tree made 10 images 410 samples (one copy per level the OS follows)."""
-    from engine.data.datasets import build_source, image_folder
+    from pretexts.engine.data.datasets import build_source, image_folder
 
     data = copy_sample_images(tmp_path / "data", 5)
     (data / "a" / "loop").symlink_to(data / "a")  # the class folder inside itself
@@ -214,7 +214,7 @@ def test_a_symlink_loop_lists_each_image_once(tmp_path):
 def test_an_image_size_too_large_for_the_memory_says_so(error):
     """An out-of-memory error in the preflight forward was 'cannot run at image size N ... use a larger
     --img-size' (or, for MemoryError, a traceback)."""
-    from engine.training.preflight import check_backbone_fits
+    from pretexts.engine.training.preflight import check_backbone_fits
 
     def forward(images):
         raise error
@@ -227,7 +227,7 @@ def test_an_image_size_too_large_for_the_memory_says_so(error):
 
 
 def test_the_preflight_images_themselves_may_not_fit(monkeypatch):
-    from engine.training import preflight
+    from pretexts.engine.training import preflight
 
     def zeros(*shape, **kwargs):
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 402653184 bytes.")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint, set_rng_states
+from pretexts.engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint, set_rng_states
 from cli_runs import TRAIN, fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
 
 FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]

@@ -124,9 +124,9 @@ def test_the_wrote_line_names_every_file_of_the_run(tmp_path):
     assert len(list(out.iterdir())) == 8  # the lock is gone
 
 
-@pytest.mark.parametrize("command, config", [("train", "engine.training.config:PretrainConfig"),
-                                             ("finetune", "engine.evaluation.finetune_config:FinetuneConfig"),
-                                             ("probe", "engine.evaluation.probe:ProbeConfig")])
+@pytest.mark.parametrize("command, config", [("train", "pretexts.engine.training.config:PretrainConfig"),
+                                             ("finetune", "pretexts.engine.evaluation.finetune_config:FinetuneConfig"),
+                                             ("probe", "pretexts.engine.evaluation.probe:ProbeConfig")])
 def test_help_shows_every_default_the_config_declares(command, config):
     import dataclasses
     import importlib
@@ -147,10 +147,10 @@ def test_help_shows_every_default_the_config_declares(command, config):
         assert "[default: " in " ".join(shown.split()), (field, shown)
 
 
-@pytest.mark.parametrize("command, config", [("train", "engine.training.config:PretrainConfig"),
-                                             ("finetune", "engine.evaluation.finetune_config:FinetuneConfig"),
-                                             ("probe", "engine.evaluation.probe:ProbeConfig"),
-                                             ("segment", "engine.evaluation.segmentation.config:SegmentConfig")])
+@pytest.mark.parametrize("command, config", [("train", "pretexts.engine.training.config:PretrainConfig"),
+                                             ("finetune", "pretexts.engine.evaluation.finetune_config:FinetuneConfig"),
+                                             ("probe", "pretexts.engine.evaluation.probe:ProbeConfig"),
+                                             ("segment", "pretexts.engine.evaluation.segmentation.config:SegmentConfig")])
 def test_every_config_field_is_reachable_as_an_option(command, config, tmp_path):
     """Each field of the command's config dataclass has its own option, and the option reaches the field."""
     import dataclasses

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from backbones import ALIASES
+from pretexts.backbones import ALIASES
 from pretexts import get_pretext_class, list_pretexts
 from pretexts.cli import main
 from pretrained_checkpoints import write_checkpoint

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from engine.data.datasets import SAMPLE_DIR, build_source
-from engine.data.loader import AugmentedImages, EpochSampler, make_loader, pretrain_transform, to_device
+from pretexts.engine.data.datasets import SAMPLE_DIR, build_source
+from pretexts.engine.data.loader import AugmentedImages, EpochSampler, make_loader, pretrain_transform, to_device
 from pretexts.errors import DataError
 
 
@@ -96,7 +96,7 @@ def write_mnist(root, count: int = 24) -> None:
 
 
 def test_a_timm_dataset_name_reads_its_files_from_data_and_resumes_exactly(tmp_path):
-    from engine import PretrainConfig, Pretrainer, load_checkpoint
+    from pretexts.engine import PretrainConfig, Pretrainer, load_checkpoint
     from test_resume import KilledAfterFirstEpoch
 
     write_mnist(tmp_path / "mnist")

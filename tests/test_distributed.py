@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from engine import PretrainConfig, Pretrainer, load_checkpoint
+from pretexts.engine import PretrainConfig, Pretrainer, load_checkpoint
 
 SETTINGS = {"backbone": "convnext_atto", "task": "colorization", "data": "sample", "batch_size": 8,
             "max_steps_per_epoch": 2, "workers": 0, "warmup_epochs": 0.0, "lr": 1e-3}

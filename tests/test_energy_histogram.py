@@ -6,7 +6,7 @@ import torch
 from click.testing import CliRunner
 
 import pretexts
-from engine.evaluation.energy_histogram import energy_scores, summarise
+from pretexts.engine.evaluation.energy_histogram import energy_scores, summarise
 from pretexts.cli import main
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 

@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-import backbones
+from pretexts import backbones
 import pretexts
-from engine import restoration_loss, restore
+from pretexts.engine import restoration_loss, restore
 from pretexts.errors import ParameterError, UnknownNameError
 
 

@@ -5,8 +5,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
-from engine import PretrainConfig
-from engine.training.experiment_log import flat_scalars
+from pretexts.engine import PretrainConfig
+from pretexts.engine.training.experiment_log import flat_scalars
 from pretexts.errors import ParameterError
 
 

@@ -7,8 +7,8 @@ import timm
 import torch
 from click.testing import CliRunner
 
-from backbones.vit_tokens import sincos_pos_embed, vit_energy_with_pos
-from engine import export_backbone
+from pretexts.backbones.vit_tokens import sincos_pos_embed, vit_energy_with_pos
+from pretexts.engine import export_backbone
 from pretexts.cli import main
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
@@ -81,7 +81,7 @@ def test_file_export_load_line_carries_the_trained_input_size(tmp_path):
 @pytest.fixture(scope="module")
 def finetuned_run(tmp_path_factory):
     """A one-epoch fine-tuning run from a pretraining checkpoint: its checkpoint.pt and finetuned.pt."""
-    from engine import FinetuneConfig, finetune
+    from pretexts.engine import FinetuneConfig, finetune
     root = tmp_path_factory.mktemp("finetuned")
     ckpt, _ = write_checkpoint(root / "pretrain.pt", "convnext_atto")
     out = root / "run"

@@ -15,10 +15,10 @@ import torch
 from click.testing import CliRunner
 
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
-from engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
-from engine.training.checkpoint import save_checkpoint
-from engine.training.nonfinite import NonFiniteGuard
-from engine.training.run_folder import open_log
+from pretexts.engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
+from pretexts.engine.training.checkpoint import save_checkpoint
+from pretexts.engine.training.nonfinite import NonFiniteGuard
+from pretexts.engine.training.run_folder import open_log
 from pretexts.cli import main
 from pretexts.errors import NonFiniteLossError, OutputError
 from test_registry import _install_distribution as install_distribution, clean_registry  # noqa: F401 (fixture)
@@ -112,7 +112,7 @@ def test_unwritable_output_folder_fails_before_training(tmp_path):
 
 
 def test_too_little_free_space_fails_before_training(tmp_path, monkeypatch):
-    from engine.training import preflight
+    from pretexts.engine.training import preflight
 
     monkeypatch.setattr(preflight.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10 << 30, 10 << 30, 1 << 20))
     result, error = run_cli(RUN + ["--epochs", "1", "--out", tmp_path])
@@ -194,7 +194,7 @@ def test_a_write_failure_outside_the_checkpoint_is_one_line_and_resume_skips_the
                                                                                           monkeypatch):
     """A full disk while the log is written: one line, exit 2; the torn log line does not stop --resume."""
     out = copy_of(one_epoch, tmp_path)
-    from engine.training import loop
+    from pretexts.engine.training import loop
 
     def full_disk_log(path, *args, **kwargs):
         handle = open_log(path, *args, **kwargs)

@@ -8,13 +8,13 @@ from timm.scheduler import CosineLRScheduler
 import torch
 from click.testing import CliRunner
 
-from backbones import create_backbone
-from backbones.vit_tokens import sincos_pos_embed
-from engine import FinetuneConfig, Finetuner
-from engine.data.datasets import build_source
-from engine.evaluation.finetune import build_finetune_optimizer
-from engine.data.labelled_data import class_balanced_subset, labels_of
-from engine.evaluation.pretrained import create_classifier
+from pretexts.backbones import create_backbone
+from pretexts.backbones.vit_tokens import sincos_pos_embed
+from pretexts.engine import FinetuneConfig, Finetuner
+from pretexts.engine.data.datasets import build_source
+from pretexts.engine.evaluation.finetune import build_finetune_optimizer
+from pretexts.engine.data.labelled_data import class_balanced_subset, labels_of
+from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.cli import main
 from pretexts.errors import CheckpointError, ParameterError
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)

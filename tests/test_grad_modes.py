@@ -4,11 +4,11 @@ import torch
 import torch.nn.functional as F
 from timm.layers import set_reentrant_ckpt, use_reentrant_ckpt
 
-import backbones
+from pretexts import backbones
 import pretexts
-from backbones.factory import set_grad_checkpointing
-from engine import EnergyMethod, PretrainConfig, Pretrainer, restoration_loss, restore
-from engine.training.speedups import apply_speedups
+from pretexts.backbones.factory import set_grad_checkpointing
+from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, restoration_loss, restore
+from pretexts.engine.training.speedups import apply_speedups
 from pretexts.errors import ParameterError
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from backbones import create_energy_model
+from pretexts.backbones import create_energy_model
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
-from engine import EnergyMethod, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
-from engine.training.interrupt import StopSignals
+from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
+from pretexts.engine.training.interrupt import StopSignals
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = TRAIN + ["--epochs", "2", "--max-steps-per-epoch", "4", "--seed", "1"]  # 8 steps
@@ -29,7 +29,7 @@ def same_weights(a, b) -> bool:
 # ---- SIGKILL during a save ----------------------------------------------------------------------
 SAVERS = """
 import os, sys, torch
-from engine.training.checkpoint import atomic_save
+from pretexts.engine.training.checkpoint import atomic_save
 for line in sys.stdin:  # one saving child per line; this parent runs no torch op, so it can fork safely
     pid = os.fork()
     if pid == 0:

@@ -2,9 +2,9 @@
 import torch
 import torch.nn.functional as F
 
-import backbones
+from pretexts import backbones
 import pretexts
-from engine import restoration_loss, restore
+from pretexts.engine import restoration_loss, restore
 
 
 def test_colorization_steps_lower_the_loss_and_restore_colour(real_images):
@@ -34,7 +34,7 @@ def test_the_default_recipe_and_task_beat_the_corrupted_input_on_held_out_images
     """The README's first command (recipe "fast", random-mask, convnext_atto), shortened to 80 steps of batch 32:
     restored beats corrupted on held-out real images, and alpha has grown past 0.5 (measured: beats from step
     20, 0.980x and alpha 1.7 at step 80; the paper's recipe keeps alpha at 0.100 for 150 steps)."""
-    from engine import PretrainConfig, Pretrainer
+    from pretexts.engine import PretrainConfig, Pretrainer
 
     cfg = PretrainConfig(batch_size=32, epochs=8, workers=0, eval_images=64, figure_images=2, out=str(tmp_path))
     assert (cfg.recipe, cfg.task, cfg.backbone) == ("fast", "random-mask", "convnext_atto")

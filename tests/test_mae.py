@@ -6,7 +6,7 @@ import timm
 import torch
 
 from cli_runs import one_torch_thread, run_cli  # noqa: F401 (a fixture)
-from engine import PretrainConfig, Pretrainer, load_checkpoint
+from pretexts.engine import PretrainConfig, Pretrainer, load_checkpoint
 from test_resume import KilledAfterFirstEpoch
 
 FAST = ["train", "--method", "mae", "--backbone", "vit_tiny", "--batch-size", "16", "--max-steps-per-epoch", "2",

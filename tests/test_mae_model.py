@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from backbones import create_backbone
-from engine.methods.mae_model import MAEModel, patchify, random_masking, unpatchify
+from pretexts.backbones import create_backbone
+from pretexts.engine.methods.mae_model import MAEModel, patchify, random_masking, unpatchify
 from pretexts.errors import ParameterError
 
 

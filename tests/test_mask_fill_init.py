@@ -5,9 +5,9 @@ all zeros, ConvNeXt's post-stem LayerNorm sees zero-variance tokens, and the los
 import pytest
 import torch
 
-import backbones
+from pretexts import backbones
 import pretexts
-from engine.methods.restore import restoration_loss, restore
+from pretexts.engine.methods.restore import restoration_loss, restore
 from pretexts.masking import FILLS, IMAGENET_MEAN, NEAR_MEAN
 
 BACKBONES = ["convnext_atto", "vit_tiny", "resnet18"]  # vit_tiny: the alias, patch 4 at 32 px

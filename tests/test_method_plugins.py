@@ -7,7 +7,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from engine import methods
+from pretexts.engine import methods
 from pretexts.cli import main
 
 ROTATION = '''
@@ -15,8 +15,8 @@ ROTATION = '''
     import torch
     import torch.nn.functional as F
 
-    import backbones
-    from engine import Method, register_method
+    from pretexts import backbones
+    from pretexts.engine import Method, register_method
     from pretexts.params import Param
 
 
@@ -120,7 +120,7 @@ def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_pa
 def test_a_broken_or_clashing_method_plugin_breaks_nothing(method_plugin, tmp_path):
     method_plugin("method_broken", "raise ImportError('needs faiss')\n", "clusters = method_broken:Trainer")
     method_plugin("method_dup", """
-        from engine import Method, register_method
+        from pretexts.engine import Method, register_method
 
         @register_method("ae")
         class Mine(Method):
@@ -130,7 +130,7 @@ def test_a_broken_or_clashing_method_plugin_breaks_nothing(method_plugin, tmp_pa
         methods.METHODS.load(force=True)
     listed = CliRunner().invoke(main, ["list", "--methods"])
     assert "clusters           BROKEN plugin: method_broken 1.0" in listed.output and "needs faiss" in listed.output
-    assert methods.METHODS.table["ae"].__module__ == "engine.methods.autoencoder"
+    assert methods.METHODS.table["ae"].__module__ == "pretexts.engine.methods.autoencoder"
     assert "ae                 IGNORED plugin (the built-in 'ae' wins): method_dup 1.0" in listed.output
     result = CliRunner().invoke(main, ["train", "--method", "clusters", "--out", str(tmp_path / "x")])
     assert result.exit_code == 2 and "comes from a plugin that failed to load" in result.output

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli  # noqa: F401 (a fixture)
-from engine.training.checkpoint import load_checkpoint
-from engine.training.monitor import Monitor
+from pretexts.engine.training.checkpoint import load_checkpoint
+from pretexts.engine.training.monitor import Monitor
 
 RUN = [*TRAIN, "--workers", "0", "--eval-images", "4", "--figure-images", "2", "--monitor-every", "2",
        "--monitor-images", "40"]
@@ -73,8 +73,8 @@ def test_a_collapse_is_warned_once(capsys):
 
 @pytest.mark.parametrize("method", ["energy", "ae"])
 def test_features_are_the_backbones_pooled_output(method, real_images):
-    from engine import PretrainConfig
-    from engine.methods import METHODS
+    from pretexts.engine import PretrainConfig
+    from pretexts.engine.methods import METHODS
     import pretexts
 
     cfg = PretrainConfig(method=method, backbone="test_convnext")

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from backbones import create_energy_model
-from backbones.vit_tokens import vit_energy_with_pos
+from pretexts.backbones import create_energy_model
+from pretexts.backbones.vit_tokens import vit_energy_with_pos
 from pretexts import ParameterError, create_pretext
 from pretexts.patch_sorting import sincos_pos_embed
 from pretext_images import cifar_batch, tiny_vit

@@ -7,9 +7,9 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 from torch import nn
 
-from engine import ProbeConfig, knn_predict
-from engine.evaluation.knn import knn_accuracy
-from engine.evaluation.probe import probe_head, train_head
+from pretexts.engine import ProbeConfig, knn_predict
+from pretexts.engine.evaluation.knn import knn_accuracy
+from pretexts.engine.evaluation.probe import probe_head, train_head
 from pretexts.cli import main
 from pretexts.errors import ParameterError
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
@@ -91,7 +91,7 @@ def test_cli_probe_extracts_once_and_reports_every_method(tmp_path):
 
 def test_a_registered_probe_runs_from_the_cli_beside_the_built_ins(tmp_path):
     """Adding a probe is one decorated function: nearest class mean on the cached features."""
-    from engine.evaluation.probe import register_probe
+    from pretexts.engine.evaluation.probe import register_probe
     from pretexts.registry import PROBES
 
     @register_probe("nearest-mean")
@@ -119,7 +119,7 @@ def test_a_registered_probe_runs_from_the_cli_beside_the_built_ins(tmp_path):
 
 
 def test_the_standardised_knn_probe_sees_classes_a_loud_direction_drowns():
-    from engine.evaluation.probe import knn_probe, standardised_knn_probe
+    from pretexts.engine.evaluation.probe import knn_probe, standardised_knn_probe
 
     g = torch.Generator().manual_seed(0)
     labels = torch.arange(400) % 4

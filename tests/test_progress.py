@@ -1,7 +1,7 @@
 """Progress bars: on for a terminal, off under --quiet and when the output is not a terminal."""
 import io
 
-from engine.training.progress import progress
+from pretexts.engine.training.progress import progress
 
 
 class Terminal(io.StringIO):

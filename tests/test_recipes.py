@@ -5,12 +5,12 @@ import pytest
 
 import torch
 
-from engine import EnergyMethod, PretrainConfig
-from engine.training.loop import build_optimizer
-from engine.training.recipes import RECIPES
+from pretexts.engine import EnergyMethod, PretrainConfig
+from pretexts.engine.training.loop import build_optimizer
+from pretexts.engine.training.recipes import RECIPES
 from pretexts.errors import ParameterError
 
-import backbones
+from pretexts import backbones
 
 
 def test_paper_recipe_is_table_a_exactly():

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
+from pretexts.engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
 from pretexts.errors import CheckpointError
 
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli  # noqa: F401 (a fixture)
-from engine import PretrainConfig, Pretrainer
-from engine.training.run_folder import write_json
+from pretexts.engine import PretrainConfig, Pretrainer
+from pretexts.engine.training.run_folder import write_json
 from pretexts.errors import NonFiniteLossError
 from pretrained_checkpoints import write_checkpoint
 

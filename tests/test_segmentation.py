@@ -4,13 +4,13 @@ import pytest
 import torch
 from PIL import Image
 
-import backbones
-from engine.evaluation.segmentation.config import SegmentConfig
-from engine.evaluation.segmentation.data import SegmentationFolder
-from engine.evaluation.segmentation.generate import write_generated
-from engine.evaluation.segmentation.heads import Segmenter
-from engine.evaluation.segmentation.metrics import IGNORE, confusion, scores
-from engine.evaluation.segmentation.train import evaluate, optimizer_for, predict
+from pretexts import backbones
+from pretexts.engine.evaluation.segmentation.config import SegmentConfig
+from pretexts.engine.evaluation.segmentation.data import SegmentationFolder
+from pretexts.engine.evaluation.segmentation.generate import write_generated
+from pretexts.engine.evaluation.segmentation.heads import Segmenter
+from pretexts.engine.evaluation.segmentation.metrics import IGNORE, confusion, scores
+from pretexts.engine.evaluation.segmentation.train import evaluate, optimizer_for, predict
 from pretexts.errors import DataError
 
 from cli_runs import one_torch_thread  # noqa: F401 (autouse)

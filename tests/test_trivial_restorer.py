@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import backbones
-from engine.methods.base import figure_numbers, versus_trivial
-from engine.methods.energy import restoration_error
-from engine.training.loop import format_held_out
+from pretexts import backbones
+from pretexts.engine.methods.base import figure_numbers, versus_trivial
+from pretexts.engine.methods.energy import restoration_error
+from pretexts.engine.training.loop import format_held_out
 from pretexts import create_pretext, get_pretext_class, list_pretexts
 from pretexts.base import Corrupted
 from pretexts.masking import FILLS
@@ -153,8 +153,8 @@ def test_a_run_reports_the_trivial_restorer_in_results_line_and_figure_title(tmp
 
 
 def test_the_figure_title_carries_the_figures_own_numbers(tiny_model, held_out_images):
-    from engine.methods.energy import EnergyMethod
-    from engine.training.config import PretrainConfig
+    from pretexts.engine.methods.energy import EnergyMethod
+    from pretexts.engine.training.config import PretrainConfig
 
     method = EnergyMethod(PretrainConfig(backbone="vit_tiny", task="random-mask"), create_pretext("random-mask"), "cpu")
     method.model = tiny_model

@@ -3,11 +3,11 @@ import math
 
 import torch
 
-import backbones
+from pretexts import backbones
 import pretexts
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
-from engine.methods.energy import restoration_error
-from engine.methods.restore import contrastive_loss
+from pretexts.engine.methods.energy import restoration_error
+from pretexts.engine.methods.restore import contrastive_loss
 
 
 class FixedEnergy(torch.nn.Module):

@@ -14,9 +14,9 @@ from torchvision.datasets.utils import check_integrity
 
 from pretexts.errors import DataError
 
-from engine.data.image_check import keep_readable, load_rgb
+from pretexts.engine.data.image_check import keep_readable, load_rgb
 
-SAMPLE_DIR = Path(str(files("engine") / "data" / "sample_data"))
+SAMPLE_DIR = Path(str(files("pretexts.engine") / "data" / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
 
 

@@ -138,7 +138,7 @@ def report_skipped(datasets, out: Path) -> str | None:
     small = {path for scan in scans for path in scan.small}
     notes = []
     if bad:
-        from engine.training.run_folder import write_text  # by rename: never through a link in OUT
+        from pretexts.engine.training.run_folder import write_text  # by rename: never through a link in OUT
 
         write_text(out / SKIPPED_FILE, "".join(f"{path}\t{why}\n" for path, why in bad.items()))
         shown = "; ".join(f"{Path(path).name}: {why}" for path, why in list(bad.items())[:3])

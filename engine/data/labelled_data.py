@@ -7,8 +7,8 @@ from torch.utils.data import Dataset, Subset
 
 from pretexts.errors import DataError
 
-from engine.data.datasets import build_source
-from engine.data.image_check import read_or_substitute
+from pretexts.engine.data.datasets import build_source
+from pretexts.engine.data.image_check import read_or_substitute
 
 
 def labelled_splits(data: str, img_size: int, seed: int = 0) -> tuple[Dataset, Dataset]:

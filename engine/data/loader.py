@@ -6,8 +6,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from engine.data.image_check import read_or_substitute
-from engine.training.interrupt import ignore_stop_signals
+from pretexts.engine.data.image_check import read_or_substitute
+from pretexts.engine.training.interrupt import ignore_stop_signals
 
 
 def pretrain_transform(img_size: int) -> A.Compose:

@@ -8,13 +8,13 @@ import torch  # noqa: E402
 
 from pretexts.errors import DataError  # noqa: E402
 
-from engine.data.datasets import build_source  # noqa: E402
-from engine.training.eval_mode import eval_mode  # noqa: E402
-from engine.data.loader import AugmentedImages, eval_transform, held_out_batches  # noqa: E402
-from engine.training.preflight import resolve_device  # noqa: E402
-from engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json  # noqa: E402
-from engine.evaluation.from_checkpoint import load_energy_model, task_for  # noqa: E402
-from engine.methods.restore import restore  # noqa: E402
+from pretexts.engine.data.datasets import build_source  # noqa: E402
+from pretexts.engine.training.eval_mode import eval_mode  # noqa: E402
+from pretexts.engine.data.loader import AugmentedImages, eval_transform, held_out_batches  # noqa: E402
+from pretexts.engine.training.preflight import resolve_device  # noqa: E402
+from pretexts.engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json  # noqa: E402
+from pretexts.engine.evaluation.from_checkpoint import load_energy_model, task_for  # noqa: E402
+from pretexts.engine.methods.restore import restore  # noqa: E402
 
 
 def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -15,10 +15,10 @@ from timm.models import push_to_hf_hub, save_for_hf
 
 from pretexts.errors import CheckpointError, OutputError
 
-from engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
-from engine.training.preflight import check_output_dir
-from engine.training.run_folder import RunLock, claim_output_dir, claim_output_file, write_json
-from engine.evaluation.pretrained import create_classifier, timm_spec
+from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
+from pretexts.engine.training.preflight import check_output_dir
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, claim_output_file, write_json
+from pretexts.engine.evaluation.pretrained import create_classifier, timm_spec
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 # the architecture's own pretrained tag (e.g. augreg_in21k) would claim weights these are not

@@ -16,20 +16,20 @@ from torch.utils.data import DataLoader
 
 from pretexts.errors import DataError, NonFiniteLossError
 
-from engine.training.checkpoint import save_checkpoint
-from engine.training.interrupt import StopSignals
-from engine.training.progress import progress
-from engine.evaluation.finetune_config import FinetuneConfig
-from engine.data.labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
+from pretexts.engine.training.checkpoint import save_checkpoint
+from pretexts.engine.training.interrupt import StopSignals
+from pretexts.engine.training.progress import progress
+from pretexts.engine.evaluation.finetune_config import FinetuneConfig
+from pretexts.engine.data.labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
                             labels_of, normalisation, train_transform)
-from engine.training.nonfinite import check_finite_weights
-from engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
-from engine.training.resume_config import FINETUNE_MAY_CHANGE, check_resumable
-from engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
-from engine.training.precision import amp_dtype, autocast
-from engine.training.preflight import resolve_device
-from engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
-from engine.evaluation.pretrained import create_classifier, timm_spec
+from pretexts.engine.training.nonfinite import check_finite_weights
+from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
+from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, check_resumable
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
+from pretexts.engine.training.precision import amp_dtype, autocast
+from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
+from pretexts.engine.evaluation.pretrained import create_classifier, timm_spec
 
 
 def build_finetune_optimizer(model: torch.nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:

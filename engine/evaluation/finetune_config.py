@@ -3,7 +3,7 @@ from dataclasses import asdict, dataclass
 
 from pretexts.errors import ParameterError
 
-from engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_optimizer,
+from pretexts.engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_optimizer,
                                     check_ranges, setting)
 
 RANDAUG_OFF = ("", "none", "off", "0")

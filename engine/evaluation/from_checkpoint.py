@@ -1,11 +1,11 @@
 """Rebuild the energy model and its task from a pretraining checkpoint."""
-import backbones
+from pretexts import backbones
 import pretexts
 
 from pretexts.errors import CheckpointError
 
-from engine.training.checkpoint import load_checkpoint, load_weights
-from engine.training.config import PretrainConfig
+from pretexts.engine.training.checkpoint import load_checkpoint, load_weights
+from pretexts.engine.training.config import PretrainConfig
 
 
 def load_energy_model(path, device="cpu"):

@@ -1,12 +1,12 @@
 """A pretraining checkpoint's backbone as a plain timm model: for fine-tuning, probing and export."""
 from torch import nn
 
-import backbones
-from backbones.factory import set_fused_attention
+from pretexts import backbones
+from pretexts.backbones.factory import set_fused_attention
 from pretexts.errors import CheckpointError, ParameterError, UnknownNameError
 from pretexts.registry import METHODS, get_pretext_class
 
-from engine.training.checkpoint import check_shapes, load_checkpoint
+from pretexts.engine.training.checkpoint import check_shapes, load_checkpoint
 
 PREFIX = "backbone."
 

@@ -14,15 +14,15 @@ from torch.utils.data import DataLoader
 
 from pretexts.registry import PROBES
 
-from engine.evaluation.probe_config import ProbeConfig
-from engine.evaluation.health import standardise
-from engine.evaluation.knn import knn_accuracy
-from engine.data.labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
-from engine.training.preflight import check_output_dir
-from engine.training.run_folder import RunLock, claim_output_dir, write_json
-from engine.training.preflight import resolve_device
-from engine.evaluation.pretrained import create_classifier
-from engine.training.progress import progress
+from pretexts.engine.evaluation.probe_config import ProbeConfig
+from pretexts.engine.evaluation.health import standardise
+from pretexts.engine.evaluation.knn import knn_accuracy
+from pretexts.engine.data.labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
+from pretexts.engine.training.preflight import check_output_dir
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json
+from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.evaluation.pretrained import create_classifier
+from pretexts.engine.training.progress import progress
 
 register_probe = PROBES.register
 

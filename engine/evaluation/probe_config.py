@@ -4,7 +4,7 @@ from dataclasses import MISSING, dataclass
 from pretexts.errors import ParameterError, suggest
 from pretexts.registry import PROBES
 
-from engine.training.config import SEED_RANGE, check_field_types, check_optimizer, check_ranges, setting
+from pretexts.engine.training.config import SEED_RANGE, check_field_types, check_optimizer, check_ranges, setting
 
 
 @dataclass

@@ -6,17 +6,17 @@ import torch.nn.functional as F
 from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
-import backbones
-from backbones.vit_tokens import sincos_pos_embed, vit_geometry
+from pretexts import backbones
+from pretexts.backbones.vit_tokens import sincos_pos_embed, vit_geometry
 from pretexts.base import Pretext
 from pretexts.errors import ParameterError
 from pretexts.params import Param
 
-from engine.evaluation.segmentation.heads import Features, UperNet, is_plain_vit
-from engine.methods import register_method
-from engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
-from engine.methods.restore import restoration_loss
-from engine.training.eval_mode import eval_mode
+from pretexts.engine.evaluation.segmentation.heads import Features, UperNet, is_plain_vit
+from pretexts.engine.methods import register_method
+from pretexts.engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
+from pretexts.engine.methods.restore import restoration_loss
+from pretexts.engine.training.eval_mode import eval_mode
 
 
 # MAE's decoder is 8 blocks of width 512 for ViT-L; its ablation shows one narrow block still fine-tunes

@@ -7,7 +7,7 @@ from timm.optim import param_groups_weight_decay
 
 from pretexts.errors import ParameterError
 
-from engine.data.labelled_data import normalisation
+from pretexts.engine.data.labelled_data import normalisation
 
 
 class Method:

@@ -5,13 +5,13 @@ import torch
 import torch.nn.functional as F
 from timm.optim import param_groups_weight_decay
 
-import backbones
-from backbones.vit_tokens import sincos_positions
-from engine.methods import register_method
-from engine.evaluation.health import brightness, correlation
-from engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
-from engine.methods.restore import contrastive_loss, restoration_loss, restore
-from engine.training.eval_mode import eval_mode
+from pretexts import backbones
+from pretexts.backbones.vit_tokens import sincos_positions
+from pretexts.engine.methods import register_method
+from pretexts.engine.evaluation.health import brightness, correlation
+from pretexts.engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
+from pretexts.engine.methods.restore import contrastive_loss, restoration_loss, restore
+from pretexts.engine.training.eval_mode import eval_mode
 
 
 @register_method("energy")

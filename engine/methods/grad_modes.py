@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from engine.training.config import FD_DELTA
+from pretexts.engine.training.config import FD_DELTA
 
 GRAD_MODES = ("exact", "finite-difference")
 UNSUPPORTED = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,

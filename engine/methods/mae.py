@@ -4,13 +4,13 @@ from dataclasses import dataclass
 
 import torch
 
-import backbones
+from pretexts import backbones
 from pretexts.params import Param
 
-from engine.methods import register_method
-from engine.methods.base import Method, with_figure_numbers
-from engine.methods.mae_model import MAEModel, patchify, unpatchify
-from engine.training.eval_mode import eval_mode
+from pretexts.engine.methods import register_method
+from pretexts.engine.methods.base import Method, with_figure_numbers
+from pretexts.engine.methods.mae_model import MAEModel, patchify, unpatchify
+from pretexts.engine.training.eval_mode import eval_mode
 
 
 @dataclass

@@ -8,7 +8,7 @@ import torch
 from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
-from backbones.vit_tokens import prefix_tokens, sincos_pos_embed, vit_geometry
+from pretexts.backbones.vit_tokens import prefix_tokens, sincos_pos_embed, vit_geometry
 
 
 def decoder_defaults(embed_dim: int) -> dict:

@@ -5,7 +5,7 @@ from torch import Tensor
 
 from pretexts.base import Corrupted
 
-from engine.methods.grad_modes import FD_DELTA, energy_gradient
+from pretexts.engine.methods.grad_modes import FD_DELTA, energy_gradient
 
 
 def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool | None = None,

@@ -9,9 +9,9 @@ import torch
 
 from pretexts.errors import CheckpointError
 
-from engine.training.checksum import KEY as CHECKSUM, checksum
-from engine.training.run_folder import replace_file
-from engine.training.safe_load import old_format, read_weights
+from pretexts.engine.training.checksum import KEY as CHECKSUM, checksum
+from pretexts.engine.training.run_folder import replace_file
+from pretexts.engine.training.safe_load import old_format, read_weights
 
 FORMAT_VERSION = 2  # 2: RNG states as tensors and plain values (weights-only loadable), a checksum
 
@@ -48,7 +48,7 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
     if ckpt.get(CHECKSUM) != checksum(ckpt):
         what = "has no checksum" if CHECKSUM not in ckpt else "is corrupted (checksum mismatch)"
         raise CheckpointError(f"checkpoint '{path}' {what}; use an earlier checkpoint, or write it with "
-                              f"engine.training.checkpoint.save_checkpoint.")
+                              f"pretexts.engine.training.checkpoint.save_checkpoint.")
     if kinds is not None:
         check_kind(ckpt, path, kinds)
     return ckpt

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from pretexts.errors import ParameterError
 
-from engine.training.experiment_log import check_logger
-from engine.training.recipes import apply_recipe
+from pretexts.engine.training.experiment_log import check_logger
+from pretexts.engine.training.recipes import apply_recipe
 
 def setting(default, help: str, **cli):
     """A config field with its `--help` text; `cli` says how its option reads it where the type alone does not

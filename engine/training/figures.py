@@ -5,7 +5,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from engine.training.run_folder import save_figure  # noqa: E402
+from pretexts.engine.training.run_folder import save_figure  # noqa: E402
 
 
 def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") -> None:

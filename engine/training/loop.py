@@ -15,27 +15,27 @@ import pretexts
 from pretexts.errors import DataError, ParameterError
 from pretexts.registry import METHODS
 
-from engine.data.datasets import build_source
-from engine.data.image_check import report_skipped
-from engine.data.loader import (AugmentedImages, EpochSampler, batches, eval_transform, held_out_batches,
+from pretexts.engine.data.datasets import build_source
+from pretexts.engine.data.image_check import report_skipped
+from pretexts.engine.data.loader import (AugmentedImages, EpochSampler, batches, eval_transform, held_out_batches,
                                 make_loader, pretrain_transform, to_device)
-from engine.methods.base import Method, versus_trivial
-from engine.training import distributed
-from engine.training.checkpoint import FORMAT_VERSION, save_checkpoint
-from engine.training.config import PretrainConfig
-from engine.training.experiment_log import NoLog, open_experiment_log
-from engine.training.figures import loss_curve, restoration_figure
-from engine.training.interrupt import StopSignals
-from engine.training.monitor import Monitor, monitor_figure
-from engine.training.nonfinite import NonFiniteGuard, check_finite_weights
-from engine.training.precision import amp_dtype, autocast
-from engine.training.preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes,
+from pretexts.engine.methods.base import Method, versus_trivial
+from pretexts.engine.training import distributed
+from pretexts.engine.training.checkpoint import FORMAT_VERSION, save_checkpoint
+from pretexts.engine.training.config import PretrainConfig
+from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
+from pretexts.engine.training.figures import loss_curve, restoration_figure
+from pretexts.engine.training.interrupt import StopSignals
+from pretexts.engine.training.monitor import Monitor, monitor_figure
+from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
+from pretexts.engine.training.precision import amp_dtype, autocast
+from pretexts.engine.training.preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes,
                                        resolve_device)
-from engine.training.progress import progress
-from engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
-from engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
-from engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
-from engine.training.speedups import apply_speedups
+from pretexts.engine.training.progress import progress
+from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
+from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
+from pretexts.engine.training.speedups import apply_speedups
 
 
 def step_seed(seed: int, global_step: int, rank: int = 0) -> int:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from pretexts.errors import CheckpointError
 
-from engine.training.run_folder import write_text
-from engine.training.checkpoint import check_shapes, load_checkpoint, rng_states, set_rng_states
+from pretexts.engine.training.run_folder import write_text
+from pretexts.engine.training.checkpoint import check_shapes, load_checkpoint, rng_states, set_rng_states
 
 
 def training_state(model, optimizer, scheduler, scaler) -> dict:

@@ -26,7 +26,7 @@ def resumed_values(cls, values: dict, kind: str | None, may_change: frozenset) -
     """The options of a --resume run (`values`: what the command line and --config gave) laid over the
     checkpoint's saved config. A checkpoint that is missing or of another kind is left to the run's own load,
     which says what is wrong."""
-    from engine.training.checkpoint import load_checkpoint
+    from pretexts.engine.training.checkpoint import load_checkpoint
 
     path = checkpoint_path(values, cls)
     if not path.is_file():

@@ -2,12 +2,12 @@
 import torch
 from torch import nn
 
-from backbones.energy import EnergyModel
-from backbones.factory import set_fused_attention, set_grad_checkpointing
+from pretexts.backbones.energy import EnergyModel
+from pretexts.backbones.factory import set_fused_attention, set_grad_checkpointing
 from pretexts.errors import ParameterError
 
-from engine.training.config import PretrainConfig
-from engine.methods.grad_modes import unsupported_layers
+from pretexts.engine.training.config import PretrainConfig
+from pretexts.engine.methods.grad_modes import unsupported_layers
 
 
 def apply_speedups(model: nn.Module, cfg: PretrainConfig) -> nn.Module:

@@ -4,8 +4,8 @@ from pathlib import Path
 
 from pretexts.errors import CheckpointError
 
-from engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, numpy_state, python_state, save_checkpoint
-from engine.training.safe_load import read_version_1, read_weights, unreadable
+from pretexts.engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, numpy_state, python_state, save_checkpoint
+from pretexts.engine.training.safe_load import read_version_1, read_weights, unreadable
 
 
 def upgrade_checkpoint(old: str | os.PathLike, new: str | os.PathLike) -> dict:

@@ -18,7 +18,7 @@ from . import main, parse_task_args
 @click.option("--force", is_flag=True, help="Replace the figure and its .json if they exist.")
 def energy_command(task_args, images, steps, **options) -> None:
     """Histograms of the energy of real images, corrupted ones and each restoration step (paper, Appendix)."""
-    from engine import energy_histogram
+    from pretexts.engine import energy_histogram
     from pretexts.errors import ParameterError
 
     if images < 1 or (steps is not None and steps < 1):

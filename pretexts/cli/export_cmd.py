@@ -17,7 +17,7 @@ from . import main, written_files
 @click.option("--force", is_flag=True, help="Replace an earlier export (or run) in --out; never the checkpoint.")
 def export_command(checkpoint: str, out: str, push_to_hub: str | None, private: bool, force: bool) -> None:
     """Write the model's weights for timm; prints the line that loads them (also in the export's json)."""
-    from engine import export_backbone
+    from pretexts.engine import export_backbone
 
     info = export_backbone(checkpoint, out, push_to_hub=push_to_hub, private=private, force=force)
     size = "x".join(map(str, info["input_size"][1:]))

@@ -7,15 +7,15 @@ from . import main, single_process, written_files
 from .config_file import build_config, config_options, defaults_from, options_from
 
 
-@main.command("finetune", cls=defaults_from("engine.evaluation.finetune_config:FinetuneConfig"))
-@options_from("engine.evaluation.finetune_config:FinetuneConfig")
+@main.command("finetune", cls=defaults_from("pretexts.engine.evaluation.finetune_config:FinetuneConfig"))
+@options_from("pretexts.engine.evaluation.finetune_config:FinetuneConfig")
 @config_options
 def finetune_command(config, sets, **options) -> None:
     """Fine-tune with AdamW, layer-wise lr decay, RandAugment, mixup/cutmix and label smoothing (paper, Table A);
     reports top-1 on val/ each epoch and writes OUT/finetuned.pt and OUT/results.json."""
     single_process("finetune")
-    from engine import FinetuneConfig, Finetuner
-    from engine.training.resume_config import FINETUNE_MAY_CHANGE, resumed_values
+    from pretexts.engine import FinetuneConfig, Finetuner
+    from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, resumed_values
 
     cfg = build_config(FinetuneConfig, options, config, sets,
                        resume=lambda values: resumed_values(FinetuneConfig, values, "finetune", FINETUNE_MAY_CHANGE))

@@ -46,7 +46,7 @@ def list_command(pattern: str, verbose: bool, backbones: bool, methods: bool, pr
 def list_backbone_names(pattern: str) -> None:
     import fnmatch
 
-    from backbones.factory import ALIASES, list_backbones
+    from pretexts.backbones.factory import ALIASES, list_backbones
 
     aliases = [a for a in ALIASES if fnmatch.fnmatch(a, pattern)]
     for alias in aliases:
@@ -62,7 +62,7 @@ def list_backbone_names(pattern: str) -> None:
 def list_method_names(pattern: str) -> None:
     import fnmatch
 
-    from engine.methods import METHODS, list_methods
+    from pretexts.engine.methods import METHODS, list_methods
 
     for name, trainer in list_methods().items():
         if not fnmatch.fnmatch(name, pattern):

@@ -22,15 +22,15 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     """Restore held-out images with a pretrained energy model and draw the figure."""
     import torch
 
-    from engine.data.datasets import build_source
-    from engine.methods.base import versus_trivial, with_figure_numbers
-    from engine.methods.energy import figure_columns, restoration_error
-    from engine.training.figures import restoration_figure
-    from engine.evaluation.from_checkpoint import load_energy_model, task_for
-    from engine.data.loader import AugmentedImages, eval_transform, held_out_batches
-    from engine.training.preflight import resolve_device
-    from engine.training.preflight import check_output_dir
-    from engine.training.run_folder import claim_output_file, figure_path, write_json
+    from pretexts.engine.data.datasets import build_source
+    from pretexts.engine.methods.base import versus_trivial, with_figure_numbers
+    from pretexts.engine.methods.energy import figure_columns, restoration_error
+    from pretexts.engine.training.figures import restoration_figure
+    from pretexts.engine.evaluation.from_checkpoint import load_energy_model, task_for
+    from pretexts.engine.data.loader import AugmentedImages, eval_transform, held_out_batches
+    from pretexts.engine.training.preflight import resolve_device
+    from pretexts.engine.training.preflight import check_output_dir
+    from pretexts.engine.training.run_folder import claim_output_file, figure_path, write_json
     from pretexts.errors import ParameterError
 
     if count < 1 or (steps is not None and steps < 1):

@@ -5,14 +5,14 @@ from . import main, single_process, written_files
 from .config_file import build_config, config_options, defaults_from, options_from
 
 
-@main.command("segment", cls=defaults_from("engine.evaluation.segmentation.config:SegmentConfig"))
-@options_from("engine.evaluation.segmentation.config:SegmentConfig")
+@main.command("segment", cls=defaults_from("pretexts.engine.evaluation.segmentation.config:SegmentConfig"))
+@options_from("pretexts.engine.evaluation.segmentation.config:SegmentConfig")
 @click.option("--from-scratch", is_flag=True, help="Random backbone (needs --backbone): the baseline.")
 @config_options
 def segment_command(from_scratch, config, sets, **options) -> None:
     """Fine-tune a backbone with a segmentation head; writes OUT/log.jsonl, results.json, predictions.png."""
-    from engine.evaluation.segmentation.config import SegmentConfig
-    from engine.evaluation.segmentation.train import run
+    from pretexts.engine.evaluation.segmentation.config import SegmentConfig
+    from pretexts.engine.evaluation.segmentation.train import run
     from pretexts.errors import ParameterError
 
     single_process("segment")

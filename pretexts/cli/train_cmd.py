@@ -7,8 +7,8 @@ from . import main, parse_task_args, written_files
 from .config_file import build_config, config_options, defaults_from, options_from
 
 
-@main.command("train", cls=defaults_from("engine.training.config:PretrainConfig"))
-@options_from("engine.training.config:PretrainConfig")
+@main.command("train", cls=defaults_from("pretexts.engine.training.config:PretrainConfig"))
+@options_from("pretexts.engine.training.config:PretrainConfig")
 @click.option("--method-arg", "method_args", multiple=True, metavar="KEY=VALUE",
               help="An option of the method, e.g. mask_ratio=0.75 for mae (see `pretexts list --methods`); "
               "repeatable.")
@@ -17,9 +17,9 @@ from .config_file import build_config, config_options, defaults_from, options_fr
 @config_options
 def train_command(task_args, method_args, preset, config, sets, **options) -> None:
     """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
-    from engine import PretrainConfig, Pretrainer, format_held_out
-    from engine.training import distributed
-    from engine.training.resume_config import PRETRAIN_MAY_CHANGE, resumed_values
+    from pretexts.engine import PretrainConfig, Pretrainer, format_held_out
+    from pretexts.engine.training import distributed
+    from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, resumed_values
 
     args = parse_task_args(task_args)
     if preset is not None:

@@ -12,7 +12,7 @@ def upgrade_command(old: str, new: str) -> None:
 
     OLD is read without running any code in it (only weights and numpy arrays are unpickled) and kept as it is.
     """
-    from engine.training.upgrade import upgrade_checkpoint
+    from pretexts.engine.training.upgrade import upgrade_checkpoint
 
     ckpt = upgrade_checkpoint(old, new)
     click.echo(f"wrote {new} (format version {ckpt['format_version']}); use it in place of {old}.")

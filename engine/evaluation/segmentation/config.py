@@ -1,7 +1,7 @@
 """Settings of `pretexts segment`; defaults are MAE's ADE20K recipe (UperNet, AdamW, lr 1e-4, layer decay 0.65)."""
 from dataclasses import MISSING, asdict, dataclass
 
-from engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_optimizer,
+from pretexts.engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_optimizer,
                                     check_ranges, setting)
 
 

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from engine.training.run_folder import save_figure as replace_figure  # noqa: E402
+from pretexts.engine.training.run_folder import save_figure as replace_figure  # noqa: E402
 
 from .data import MEAN, STD  # noqa: E402
 from .metrics import IGNORE  # noqa: E402

@@ -8,11 +8,11 @@ from timm.optim import create_optimizer_v2
 from timm.optim._param_groups import param_groups_layer_decay
 from timm.scheduler import PolyLRScheduler
 
-from engine.training.checkpoint import save_checkpoint
-from engine.training.nonfinite import check_finite_weights
-from engine.training.preflight import resolve_device
-from engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
-from engine.evaluation.pretrained import create_classifier
+from pretexts.engine.training.checkpoint import save_checkpoint
+from pretexts.engine.training.nonfinite import check_finite_weights
+from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
+from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.errors import ParameterError
 
 from .config import SegmentConfig
