@@ -1,6 +1,4 @@
-"""timm backbones by name and the energy model built on them."""
-from .energy import EnergyModel, create_energy_model
+"""timm backbones by name (aliases, the paper's models and small CPU ones)."""
 from .factory import ALIASES, create_backbone, disable_fused_attention, list_backbones, resolve
 
-__all__ = ["EnergyModel", "create_energy_model", "create_backbone", "disable_fused_attention",
-           "list_backbones", "resolve", "ALIASES"]
+__all__ = ["create_backbone", "disable_fused_attention", "list_backbones", "resolve", "ALIASES"]

@@ -14,8 +14,8 @@ import time
 import torch
 
 import pretexts
-from pretexts.backbones import create_energy_model
-from pretexts.engine.methods.restore import restoration_loss, restore
+from pretexts.engine.methods.energy.model import create_energy_model
+from pretexts.engine.methods.energy.restore import restoration_loss, restore
 
 TARGET = 0.05
 # vit_tiny at 32 px has 4-pixel patches: the paper's k = 2 edge mask would blank them whole.

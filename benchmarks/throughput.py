@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import pretexts
-from pretexts.backbones import create_backbone, create_energy_model
+from pretexts.backbones import create_backbone
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.backbones.factory import set_fused_attention
 from corruption import timed
 from pretexts.engine import METHODS, PretrainConfig, Pretrainer

@@ -7,7 +7,7 @@ Reads top to bottom: a config, a run, the held-out report, and one restoration b
 import torch
 from torchvision.transforms.functional import pil_to_tensor
 
-from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts.engine as engine
 import pretexts
 from pretexts.engine.data.datasets import build_source
@@ -21,7 +21,7 @@ print(engine.format_held_out(results["held_out"]))
 held_out = build_source("sample", "val")                       # (PIL image, label) pairs, 32 x 32
 images = torch.stack([pil_to_tensor(held_out[i][0]) for i in range(8)]).float() / 255
 task = pretexts.create_pretext("super-resolution", scale=4)
-model = backbones.create_energy_model("convnext_atto", img_size=32)
+model = create_energy_model("convnext_atto", img_size=32)
 sample = task(images, torch.Generator().manual_seed(0))        # sample.state: corrupted, sample.target: clean
 states = engine.restore(model, task, sample, steps=2)          # differentiable: x <- x - alpha dE/dx
 loss = engine.restoration_loss(states, sample.target)

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from pretexts.backbones import create_energy_model
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.data.datasets import SAMPLE_DIR
 
 CIFAR = SAMPLE_DIR / "train"  # the real CIFAR-10 images the package ships, 32 per class

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 from pretexts.engine import PretrainConfig
 from pretexts.engine.methods.autoencoder import AutoencoderModel
@@ -20,7 +21,7 @@ def write_checkpoint(path: Path, backbone: str = "convnext_atto", task: str = "c
         model = AutoencoderModel(backbones.create_backbone(backbone, img_size=32),
                                  pretexts.create_pretext(task, **cfg.task_args), 32, backbone)
     else:
-        model = backbones.create_energy_model(backbone, img_size=32)
+        model = create_energy_model(backbone, img_size=32)
     save_checkpoint({"config": cfg.to_dict(), "model": model.state_dict()}, path)
     return path, model.eval()
 

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 from pretexts.engine import restoration_loss, restore
 from pretexts.errors import ParameterError, UnknownNameError
@@ -15,7 +16,7 @@ def first_weight(model) -> torch.nn.Parameter:
 @pytest.mark.parametrize("name", ["vit_tiny", "resnet18", "swin_t"])
 def test_restoration_loss_trains_backbone_only_with_double_backward(name, real_images):
     torch.manual_seed(0)
-    model = backbones.create_energy_model(name, img_size=32)
+    model = create_energy_model(name, img_size=32)
     task = pretexts.create_pretext("colorization")
     sample = task(real_images[:4])
 
@@ -33,7 +34,7 @@ def test_restoration_loss_trains_backbone_only_with_double_backward(name, real_i
 
 
 def test_restore_returns_n_states_with_stop_gradient_between_steps(real_images):
-    model = backbones.create_energy_model("resnet18")
+    model = create_energy_model("resnet18")
     task = pretexts.create_pretext("colorization")
     sample = task(real_images[:2])
     states = restore(model, task, sample, steps=3)
@@ -46,7 +47,7 @@ def test_restore_returns_n_states_with_stop_gradient_between_steps(real_images):
 
 
 def test_alpha_stays_positive_when_pushed_below_zero():
-    model = backbones.create_energy_model("resnet18")
+    model = create_energy_model("resnet18")
     opt = torch.optim.SGD([model.log_alpha], lr=10.0)
     for _ in range(200):
         opt.zero_grad()
@@ -57,11 +58,11 @@ def test_alpha_stays_positive_when_pushed_below_zero():
 
 
 def test_alpha_is_initialised_at_the_papers_value():
-    assert backbones.create_energy_model("resnet18").alpha.item() == pytest.approx(0.1)
+    assert create_energy_model("resnet18").alpha.item() == pytest.approx(0.1)
 
 
 def test_energy_is_one_number_per_image(real_images):
-    model = backbones.create_energy_model("vit_tiny", img_size=32)
+    model = create_energy_model("vit_tiny", img_size=32)
     assert model.energy(real_images[:5]).shape == (5,)
     assert model.head.bias is None and model.head.out_features == 1
 

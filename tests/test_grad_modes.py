@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from timm.layers import set_reentrant_ckpt, use_reentrant_ckpt
 
-from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 from pretexts.backbones.factory import set_grad_checkpointing
 from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, restoration_loss, restore
@@ -14,7 +14,7 @@ from pretexts.errors import ParameterError
 
 def tiny_vit(**kwargs):
     torch.manual_seed(0)
-    return backbones.create_energy_model("vit_tiny", img_size=32, patch_size=8, depth=2, **kwargs)
+    return create_energy_model("vit_tiny", img_size=32, patch_size=8, depth=2, **kwargs)
 
 
 def gradients(model, task, sample, mode: str, seed: int = 0, amp: torch.dtype | None = None):
@@ -48,7 +48,7 @@ def test_finite_difference_gradient_matches_exact_on_a_vit(task_name, real_image
 
 def test_finite_difference_gradient_matches_exact_on_convnext(real_images):
     torch.manual_seed(0)
-    model = backbones.create_energy_model("convnext_atto")
+    model = create_energy_model("convnext_atto")
     task = pretexts.create_pretext("colorization")
     assert_same_direction(model, task, task(real_images[:8]))
 
@@ -112,7 +112,7 @@ def test_compile_with_the_exact_mode_and_unknown_modes_are_refused():
 
 
 def test_finite_difference_refuses_relu_and_batchnorm_backbones():
-    model = backbones.create_energy_model("resnet18")
+    model = create_energy_model("resnet18")
     with pytest.raises(ParameterError, match="smooth, per-image energy"):
         apply_speedups(model, PretrainConfig(backbone="resnet18", grad_mode="finite-difference"))
 

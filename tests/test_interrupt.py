@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pretexts.backbones import create_energy_model
+from pretexts.engine.methods.energy.model import create_energy_model
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
 from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
 from pretexts.engine.training.interrupt import StopSignals

@@ -2,14 +2,14 @@
 import torch
 import torch.nn.functional as F
 
-from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 from pretexts.engine import restoration_loss, restore
 
 
 def test_colorization_steps_lower_the_loss_and_restore_colour(real_images):
     torch.manual_seed(0)
-    model = backbones.create_energy_model("convnext_atto", img_size=32)
+    model = create_energy_model("convnext_atto", img_size=32)
     task = pretexts.create_pretext("colorization")
     sample = task(real_images)  # a fixed batch of 16 real CIFAR-10 images
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.05)

@@ -5,9 +5,9 @@ all zeros, ConvNeXt's post-stem LayerNorm sees zero-variance tokens, and the los
 import pytest
 import torch
 
-from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
-from pretexts.engine.methods.restore import restoration_loss, restore
+from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts.masking import FILLS, IMAGENET_MEAN, NEAR_MEAN
 
 BACKBONES = ["convnext_atto", "vit_tiny", "resnet18"]  # vit_tiny: the alias, patch 4 at 32 px
@@ -18,7 +18,7 @@ def models():
     built = {}
     for name in BACKBONES:
         torch.manual_seed(0)
-        built[name] = backbones.create_energy_model(name, img_size=32).train()
+        built[name] = create_energy_model(name, img_size=32).train()
     return built
 
 

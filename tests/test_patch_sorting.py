@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from pretexts.backbones import create_energy_model
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.backbones.vit_tokens import vit_energy_with_pos
 from pretexts import ParameterError, create_pretext
 from pretexts.patch_sorting import sincos_pos_embed

@@ -13,7 +13,7 @@ import torch
 from click.testing import CliRunner
 
 from cli_runs import tiny_image_folder
-from pretexts.engine.methods.restore import restoration_loss, restore
+from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts.cli import main
 from pretexts import create_pretext, list_pretexts, registry
 from pretext_images import cifar_batch, tiny_vit

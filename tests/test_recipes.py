@@ -10,7 +10,7 @@ from pretexts.engine.training.loop import build_optimizer
 from pretexts.engine.training.recipes import RECIPES
 from pretexts.errors import ParameterError
 
-from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 
 
 def test_paper_recipe_is_table_a_exactly():
@@ -18,7 +18,7 @@ def test_paper_recipe_is_table_a_exactly():
     assert (cfg.base_lr, cfg.peak_lr, cfg.weight_decay, cfg.betas, cfg.alpha, cfg.alpha_lr_scale, cfg.schedule) == \
         (1e-4, 1e-4, 0.05, (0.9, 0.95), 0.1, 1.0, "cosine")
     method = EnergyMethod(cfg, None, torch.device("cpu"))
-    model = method.model = backbones.create_energy_model("vit_tiny", img_size=32, alpha=cfg.alpha)
+    model = method.model = create_energy_model("vit_tiny", img_size=32, alpha=cfg.alpha)
     optimizer = build_optimizer(method, cfg)
     assert optimizer.defaults["lr"] == 1e-4 and optimizer.defaults["betas"] == (0.9, 0.95)
     decays = sorted({g["weight_decay"] for g in optimizer.param_groups})

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from pretexts.engine.methods.restore import restoration_loss, restore
+from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts import ParameterError, create_pretext, get_pretext_class, list_pretexts
 from pretexts.mixed import is_pixel_task
 from pretext_images import cifar_batch, tiny_vit
@@ -101,7 +101,7 @@ def test_one_step_reaches_the_first_layer(name):
 
 
 def test_one_step_on_a_cnn():
-    from pretexts.backbones import create_energy_model
+    from pretexts.engine.methods.energy.model import create_energy_model
 
     torch.manual_seed(0)
     model = create_energy_model("resnet18").train()

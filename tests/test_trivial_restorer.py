@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.methods.base import figure_numbers, versus_trivial
 from pretexts.engine.methods.energy import restoration_error
 from pretexts.engine.training.loop import format_held_out
@@ -99,7 +99,7 @@ def test_mixed_restores_each_group_with_its_own_task(real_images):
 @pytest.fixture(scope="module")
 def tiny_model():
     torch.manual_seed(0)
-    return backbones.create_energy_model("vit_tiny", img_size=32, depth=1)
+    return create_energy_model("vit_tiny", img_size=32, depth=1)
 
 
 @pytest.mark.parametrize("name", ["random-mask", "super-resolution", "denoising", "colorization", "mixed"])

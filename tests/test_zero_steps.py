@@ -3,11 +3,11 @@ import math
 
 import torch
 
-from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
 from pretexts.engine.methods.energy import restoration_error
-from pretexts.engine.methods.restore import contrastive_loss
+from pretexts.engine.methods.energy.restore import contrastive_loss
 
 
 class FixedEnergy(torch.nn.Module):
@@ -37,7 +37,7 @@ def test_the_loss_is_softplus_of_the_energy_difference():
 
 def test_gradients_reach_the_backbone_and_the_loss_falls_on_real_images(real_images, held_out_images):
     torch.manual_seed(0)
-    model = backbones.create_energy_model("convnext_atto", img_size=32)
+    model = create_energy_model("convnext_atto", img_size=32)
     task = pretexts.create_pretext("colorization")
     sample = task(real_images)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)

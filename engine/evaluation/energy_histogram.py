@@ -14,7 +14,7 @@ from pretexts.engine.data.loader import AugmentedImages, eval_transform, held_ou
 from pretexts.engine.training.preflight import resolve_device  # noqa: E402
 from pretexts.engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json  # noqa: E402
 from pretexts.engine.evaluation.from_checkpoint import load_energy_model, task_for  # noqa: E402
-from pretexts.engine.methods.restore import restore  # noqa: E402
+from pretexts.engine.methods.energy.restore import restore  # noqa: E402
 
 
 def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> dict[str, torch.Tensor]:

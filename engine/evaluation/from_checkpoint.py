@@ -1,5 +1,5 @@
 """Rebuild the energy model and its task from a pretraining checkpoint."""
-from pretexts import backbones
+from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 
 from pretexts.errors import CheckpointError
@@ -15,7 +15,7 @@ def load_energy_model(path, device="cpu"):
     if cfg.method != "energy":
         raise CheckpointError(f"checkpoint '{path}' was trained with --method {cfg.method} and holds no energy "
                               f"model; give a checkpoint of `pretexts train` (--method energy).")
-    model = backbones.create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
+    model = create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
                                           head_init_std=cfg.head_init_std, energy_scale=cfg.energy_scale)
     load_weights(model, ckpt["model"], path, f"a {cfg.backbone} energy model",
                  "was it written by another version, or its config edited?")

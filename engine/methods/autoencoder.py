@@ -15,7 +15,7 @@ from pretexts.params import Param
 from pretexts.engine.evaluation.segmentation.heads import Features, UperNet, is_plain_vit
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
-from pretexts.engine.methods.restore import restoration_loss
+from pretexts.engine.methods.energy.restore import restoration_loss
 from pretexts.engine.training.eval_mode import eval_mode
 
 

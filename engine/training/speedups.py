@@ -2,12 +2,12 @@
 import torch
 from torch import nn
 
-from pretexts.backbones.energy import EnergyModel
+from pretexts.engine.methods.energy.model import EnergyModel
 from pretexts.backbones.factory import set_fused_attention, set_grad_checkpointing
 from pretexts.errors import ParameterError
 
 from pretexts.engine.training.config import PretrainConfig
-from pretexts.engine.methods.grad_modes import unsupported_layers
+from pretexts.engine.methods.energy.grad_modes import unsupported_layers
 
 
 def apply_speedups(model: nn.Module, cfg: PretrainConfig) -> nn.Module:

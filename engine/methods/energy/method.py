@@ -1,16 +1,16 @@
 """The energy method (the paper's, `--method energy`): a backbone plus a one-output head is the energy; the
-corrupted state is restored by N gradient steps down it (engine.methods.restore, double backward or finite
+corrupted state is restored by N gradient steps down it (restore.py, double backward or finite
 differences) and the restoration error is the loss (eq. 5). With N = 0 the corrupted images are negatives."""
 import torch
 import torch.nn.functional as F
 from timm.optim import param_groups_weight_decay
 
-from pretexts import backbones
+from .model import create_energy_model
 from pretexts.backbones.vit_tokens import sincos_positions
 from pretexts.engine.methods import register_method
 from pretexts.engine.evaluation.health import brightness, correlation
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
-from pretexts.engine.methods.restore import contrastive_loss, restoration_loss, restore
+from pretexts.engine.methods.energy.restore import contrastive_loss, restoration_loss, restore
 from pretexts.engine.training.eval_mode import eval_mode
 
 
@@ -20,7 +20,7 @@ class EnergyMethod(Method):
 
     def build_model(self) -> torch.nn.Module:
         cfg = self.cfg
-        return backbones.create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
+        return create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
                                              head_init_std=cfg.head_init_std, energy_scale=cfg.energy_scale)
 
     def loss(self, sample) -> torch.Tensor:

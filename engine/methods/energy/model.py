@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .factory import create_backbone
+from pretexts.backbones.factory import create_backbone
 
 
 class EnergyModel(nn.Module):

@@ -5,7 +5,7 @@ from torch import Tensor
 
 from pretexts.base import Corrupted
 
-from pretexts.engine.methods.grad_modes import FD_DELTA, energy_gradient
+from pretexts.engine.methods.energy.grad_modes import FD_DELTA, energy_gradient
 
 
 def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool | None = None,
@@ -16,7 +16,7 @@ def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool |
     inner gradient differentiable, so the loss reaches the backbone through dE/dx (double
     backward). Without it only alpha receives a gradient. The inner gradient is taken with
     `torch.autograd.grad`, so DDP's all-reduce fires once, on the outer backward. `grad_mode`
-    "finite-difference" replaces the double backward by two first-order passes (engine/methods/grad_modes.py).
+    "finite-difference" replaces the double backward by two first-order passes (engine/methods/energy/grad_modes.py).
     """
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
