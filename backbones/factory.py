@@ -6,9 +6,19 @@ from timm.layers import set_reentrant_ckpt, use_reentrant_ckpt
 from torch import nn
 
 from pretexts.errors import ParameterError, UnknownNameError, suggest
-from pretexts.registry import BACKBONE_ALIASES
 
-ALIASES = BACKBONE_ALIASES  # the registry module's table (pretexts/registry.py)
+# short name -> (timm name, default kwargs): the paper's models (Tables 3 and 6) and small CPU ones; any other
+# timm name is used as is (`resolve`)
+ALIASES: dict[str, tuple[str, dict]] = {
+    "vit_tiny": ("vit_tiny_patch16_224", {"patch_size": 4, "img_size": 32}),
+    "vit_small": ("vit_small_patch16_224", {}),
+    "vit_base": ("vit_base_patch16_224", {}),
+    "vit_large": ("vit_large_patch16_224", {}),
+    "swin_t": ("swin_tiny_patch4_window7_224", {}),
+    "convnext_t": ("convnext_tiny", {}),
+    "resnet50": ("resnet50", {}),
+    "resnet18": ("resnet18", {}),
+}
 
 
 def list_backbones(pattern: str = "*") -> list[str]:

@@ -1,8 +1,8 @@
-"""A timm ViT forward that takes the position embeddings as an input, for patch sorting (paper, eq. 6)."""
+"""A timm ViT's tokens and positions: its geometry, prefix tokens and the fixed 2D sin-cos table (patch sorting's
+state, paper eq. 6, enters the ViT in pretexts.engine.methods.states)."""
 import torch
 from timm.layers import build_sincos2d_pos_embed
 from torch import Tensor, nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from pretexts.errors import ParameterError
 
@@ -35,40 +35,27 @@ def vit_geometry(backbone: nn.Module, name: str, task: str = "patch-sorting") ->
     }
 
 
-def prefix_tokens(vit: nn.Module, batch: int) -> Tensor | None:
-    """Class and register tokens with their own position embeddings (zeros when the model has none)."""
+def prefix_tokens(vit: nn.Module, batch: int, positioned: bool = True) -> Tensor | None:
+    """Class and register tokens [B, prefix, D], None when the model has none; `positioned`: plus their own
+    position embeddings (where the model gives them any), which an encoder without positions leaves off."""
     tokens = [t.expand(batch, -1, -1) for t in (vit.cls_token, getattr(vit, "reg_token", None)) if t is not None]
     if not tokens:
         return None
     tokens = torch.cat(tokens, dim=1)
-    if not getattr(vit, "no_embed_class", False):
+    if positioned and not getattr(vit, "no_embed_class", False):
         tokens = tokens + vit.pos_embed[:, : tokens.shape[1]]  # the leading rows belong to the prefix
     return tokens
 
 
-def vit_energy_with_pos(model, images: Tensor, pos: Tensor, keep: Tensor | None = None) -> Tensor:
-    """Energies [B] of images [B,3,H,W] in [0,1] when patch i carries the embedding pos[:, i].
+def with_prefix(vit: nn.Module, patches: Tensor, positioned: bool = True) -> Tensor:
+    """Patch tokens [B, L, D] with the class and register tokens put in front (`prefix_tokens`)."""
+    prefix = prefix_tokens(vit, patches.shape[0], positioned)
+    return patches if prefix is None else torch.cat([prefix, patches], dim=1)
 
-    pos: [B, L, D] per-image position embeddings, replacing the model's own patch embeddings.
-    keep: optional [B, K] token indices that enter the blocks (patch dropout); the others are dropped,
-    so the energy, and its gradient, does not depend on their position embeddings.
-    The model's own `patch_drop` is skipped; `pos_drop`, `norm_pre`, blocks, `norm` and the pooled
-    head run as in timm's forward. Attention runs on the MATH SDPA backend (double backward).
-    """
-    vit = model.backbone
-    with sdpa_kernel(SDPBackend.MATH):
-        x = vit.patch_embed(model.normalize(images))
-        if x.ndim == 4:  # dynamic_img_size models keep the grid: NHWC
-            x = x.flatten(1, 2)
-        x = x + pos.to(x.dtype)
-        if keep is not None:
-            x = x.gather(1, keep.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
-        prefix = prefix_tokens(vit, x.shape[0])
-        if prefix is not None:
-            x = torch.cat([prefix.to(x.dtype), x], dim=1)
-        x = vit.norm_pre(vit.pos_drop(x))
-        x = vit.norm(vit.blocks(x))
-        return model.score(vit.forward_head(x, pre_logits=True))
+
+def patch_tokens(vit: nn.Module, tokens: Tensor) -> Tensor:
+    """The patch tokens of a ViT's token sequence: the class and register tokens dropped."""
+    return tokens[:, vit.num_prefix_tokens:]
 
 
 def sincos_positions(pos: Tensor, backbone: nn.Module) -> Tensor:

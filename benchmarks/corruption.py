@@ -16,6 +16,7 @@ import torch
 import pretexts
 from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
+from pretexts.engine.methods.states import state_adapter
 
 TARGET = 0.05
 # vit_tiny at 32 px has 4-pixel patches: the paper's k = 2 edge mask would blank them whole.
@@ -34,7 +35,7 @@ def timed(fn, device) -> float:
 
 def measure(name, model, images, repeats) -> tuple[float, float]:
     """Median seconds of one corruption and of one energy step, timed alternately."""
-    task = pretexts.create_pretext(name, **TASK_ARGS.get(name, {})).bind(model)
+    task = state_adapter(pretexts.create_pretext(name, **TASK_ARGS.get(name, {})), model).prepare()
     generator = torch.Generator(images.device).manual_seed(0)
     box = {}
 

@@ -21,9 +21,10 @@ MODES = ("exact", "finite-difference")
 def train(args, mode: str) -> tuple[list, float]:
     with tempfile.TemporaryDirectory() as out:
         cfg = PretrainConfig(backbone=args.backbone, task=args.task, data=args.data, img_size=args.img_size,
-                             batch_size=args.batch_size, recipe="paper", base_lr=args.base_lr, alpha_lr_scale=args.alpha_lr_scale,
+                             batch_size=args.batch_size, recipe="paper", base_lr=args.base_lr,
                              warmup_epochs=0.0, epochs=1, max_steps_per_epoch=args.steps, eval_every=args.eval_every,
-                             eval_images=args.eval_images, workers=1, seed=args.seed, out=out, grad_mode=mode)
+                             eval_images=args.eval_images, workers=1, seed=args.seed, out=out,
+                             method_args={"alpha_lr_scale": args.alpha_lr_scale, "grad_mode": mode})
         trainer = Pretrainer(cfg)
         trainer.figure = lambda path: None
         start = time.time()

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from pretexts.engine import PretrainConfig, Pretrainer
+from pretexts.engine.training.config import with_method_args
 
 # overrides of the paper's recipe (Table A), or another recipe
 SETTINGS = {
@@ -57,8 +58,10 @@ def measure(name: str, overrides: dict, args) -> dict:
     with tempfile.TemporaryDirectory() as out:
         settings = {"task": args.task, "task_args": args.task_args, "backbone": args.backbone,
                     "batch_size": args.batch_size, "recipe": "paper", **overrides}
-        cfg = PretrainConfig(data=args.data, img_size=args.img_size, epochs=1000, warmup_epochs=0.0, eval_every=args.eval_every, workers=1,
-                             out=out, seed=args.seed, eval_images=args.eval_images, **settings)
+        # the energy method's options (alpha_lr_scale, steps, ...) among the settings go into method_args
+        cfg = PretrainConfig(**with_method_args(dict(
+            data=args.data, img_size=args.img_size, epochs=1000, warmup_epochs=0.0, eval_every=args.eval_every,
+            workers=1, out=out, seed=args.seed, eval_images=args.eval_images, **settings)))
         trainer = Budgeted(cfg, args.budget, args.max_steps)
         trainer.figure = lambda path: None
         start = time.time()

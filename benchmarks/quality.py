@@ -42,11 +42,13 @@ def with_deadline(trainer_cls):
 
 
 def pretrain_config(args, method: str, out: str, **overrides) -> PretrainConfig:
-    overrides = {"grad_mode": args.grad_mode, **overrides} if method == "energy" else overrides
+    if method == "energy":  # its own options, over the run's defaults
+        overrides = {"method_args": {"grad_mode": args.grad_mode, "alpha_lr_scale": args.alpha_lr_scale,
+                                     **overrides.pop("method_args", {})}, **overrides}
     return PretrainConfig(method=method, task=args.task, backbone=args.backbone, data=args.data,
                           img_size=args.img_size, batch_size=args.batch_size, recipe="paper", base_lr=args.base_lr,
-                          alpha_lr_scale=args.alpha_lr_scale, workers=args.workers, seed=args.seed, out=out,
-                          eval_images=256, figure_images=8, **overrides)
+                          workers=args.workers, seed=args.seed, out=out, eval_images=256, figure_images=8,
+                          **overrides)
 
 
 def time_pretraining(args, method: str, **overrides) -> tuple[float, int]:
@@ -154,7 +156,7 @@ def main() -> None:
     rows = []
     runs = [("energy", "energy", {}), ("ae", "ae", {})]
     if args.also_finite_difference:
-        runs.insert(1, ("energy-fd", "energy", {"grad_mode": "finite-difference"}))
+        runs.insert(1, ("energy-fd", "energy", {"method_args": {"grad_mode": "finite-difference"}}))
     for name, method, overrides in runs:
         pre = pretrain(args, method, pre_budget, out / f"{name}_pretrain", **overrides)
         print(f"{name} pretraining: {pre['steps']} steps in {pre['seconds']:.0f} s, held-out restored/corrupted "

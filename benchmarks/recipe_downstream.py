@@ -24,7 +24,7 @@ def measure(recipe: str, seed: int, args) -> dict:
         results = pretrain(cfg)
         held = results["held_out"]
         probe = run_probe(ProbeConfig(checkpoint=str(Path(out, "checkpoint.pt")), data=args.data,
-                                      probes=("knn", "linear"), knn_k=(20,), seed=seed, workers=1,
+                                      probes=("knn", "linear"), probe_args={"knn_k": (20,)}, seed=seed, workers=1,
                                       out=str(Path(out, "probe"))), echo=lambda line: None)
     return {"recipe": recipe, "seed": seed, "steps": results["optimizer_steps"],
             "ratio": held["restored_mse"][-1] / held["corrupted_mse"],

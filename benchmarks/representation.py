@@ -1,4 +1,6 @@
-"""Representation quality against pretraining time: energy (exact, finite-difference) vs AE vs MAE vs random init.
+"""Representation quality against pretraining time: energy (exact, finite-difference) vs AE vs MAE vs SimMIM vs
+random init. A use of `pretexts compare`'s cells (engine/compare/cells.py): the same budgeted
+pretraining, probes, fine-tune and cache, over several backbones and the study's named rows.
 
 `energy-paper` is the energy method with `--recipe paper`, to measure what the fast default costs downstream.
 
@@ -6,7 +8,7 @@
 
 For each backbone, method and seed, one pretraining run on the CIFAR-10 subset's train/ is stopped at each
 budget in --minutes (a snapshot checkpoint is written there); every snapshot is evaluated on val/ with
-frozen features (kNN k=20 and the linear probe, `engine.run_probe`), and the last one is also fine-tuned
+frozen features (kNN k=20, cosine and standardised, and the linear probe), and the last one is also fine-tuned
 (--finetune-epochs, the small-data recipe of benchmarks/quality.py). Random init is evaluated once and
 drawn flat. Prints mean +- std over seeds per cell and writes OUT/representation.png (top-1 against
 pretraining minutes, one line per method, the seeds' std shaded).
@@ -23,15 +25,12 @@ Asserts nothing.
 import argparse
 import json
 import multiprocessing
-import os
-import shutil
 import statistics
-import time
 from pathlib import Path
 
-import torch
-
-from pretexts.engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig, ProbeConfig, run_probe
+from pretexts.engine.compare.cells import Arm, load_cell, run_cell
+from pretexts.engine.compare.config import CompareConfig
+from pretexts.engine.compare.report import mean_std
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # committed: the study grows across sessions
@@ -43,151 +42,29 @@ METHODS = {"energy": ("energy", {}), "energy-fd": ("energy", {"grad_mode": "fini
            "ae": ("ae", {}), "mae": ("mae", {}), "random": None, "energy-paper": ("energy", {"recipe": "paper"}),
            "energy-black": ("energy", BLACK), "energy-noise": ("energy", NOISE), "energy-mean": ("energy", MEAN),
            "ae-black": ("ae", BLACK), "energy-fd-black": ("energy", {"grad_mode": "finite-difference", **BLACK}),
-           "energy-paper-black": ("energy", {"recipe": "paper", **BLACK})}
+           "energy-paper-black": ("energy", {"recipe": "paper", **BLACK}), "simmim": ("simmim", {})}
 VIT_ONLY = {"mae"}
+OWN_MASKS = {"mae", "simmim"}  # they ignore --task
 
 
-def clock(kind: str) -> float:
-    return time.process_time() if kind == "process" else time.time()
-
-
-def with_snapshots(trainer_cls):
-    """The trainer, writing a snapshot checkpoint at each budget (minutes of pretraining) and ending at the last.
-
-    Only the steps are timed: the end-of-epoch figures are skipped and the checkpoints' writes not counted."""
-
-    class Snapshots(trainer_cls):
-        def start_clock(self, minutes: list, folder: Path, kind: str) -> None:
-            self.marks, self.folder, self.kind, self.spent, self.snapshots = list(minutes), folder, kind, 0.0, {}
-
-        def train_step(self, images):
-            start = clock(self.kind)
-            stats = super().train_step(images)
-            self.spent += clock(self.kind) - start
-            while self.marks and self.spent >= 60 * self.marks[0]:
-                minutes = self.marks.pop(0)
-                path = self.folder / f"m{minutes:g}" / "checkpoint.pt"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self.save(path)
-                self.snapshots[minutes] = {"steps": self.global_step, "seconds": self.spent}
-            if not self.marks:
-                self.batches_per_epoch, self.cfg.epochs = self.batch + 1, self.epoch + 1  # ends the epoch and the run
-            return stats
-
-        def end_of_epoch_outputs(self) -> None:
-            pass
-
-    return Snapshots
-
-
-def pretrain_cell(args, backbone: str, name: str, seed: int, folder: Path, minutes: list) -> dict:
-    """Pretrain to the largest of `minutes`, leaving a snapshot at each; {minutes: steps and seconds, ...}."""
+def arm(args, name: str) -> Arm:
+    """A study row as a `pretexts compare` arm: the method, its overrides, and --task where the method reads it."""
+    if METHODS[name] is None:
+        return Arm(name, None)
     method, overrides = METHODS[name]
-    overrides = {**overrides, "task_args": overrides.get("task_args", {}) if method != "mae" else {}}
-    cfg = PretrainConfig(method=method, task=args.task, backbone=backbone, data=args.data, img_size=args.img_size,
-                         batch_size=args.batch_size, epochs=100000, seed=seed, workers=0, out=str(folder / "run"),
-                         eval_images=256, figure_images=4, quiet=True, force=True, **overrides)
-    trainer = with_snapshots(Pretrainer)(cfg)
-    trainer.start_clock(minutes, folder, args.clock)
-    results = trainer.run()
-    held = results.get("held_out", {})
-    ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held.get("restored_mse") else None
-    history = trainer.monitor.history if trainer.monitor else None  # the representation while it formed
-    return {"snapshots": {f"{m:g}": s for m, s in trainer.snapshots.items()}, "held_out_ratio": ratio,
-            "monitor": history or None}
+    return Arm(name, method, overrides if method in OWN_MASKS else {"task": args.task, **overrides})
 
 
-def random_cell(args, backbone: str, seed: int, folder: Path) -> None:
-    """A checkpoint of the untrained backbone (the energy trainer's, saved before any step)."""
-    cfg = PretrainConfig(backbone=backbone, data=args.data, img_size=args.img_size, batch_size=args.batch_size,
-                         seed=seed, workers=0, out=str(folder / "run"), quiet=True, force=True)
-    path = folder / "m0" / "checkpoint.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Pretrainer(cfg).save(path)
+def study(args, backbone: str) -> CompareConfig:
+    """The settings every cell of one backbone shares, in `pretexts compare`'s terms."""
+    return CompareConfig(backbone=backbone, data=args.data, img_size=args.img_size, batch_size=args.batch_size,
+                         budget=tuple(args.minutes), clock=args.clock, finetune_epochs=args.finetune_epochs,
+                         threads=args.threads, device="cpu")
 
 
-def probe(args, checkpoint: Path, seed: int) -> dict:
-    results = run_probe(ProbeConfig(checkpoint=str(checkpoint), data=args.data, probes=("knn", "knn-std", "linear"),
-                                    knn_k=(20,), seed=seed, workers=0, quiet=True, force=True,
-                                    out=str(checkpoint.parent / "probe")), echo=lambda line: None)
-    return {"knn": results["knn"]["k=20"], "knn_std": results["knn-std"]["k=20"], "linear": results["linear"]["top1"]}
-
-
-def finetune(args, checkpoint: Path, seed: int) -> dict:
-    cfg = FinetuneConfig(checkpoint=str(checkpoint), data=args.data, epochs=args.finetune_epochs, warmup_epochs=1,
-                         batch_size=args.batch_size, base_lr=4e-3, layer_decay=0.75, drop_path=0.1, randaug="none",
-                         mixup=0.0, cutmix=0.0, smoothing=0.1, crop_min_scale=0.35, crop_pct=1.0, seed=seed,
-                         workers=0, quiet=True, force=True, out=str(checkpoint.parent / "finetune"))
-    results = Finetuner(cfg, echo=lambda line: None).run()
-    return {"final": results["final_top1"], "best": results["best_top1"], "epochs": args.finetune_epochs,
-            "top1": results["top1"]}  # per epoch: whether the start has stopped improving
-
-
-def load_cell(path: Path) -> dict:
-    """A cached cell; fine-tunes are kept per budget ({"finetunes": {minutes: result}})."""
-    cell = json.loads(path.read_text())
-    cell.setdefault("finetunes", {})
-    return cell
-
-
-def claim(folder: Path) -> bool:
-    """Take the cell for this process, so several studies can share one cache; False if a live process has it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "claim"
-    try:
-        os.kill(int(path.read_text()), 0)
-        return False
-    except (FileNotFoundError, ValueError, ProcessLookupError):  # free, or left by a killed run
-        path.write_text(str(os.getpid()))
-        return True
-
-
-def run_cell(args, backbone: str, name: str, seed: int) -> dict | None:
-    """One (backbone, method, seed): pretraining, probes, fine-tune; each part read from OUT when done before.
-
-    A new budget reruns the pretraining (snapshots are not kept) but probes only the budgets not yet cached.
-    None when another process is running the cell."""
-    torch.set_num_threads(args.threads)
+def run_study_cell(args, backbone: str, name: str, seed: int) -> dict | None:
     folder = Path(args.out) / backbone / name / f"seed{seed}"
-    if not claim(folder):
-        return None
-    try:
-        return cell_results(args, backbone, name, seed, folder)
-    finally:
-        (folder / "claim").unlink(missing_ok=True)
-
-
-def cell_results(args, backbone: str, name: str, seed: int, folder: Path) -> dict:
-    done_file = folder / "cell.json"
-    cell = load_cell(done_file) if done_file.is_file() else {"points": {}, "finetunes": {}}
-    minutes = [0.0] if name == "random" else sorted(args.minutes)
-    top = f"{minutes[-1]:g}"
-    last = folder / f"m{top}" / "checkpoint.pt"
-    tune = args.finetune_epochs and cell.get("finetunes", {}).get(top, {}).get("epochs") != args.finetune_epochs
-    # a point probed before the standardised kNN existed is measured again
-    missing = [m for m in minutes if "knn_std" not in cell["points"].get(f"{m:g}", {})]
-    if missing or (tune and not last.is_file()):
-        if name == "random":
-            random_cell(args, backbone, seed, folder)
-            pre = {"snapshots": {"0": {"steps": 0, "seconds": 0.0}}, "held_out_ratio": None}
-        else:
-            pre = pretrain_cell(args, backbone, name, seed, folder, sorted({*missing, minutes[-1]}))
-        for m in missing:
-            key = f"{m:g}"
-            cell["points"][key] = {**pre["snapshots"][key], **probe(args, folder / f"m{key}" / "checkpoint.pt", seed)}
-        cell["points"] = dict(sorted(cell["points"].items(), key=lambda kv: float(kv[0])))
-        if pre["held_out_ratio"] is not None:  # measured where the run ended; a longer rerun keeps the earlier one
-            cell["points"][top]["held_out_ratio"] = pre["held_out_ratio"]
-        if pre.get("monitor"):
-            cell["monitor"] = pre["monitor"]
-        done_file.write_text(json.dumps(cell, indent=2))
-    if tune:
-        cell["finetunes"][top] = finetune(args, last, seed)
-        done_file.write_text(json.dumps(cell, indent=2))
-    if not args.keep_checkpoints:  # the cell's record is cell.json; the rest is tens of MB a cell
-        for path in [*folder.glob("m*"), folder / "run"]:
-            shutil.rmtree(path, ignore_errors=True)
-    return cell
+    return run_cell(study(args, backbone), arm(args, name), seed, folder, args.keep_checkpoints)
 
 
 def cells(args) -> list:
@@ -195,8 +72,6 @@ def cells(args) -> list:
             if not (m in VIT_ONLY and "vit" not in b)]
 
 
-def mean_std(values: list) -> tuple[float, float]:
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def summarise(args, results: dict) -> list:
@@ -314,7 +189,7 @@ def main() -> None:
         todo = []
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.jobs) as pool:
-        pending = {cell: pool.apply_async(run_cell, (args, *cell)) for cell in todo}
+        pending = {cell: pool.apply_async(run_study_cell, (args, *cell)) for cell in todo}
         for cell, job in pending.items():
             result = job.get()
             if result is None:

@@ -26,6 +26,7 @@ from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.backbones.factory import set_fused_attention
 from corruption import timed
 from pretexts.engine import METHODS, PretrainConfig, Pretrainer
+from pretexts.engine.training.config import with_method_args
 from peak_memory import peak_bytes, pin_mmap_threshold
 from pretexts.errors import ParameterError
 
@@ -79,8 +80,9 @@ def corruption(args, device, task):
 
 def trainer_row(unfused: bool = False, **overrides):
     def build(args, device, task):
-        cfg = PretrainConfig(backbone=args.backbone, img_size=args.size, batch_size=args.batch, task=args.task,
-                             data="synthetic", workers=0, device=str(device), out=args.out, **overrides)
+        cfg = PretrainConfig(**with_method_args(dict(  # the energy method's steps and grad_mode into method_args
+            backbone=args.backbone, img_size=args.size, batch_size=args.batch, task=args.task, data="synthetic",
+            workers=0, device=str(device), out=args.out, **overrides)))
         trainer = Pretrainer(cfg)
         if unfused:  # what finite differences gain from fused attention
             set_fused_attention(trainer.model.backbone, False)

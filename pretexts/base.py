@@ -28,16 +28,19 @@ class Corrupted:
 class Pretext:
     """A corruption whose undoing is the pretext task.
 
-    Subclasses declare `params` (name -> Param) and optional `presets` (name -> values), and
-    implement `corrupt`. Tasks whose state is not pixels declare `state_kind` and override `energy` (and
-    `bind` when they need to know the model).
+    Subclasses declare `params` (name -> Param) and optional `presets` (name -> values), and implement the
+    two halves of a corruption (Kornia's split): `draw` (the per-image random parameters, from the generator
+    alone) and `apply` (the corruption those parameters give, deterministic). `corrupt` does both; a task may
+    override `corrupt` alone instead (it then has no replayable parameters). A task is a pure corruption: it
+    knows no model. A state that is not pixels is declared by `state_kind`; how such a state enters a model is
+    the model side's concern (pretexts.engine.methods.states).
     """
 
     name: ClassVar[str] = ""
     params: ClassVar[dict[str, Param]] = {}
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
     # What restoration moves: "pixels" (the image [B,3,H,W]) or something else, e.g. "positions" (patch
-    # sorting's position embeddings [B,L,D]); a task whose state is not pixels overrides `energy` and says so.
+    # sorting's position embeddings [B,L,D]); the model side picks the state adapter by this name.
     state_kind: ClassVar[str] = "pixels"
     subtasks: tuple = ()  # the tasks a mixture draws from; each is checked on its own
     # What `trivial_restore` does, in a few words, for the reports ("visible-mean fill"); None: it has none.
@@ -65,8 +68,18 @@ class Pretext:
     def check(self) -> None:
         """Cross-parameter checks; raise ParameterError. Single ranges live in `params`."""
 
+    def draw(self, images: Tensor, generator: torch.Generator | None = None) -> dict[str, Any]:
+        """The per-image random parameters of a corruption of `images` (tensors on the images' device, drawn from
+        `generator` only, in a fixed order). A task that draws nothing returns {} (the default)."""
+        return {}
+
+    def apply(self, images: Tensor, params: dict[str, Any]) -> Corrupted:
+        """Corrupt `images` [B,3,H,W] with the parameters `draw` gave; draws nothing."""
+        raise NotImplementedError(f"{self.name}: a task implements `draw` and `apply` (or overrides `corrupt`).")
+
     def corrupt(self, images: Tensor, generator: torch.Generator | None = None) -> Corrupted:
-        raise NotImplementedError
+        """One seeded corruption: draw the parameters, then apply them."""
+        return self.apply(images, self.draw(images, generator))
 
     def __call__(self, images: Tensor, generator: torch.Generator | None = None) -> Corrupted:
         """Corrupt a batch [B,3,H,W]: float in [0,1], or uint8 (converted here)."""
@@ -78,14 +91,6 @@ class Pretext:
         elif not images.is_floating_point():
             raise ParameterError(f"{self.name}: images must be float in [0, 1] or uint8, got {images.dtype}.")
         return self.corrupt(images, generator)
-
-    def bind(self, model) -> "Pretext":
-        """Check the task against the energy model before training; return self."""
-        return self
-
-    def energy(self, model, sample: Corrupted, state: Tensor) -> Tensor:
-        """How a state enters the energy: as pixels by default. Returns energies [B]."""
-        return model.energy(state)
 
     def trivial_restore(self, sample: Corrupted) -> Tensor | None:
         """What a restorer that learns nothing makes of the corrupted state (same shape as the target), or None
@@ -108,6 +113,14 @@ class Pretext:
     @classmethod
     def summary(cls) -> str:
         return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+
+
+def splits_draw_and_apply(task: Pretext) -> bool:
+    """Whether `draw` and `apply` make the task's sample: False for a task (a plugin, say) whose own `corrupt`
+    overrides the split (a class that defines both counts as overriding)."""
+    mro = type(task).__mro__
+    owner = {name: next(i for i, cls in enumerate(mro) if name in vars(cls)) for name in ("apply", "corrupt")}
+    return owner["apply"] < owner["corrupt"]
 
 
 def rand(shape, generator: torch.Generator | None, device, dtype=torch.float32) -> Tensor:

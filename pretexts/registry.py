@@ -1,6 +1,7 @@
 """The registries, in one place: pretext tasks (`TASKS`), pretraining methods (`METHODS`) and evaluation probes
 (`PROBES`), each filled by its built-ins at definition and by plugins through one entry-point group
-(`pretexts.tasks`, `pretexts.methods`, `pretexts.probes`); backbone aliases (`BACKBONE_ALIASES`) are a plain table.
+(`pretexts.tasks`, `pretexts.methods`, `pretexts.probes`). Backbone aliases are no registry: they live with the
+backbones (`pretexts.backbones.ALIASES`).
 
 Nothing here imports torch: a registry imports its built-in modules on first use (`Registry.load`)."""
 import fnmatch
@@ -124,8 +125,7 @@ class Registry:
                     import_module(f"{package.__name__}.{info.name}")
             else:
                 import_module(module)
-        rank = {module: i for i, module in enumerate(self.builtins)}  # built-ins in the order listed, whoever
-        ordered = sorted(self.table.items(), key=lambda item: rank.get(item[1].__module__, len(rank)))  # came first
+        ordered = sorted(self.table.items(), key=lambda item: self.rank(item[1].__module__))
         self.table.clear(), self.table.update(ordered)
         self.loaded = True
         for ep in plugin_entry_points(self.group):
@@ -149,6 +149,13 @@ class Registry:
                 if not added and not any(cls.__module__ == ep.module for cls in self.table.values()):
                     self.broken[ep.name] = f"{package} ({ep.value}) loaded but registered no {self.kind}"
 
+    def rank(self, module: str) -> int:
+        """Built-ins in the order listed, whoever came first: the listed module or package that holds `module`."""
+        for i, listed in enumerate(self.builtins):
+            if module == listed or module.startswith(listed + "."):
+                return i
+        return len(self.builtins)
+
     def get(self, name: str) -> type:
         self.load()
         if name in self.broken and name not in self.table:
@@ -161,8 +168,9 @@ class Registry:
         return self.table[name]
 
 
-TASKS = Registry("pretext task", "pretexts.tasks", tuple(f"pretexts.{m}" for m in (
-    "colorization", "denoising", "masking", "mixed", "patch_sorting", "super_resolution")),
+# every module of pretexts/tasks/ ("*"): a new task is one file there; the listed ones set the listing's order
+TASKS = Registry("pretext task", "pretexts.tasks", tuple(f"pretexts.tasks.{m}" for m in (
+    "masking", "super_resolution", "denoising", "colorization", "patch_sorting", "mixed", "*")),
     hint="Run `pretexts list` to see all tasks.")
 
 
@@ -173,20 +181,6 @@ METHODS = Registry("method", "pretexts.methods",
 
 PROBES = Registry("probe", "pretexts.probes", ("pretexts.engine.evaluation.probe",),
                   hint="Probes: {names} (`pretexts list --probes`).")
-
-# short name -> (timm name, default kwargs): the paper's models (Tables 3 and 6) and small CPU ones; any other
-# timm name is used as is (backbones.resolve)
-BACKBONE_ALIASES: dict[str, tuple[str, dict]] = {
-    "vit_tiny": ("vit_tiny_patch16_224", {"patch_size": 4, "img_size": 32}),
-    "vit_small": ("vit_small_patch16_224", {}),
-    "vit_base": ("vit_base_patch16_224", {}),
-    "vit_large": ("vit_large_patch16_224", {}),
-    "swin_t": ("swin_tiny_patch4_window7_224", {}),
-    "convnext_t": ("convnext_tiny", {}),
-    "resnet50": ("resnet50", {}),
-    "resnet18": ("resnet18", {}),
-}
-
 
 def register(name: str):
     """Class decorator: `@register("colorization")` makes the class creatable by that name."""

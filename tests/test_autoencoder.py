@@ -9,6 +9,7 @@ from pretexts import backbones
 import pretexts
 from pretexts.engine import PretrainConfig, Pretrainer
 from pretexts.engine.methods.autoencoder import AutoencoderMethod, AutoencoderModel
+from pretexts.engine.methods.states import state_adapter
 from pretexts.base import Corrupted, Pretext
 from pretexts.cli import main
 from pretexts.errors import ParameterError
@@ -88,7 +89,7 @@ def test_pixel_decoder_rebuilds_an_image_and_sorting_decoder_predicts_positions(
     vit = backbones.create_backbone("vit_tiny", img_size=32, patch_size=8, depth=2)
     sorting = pretexts.create_pretext("patch-sorting", edge_max=1, drop=0.5)
     model = AutoencoderModel(vit, sorting, 32, "vit_tiny")
-    sorting.bind(model)
+    state_adapter(sorting, model).prepare()
     sample = sorting(images)
     prediction, target = model.train().reconstruct(sample)
     assert prediction.shape == target.shape == (2, 8, 192)  # the kept half of 16 patches
@@ -100,7 +101,7 @@ def test_sorting_encoder_ignores_the_vit_position_embedding(real_images):
     vit = backbones.create_backbone("vit_tiny", img_size=32, patch_size=8, depth=2)
     sorting = pretexts.create_pretext("patch-sorting", edge_max=1)
     model = AutoencoderModel(vit, sorting, 32, "vit_tiny").eval()
-    sample = sorting.bind(model)(real_images[:2])
+    sample = state_adapter(sorting, model).prepare()(real_images[:2])
     first, _ = model.reconstruct(sample)
     with torch.no_grad():
         vit.pos_embed.normal_()
@@ -116,9 +117,6 @@ class TurnRight(Pretext):
     def corrupt(self, images, generator=None):
         return Corrupted(state=torch.zeros(images.shape[0]), target=torch.ones(images.shape[0]), context=images)
 
-    def energy(self, model, sample, state):
-        return state
-
 
 def test_tasks_without_a_decoder_target_are_refused():
     with pytest.raises(ParameterError, match="reconstructs pixels"):
@@ -133,10 +131,10 @@ def test_cli_train_method_ae_writes_checkpoint_figure_and_reconstruction_error(t
         "train", "--method", "ae", "--task", "colorization", "--backbone", "convnext_atto", "--epochs", "1",
         "--batch-size", "16", "--max-steps-per-epoch", "2", "--workers", "0", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "held-out restoration MSE on 80 images: corrupted" in result.output
+    assert "held-out reconstruction MSE on 80 images: corrupted" in result.output and "step 1" not in result.output
     held = json.loads((out / "results.json").read_text())["held_out"]
     assert held["method"] == "ae" and len(held["restored_mse"]) == 1
-    assert (out / "restoration_epoch001.png").stat().st_size > 0 and (out / "checkpoint.pt").is_file()
+    assert (out / "reconstruction_epoch001.png").stat().st_size > 0 and (out / "checkpoint.pt").is_file()
 
 
 def test_cli_unknown_method_is_a_one_line_error():

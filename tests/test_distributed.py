@@ -35,7 +35,7 @@ def test_two_ranks_equal_one_process_through_both_grad_modes_and_a_resume(tmp_pa
     # mode is one of the settings a resumed run may change
     torchrun(tmp_path / "ddp", 1, "--grad-mode=finite-difference")
     torchrun(tmp_path / "ddp", 2, "--resume", "--grad-mode=exact")
-    one_process(tmp_path / "single", 1, grad_mode="finite-difference")
+    one_process(tmp_path / "single", 1, method_args={"grad_mode": "finite-difference"})
     one_process(tmp_path / "single", 2, resume="auto")
 
     ddp, single = load_checkpoint(tmp_path / "ddp/checkpoint.pt"), load_checkpoint(tmp_path / "single/checkpoint.pt")

@@ -7,8 +7,11 @@ import timm
 import torch
 from click.testing import CliRunner
 
-from pretexts.backbones.vit_tokens import sincos_pos_embed, vit_energy_with_pos
+from pretexts import create_pretext
+from pretexts.backbones.vit_tokens import sincos_pos_embed
+from pretexts.base import Corrupted
 from pretexts.engine import export_backbone
+from pretexts.engine.methods.states import state_adapter
 from pretexts.cli import main
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
@@ -41,9 +44,11 @@ def test_exported_patch_sorting_vit_carries_the_sincos_table(tmp_path):
     exported = timm_model(info)
     images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     table = sincos_pos_embed((8, 8), 192).expand(2, -1, -1)
+    sorted_sample = Corrupted(state=table, target=table, context=images)
+    states = state_adapter(create_pretext("patch-sorting"), energy_model)
     with torch.no_grad():  # the energy the checkpoint's sorting saw, from the plain timm ViT
         torch.testing.assert_close(energy_model.score(exported(energy_model.normalize(images))),
-                                   vit_energy_with_pos(energy_model, images, table), atol=1e-5, rtol=1e-4)
+                                   states.energy(sorted_sample, table), atol=1e-5, rtol=1e-4)
 
 
 def test_cli_export_prints_the_load_line_and_writes_its_json(tmp_path):

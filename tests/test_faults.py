@@ -1,6 +1,7 @@
 """Faults lose nothing: NaN losses, unwritable folders, full disks, and broken plugins."""
 import errno
 import json
+import math
 import os
 import resource
 import shutil
@@ -15,12 +16,13 @@ import torch
 from click.testing import CliRunner
 
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
-from pretexts.engine import PretrainConfig, Pretrainer, atomic_save, load_checkpoint
+from pretexts.engine import FinetuneConfig, Finetuner, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.nonfinite import NonFiniteGuard
 from pretexts.engine.training.run_folder import open_log
 from pretexts.cli import main
 from pretexts.errors import NonFiniteLossError, OutputError
+from pretrained_checkpoints import write_checkpoint
 from test_registry import _install_distribution as install_distribution, clean_registry  # noqa: F401 (fixture)
 
 RUN = TRAIN + ["--max-steps-per-epoch", "1", "--workers", "0"]
@@ -47,7 +49,9 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_checkpoint(one_epoch, tmp_pa
     # A run whose energy is scaled by 1e38 overflows in its second epoch: the restored images, and the loss, are
     # not finite. (--resume refuses to change the scale, so the saved run is given it.)
     ckpt = load_checkpoint(out / "checkpoint.pt")
-    save_checkpoint({**ckpt, "config": {**ckpt["config"], "energy_scale": 1e38}}, out / "checkpoint.pt")
+    config = ckpt["config"]
+    save_checkpoint({**ckpt, "config": {**config, "method_args": {**config["method_args"], "energy_scale": 1e38}}},
+                    out / "checkpoint.pt")
     good = (out / "checkpoint.pt").read_bytes()
     result, error = run_cli(RUN + ["--epochs", "2", "--out", out, "--resume"])
     assert result.exit_code == 2 and "Traceback" not in result.output
@@ -92,6 +96,27 @@ def test_a_nonfinite_gradient_behind_a_finite_loss_never_reaches_the_weights(tmp
     results = InfGradientAtStep2(cfg).run()
     assert results["skipped_nonfinite_steps"] == 1 and results["optimizer_steps"] == 3
     assert all(torch.isfinite(w).all() for w in load_checkpoint(tmp_path / "skip" / "checkpoint.pt")["model"].values())
+
+
+class FinetuneNanAtStep2(Finetuner):
+    def compute_loss(self, micro_batch):
+        loss = super().compute_loss(micro_batch)
+        return loss * float("nan") if self.global_step == 1 else loss
+
+
+def test_fine_tuning_has_pretrainings_nonfinite_policy(tmp_path):
+    ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
+    common = dict(checkpoint=str(ckpt), epochs=1, max_steps_per_epoch=3, batch_size=8, workers=0, mixup=0, cutmix=0,
+                  randaug="none", quiet=True)
+    with pytest.raises(NonFiniteLossError,
+                       match="loss is nan at step 2; no checkpoint was written yet.*--skip-nonfinite"):
+        FinetuneNanAtStep2(FinetuneConfig(**common, out=str(tmp_path / "stop")), echo=lambda line: None).run()
+    results = FinetuneNanAtStep2(FinetuneConfig(**common, skip_nonfinite=True, out=str(tmp_path / "skip")),
+                                 echo=lambda line: None).run()
+    assert results["skipped_nonfinite_steps"] == 1 and results["optimizer_steps"] == 3
+    saved = load_checkpoint(tmp_path / "skip" / "checkpoint.pt")
+    assert saved["nonfinite_skipped"] == 1 and all(torch.isfinite(w).all() for w in saved["model"].values())
+    assert math.isfinite(saved["history"][0]["loss"]), "the skipped step stays out of the epoch's loss"
 
 
 def test_skipping_gives_up_after_many_nonfinite_steps_in_a_row():
@@ -181,7 +206,7 @@ def test_broken_and_duplicate_plugins_are_listed_and_break_nothing(tmp_path, cle
         assert "registered twice" in result.output and "quitter            BROKEN plugin: plugin_exit 1.0" in result.output
         assert "plugin_exit.py:2: SystemExit: cannot run here" in result.output
         assert "Grayscale input, colour target" in result.output  # the built-in still listed
-        assert type(pretexts.create_pretext("colorization")).__module__ == "pretexts.colorization"
+        assert type(pretexts.create_pretext("colorization")).__module__ == "pretexts.tasks.colorization"
     finally:
         while str(tmp_path) in sys.path:
             sys.path.remove(str(tmp_path))

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from pretexts import Param, ParameterError, create_pretext, get_pretext_class, list_pretexts
-from pretexts.mixed import is_pixel_task
+from pretexts.engine.methods.states import state_adapter
+from pretexts.tasks.mixed import is_pixel_task
 from pretext_images import tiny_vit
 
 TASKS = list_pretexts()
@@ -94,7 +95,7 @@ def test_valid_parameters_keep_the_contract(name):
         images = make_images(data.draw(st.integers(0, 2**16)), data.draw(st.integers(1, 4), label="batch"),
                              height, width, data.draw(st.sampled_from(DTYPES), label="dtype"))
         try:
-            task = create_pretext(name, **kwargs).bind(tiny_vit(patch))
+            task = state_adapter(create_pretext(name, **kwargs), tiny_vit(patch)).prepare()
             sample = corrupt(task, images, seed=7)
         except ParameterError as err:  # a size that does not fit this image or patch: refused, clearly
             message = str(err)
@@ -162,7 +163,7 @@ def test_invalid_parameters_and_inputs_raise_parameter_error(name):
     def check(call):
         kwargs, images = call
         with pytest.raises(ParameterError, match=r"\S"):  # (the CLI prints it on one line, whatever it echoes)
-            create_pretext(name, **kwargs).bind(tiny_vit())(images, torch.Generator().manual_seed(0))
+            state_adapter(create_pretext(name, **kwargs), tiny_vit()).prepare()(images, torch.Generator().manual_seed(0))
 
     check()
 

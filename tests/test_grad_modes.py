@@ -8,8 +8,8 @@ from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 from pretexts.backbones.factory import set_grad_checkpointing
 from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, restoration_loss, restore
-from pretexts.engine.training.speedups import apply_speedups
 from pretexts.errors import ParameterError
+from pretexts.engine.methods.states import state_adapter
 
 
 def tiny_vit(**kwargs):
@@ -42,7 +42,7 @@ def assert_same_direction(model, task, sample, **kwargs):
 def test_finite_difference_gradient_matches_exact_on_a_vit(task_name, real_images):
     model = tiny_vit()
     task = pretexts.create_pretext(task_name, **({"edge_max": 1} if task_name == "patch-sorting" else {}))
-    task = task.bind(model)
+    task = state_adapter(task, model).prepare()
     assert_same_direction(model, task, task(real_images[:8], torch.Generator().manual_seed(0)))
 
 
@@ -91,8 +91,8 @@ class TinyVit(EnergyMethod):
 
 
 def test_compiled_model_trains_a_step_in_finite_difference_mode(tmp_path, real_images):
-    cfg = PretrainConfig(backbone="vit_tiny", grad_mode="finite-difference", compile="aot_eager", batch_size=8,
-                         workers=0, lr=1e-3, warmup_epochs=0, out=str(tmp_path))
+    cfg = PretrainConfig(backbone="vit_tiny", method_args={"grad_mode": "finite-difference"}, compile="aot_eager",
+                         batch_size=8, workers=0, lr=1e-3, warmup_epochs=0, out=str(tmp_path))
     trainer = Pretrainer(cfg, method=TinyVit)
     assert trainer.model.math_attention is False  # fused attention is allowed without a double backward
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
@@ -106,15 +106,16 @@ def test_compiled_model_trains_a_step_in_finite_difference_mode(tmp_path, real_i
 
 def test_compile_with_the_exact_mode_and_unknown_modes_are_refused():
     with pytest.raises(ParameterError, match="double backward"):
-        PretrainConfig(compile="inductor")
+        EnergyMethod.parse_args(PretrainConfig(compile="inductor"))
     with pytest.raises(ParameterError, match="grad_mode"):
-        PretrainConfig(grad_mode="approximate")
+        EnergyMethod.parse_args(PretrainConfig(method_args={"grad_mode": "approximate"}))
 
 
 def test_finite_difference_refuses_relu_and_batchnorm_backbones():
     model = create_energy_model("resnet18")
+    cfg = PretrainConfig(backbone="resnet18", method_args={"grad_mode": "finite-difference"})
     with pytest.raises(ParameterError, match="smooth, per-image energy"):
-        apply_speedups(model, PretrainConfig(backbone="resnet18", grad_mode="finite-difference"))
+        EnergyMethod(cfg, None, torch.device("cpu")).apply_speedups(model)
 
 
 @pytest.mark.parametrize("option", ["grad_checkpointing", "channels_last"])
@@ -122,7 +123,7 @@ def test_memory_options_keep_the_exact_gradient(option, real_images):
     task = pretexts.create_pretext("colorization")
     sample = task(real_images[:4])
     plain = tiny_vit()
-    optioned = apply_speedups(tiny_vit(), PretrainConfig(**{option: True}))
+    optioned = EnergyMethod(PretrainConfig(**{option: True}), task, torch.device("cpu")).apply_speedups(tiny_vit())
     optioned.load_state_dict(plain.state_dict())
     expected, _ = gradients(plain, task, sample, "exact")
     got, _ = gradients(optioned, task, sample, "exact")

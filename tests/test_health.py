@@ -2,7 +2,7 @@
 definitions say on features whose answer is known."""
 import torch
 
-from pretexts.engine.evaluation.health import brightness, correlation, knn_top1, label_free, rankme, top_component_share
+from pretexts.engine.measures.health import brightness, correlation, knn_top1, label_free, rankme, top_component_share
 
 
 def test_rank_and_top_component_tell_a_collapse_from_a_spread():

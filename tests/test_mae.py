@@ -27,8 +27,11 @@ def test_mae_trains_and_reports_the_masked_patch_error(mae_run):
     held = json.loads((out / "results.json").read_text())["held_out"]
     assert held["method"] == "mae" and len(held["restored_mse"]) == 1
     assert held["corrupted_mse"] == pytest.approx(1.0, abs=0.05)  # norm_pix targets: predicting 0 scores ~1
-    saved = json.loads((out / "config.json").read_text())
-    assert saved["method_args"] == {"mask_ratio": "0.5"}
+    assert "held-out masked-patch MSE on" in output and "patch-mean fill" in output and "step 1" not in output
+    assert (out / "reconstruction_epoch002.png").is_file() and not list(out.glob("restoration_epoch*"))
+    saved = json.loads((out / "config.json").read_text())  # every argument as the method resolved it
+    assert saved["method_args"] == {"mask_ratio": 0.5, "decoder_dim": 0, "decoder_depth": 0, "decoder_heads": 0,
+                                    "norm_pix_loss": True}
     ckpt = load_checkpoint(out / "checkpoint.pt")
     assert any(k.startswith("decoder_blocks.") for k in ckpt["model"]) and ckpt["global_step"] == 4
 
@@ -68,6 +71,6 @@ def test_method_arguments_are_checked():
     result, error = run_cli([*FAST, "--method-arg", "mask_rate=0.5"])
     assert result.exit_code == 2 and "has no argument 'mask_rate'; its arguments: mask_ratio" in error
     result, error = run_cli(["train", "--method-arg", "mask_ratio=0.5"])
-    assert result.exit_code == 2 and "method 'energy' has no argument 'mask_ratio'; its arguments: none" in error
+    assert result.exit_code == 2 and "method 'energy' has no argument 'mask_ratio'; its arguments: steps, loss, alpha" in error
     result, error = run_cli(["train", "--method", "mae", "--backbone", "convnext_atto"])
     assert result.exit_code == 2 and "MAE needs a ViT backbone" in error

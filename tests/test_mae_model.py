@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from pretexts.backbones import create_backbone
-from pretexts.engine.methods.mae_model import MAEModel, patchify, random_masking, unpatchify
+from pretexts.backbones.patches import patchify, unpatchify
+from pretexts.engine.methods.mae_model import MAEModel, random_masking
 from pretexts.errors import ParameterError
 
 

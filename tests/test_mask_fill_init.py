@@ -8,7 +8,8 @@ import torch
 from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
-from pretexts.masking import FILLS, IMAGENET_MEAN, NEAR_MEAN
+from pretexts.engine.methods.states import state_adapter
+from pretexts.tasks.masking import FILLS, IMAGENET_MEAN, NEAR_MEAN
 
 BACKBONES = ["convnext_atto", "vit_tiny", "resnet18"]  # vit_tiny: the alias, patch 4 at 32 px
 
@@ -31,7 +32,7 @@ def test_every_fill_gives_a_finite_ordinary_loss_at_init(name, models, real_imag
     model, images = models[name], real_images[:4]
     losses = {}
     for fill in FILLS:
-        task = pretexts.create_pretext("random-mask", fill=fill).bind(model)
+        task = state_adapter(pretexts.create_pretext("random-mask", fill=fill), model).prepare()
         losses[fill] = init_loss(model, task, task(images, torch.Generator().manual_seed(0)))
     assert all(torch.isfinite(torch.tensor(v)) for v in losses.values()), losses
     assert all(v < 100 and v < 10 * losses["black"] for v in losses.values()), losses
@@ -39,7 +40,7 @@ def test_every_fill_gives_a_finite_ordinary_loss_at_init(name, models, real_imag
 
 def test_a_fill_of_the_normalisation_mean_explodes_convnext_and_the_nudged_one_does_not(models, real_images):
     model, images = models["convnext_atto"], real_images[:4]
-    task = pretexts.create_pretext("random-mask", fill="black").bind(model)
+    task = state_adapter(pretexts.create_pretext("random-mask", fill="black"), model).prepare()
     sample = task(images, torch.Generator().manual_seed(0))
     mask = sample.info["mask"].unsqueeze(1)
     mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)

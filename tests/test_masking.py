@@ -8,7 +8,8 @@ from click.testing import CliRunner
 
 from pretexts import ParameterError, create_pretext
 from pretexts.cli import main
-from pretexts.masking import FILLS, IMAGENET_MEAN, NEAR_MEAN
+from pretexts.engine.methods.states import state_adapter
+from pretexts.tasks.masking import FILLS, IMAGENET_MEAN, NEAR_MEAN
 
 
 def positive_images(n, size=32):
@@ -168,11 +169,11 @@ def test_mean_fill_is_nudged_off_the_normalisation_mean():
     assert torch.allclose(far_fill, far[0, :, 0].view(3, 1).expand_as(far_fill))
 
 
-def test_mean_fill_reads_the_bound_models_normalisation_mean():
+def test_the_pixel_adapter_gives_the_mean_fill_the_models_normalisation_mean():
     class Model:
         mean = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
 
-    task = create_pretext("random-mask", fill="mean").bind(Model())
+    task = state_adapter(create_pretext("random-mask", fill="mean"), Model()).prepare()
     assert task.norm_mean == (0.5, 0.5, 0.5)
     images = torch.full((1, 3, 32, 32), 0.49)
     sample = task(images, torch.Generator().manual_seed(0))

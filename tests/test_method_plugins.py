@@ -1,14 +1,13 @@
 """A third-party pretraining method, added in one file through the `pretexts.methods` entry-point group, trains
 from the CLI beside the built-ins; a broken or name-clashing method plugin breaks nothing."""
 import json
-import sys
-import textwrap
 
 import pytest
 from click.testing import CliRunner
 
 from pretexts.engine import methods
 from pretexts.cli import main
+from plugin_installs import plugin_installer
 
 ROTATION = '''
     """Rotation prediction (Gidaris et al. 2018) as a pretexts method: one file, registered by entry point."""
@@ -16,7 +15,7 @@ ROTATION = '''
     import torch.nn.functional as F
 
     from pretexts import backbones
-    from pretexts.engine import Method, register_method
+    from pretexts.engine import HeldOut, Method, register_method
     from pretexts.params import Param
 
 
@@ -60,7 +59,8 @@ ROTATION = '''
                     count += images.shape[0]
             self.model.train()
             chance = 1 - 1 / self.args["turns"]
-            return {"corrupted_mse": chance, "restored_mse": [wrong / count], "images": count, "method": "rotation"}
+            return HeldOut(count, chance, [wrong / count], ("predicted",), result="predicted",
+                           measure="rotation error rate", baseline="chance", against="chance", method="rotation")
 
         def figure_columns(self, images):
             rotated, _ = self.corrupt(images, torch.Generator().manual_seed(0))
@@ -71,27 +71,8 @@ ROTATION = '''
 @pytest.fixture
 def method_plugin(tmp_path):
     """Installs method plugin distributions (module, dist-info, entry point) for one test; removed after it."""
-    registry = methods.METHODS
-    tables = [registry.table, registry.broken, registry.tracebacks, registry.shadowed, registry.plugin_of]
-    methods.METHODS.load()
-    saved = [dict(table) for table in tables]
-    names = []
-
-    def install(name: str, source: str, entry: str) -> None:
-        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
-        info = tmp_path / f"{name}-1.0.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-        (info / "entry_points.txt").write_text(f"[pretexts.methods]\n{entry}\n")
-        names.append(name)
-
-    sys.path.insert(0, str(tmp_path))
-    yield install
-    sys.path.remove(str(tmp_path))
-    for name in names:
-        sys.modules.pop(name, None)
-    for table, before in zip(tables, saved):
-        table.clear(), table.update(before)
+    with plugin_installer(tmp_path, methods.METHODS, "pretexts.methods") as install:
+        yield install
 
 
 def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_path):
@@ -110,6 +91,8 @@ def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_pa
     assert len(log) == 6 and all(row["loss"] > 0 for row in log)
     held = json.loads((out / "results.json").read_text())["held_out"]
     assert held["method"] == "rotation" and 0 <= held["restored_mse"][0] <= 1
+    assert "held-out rotation error rate on 80 images: chance 0.75000 -> predicted" in result.output
+    assert "--turns" in CliRunner().invoke(main, ["train", "--method", "rotation", "--help"]).output
     assert "pretraining test_convnext on random quarter turns (of 4)" in result.output
     assert (out / "restoration_epoch002.png").is_file() and (out / "checkpoint.pt").is_file()
     bad = CliRunner().invoke(main, ["train", "--method", "rotation", "--method-arg", "turns=9", "--out",

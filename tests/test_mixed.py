@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from pretexts import ParameterError, create_pretext
-from pretexts.mixed import DEFAULT_TASKS
+from pretexts.tasks.mixed import DEFAULT_TASKS
 
 
 def test_default_is_the_papers_four_families():

@@ -3,14 +3,20 @@ import pytest
 import torch
 
 from pretexts.engine.methods.energy.model import create_energy_model
-from pretexts.backbones.vit_tokens import vit_energy_with_pos
+from pretexts.engine.methods.states import state_adapter
 from pretexts import ParameterError, create_pretext
-from pretexts.patch_sorting import sincos_pos_embed
+from pretexts.backbones.vit_tokens import sincos_pos_embed
+from pretexts.base import Corrupted
 from pretext_images import cifar_batch, tiny_vit
 
 
+def prepared(model, **kwargs):
+    """A patch-sorting task given `model`'s patch grid by the positions adapter."""
+    return state_adapter(create_pretext("patch-sorting", **kwargs), model).prepare()
+
+
 def sample_of(images, seed=0, **kwargs):
-    task = create_pretext("patch-sorting", **kwargs).bind(tiny_vit())
+    task = prepared(tiny_vit(), **kwargs)
     return task, task(images, torch.Generator().manual_seed(seed))
 
 
@@ -47,7 +53,7 @@ def test_dropout_draws_half_the_tokens_and_only_in_training():
     for training in (True, False):
         model.train(training)
         state = sample.state.clone().requires_grad_(True)
-        (grad,) = torch.autograd.grad(task.energy(model, sample, state).sum(), state)
+        (grad,) = torch.autograd.grad(state_adapter(task, model).energy(sample, state).sum(), state)
         moved = grad.abs().sum(-1) > 0  # [B, L]
         if training:
             expected = torch.zeros_like(moved).scatter_(1, keep, True)
@@ -61,8 +67,10 @@ def test_with_the_models_own_embeddings_the_forward_matches_timm():
     model = tiny_vit().eval()
     images = cifar_batch(2)
     own = model.backbone.pos_embed[:, model.backbone.num_prefix_tokens:].expand(2, -1, -1)
+    states = state_adapter(create_pretext("patch-sorting"), model)
     with torch.no_grad():
-        assert torch.allclose(vit_energy_with_pos(model, images, own), model.energy(images), atol=1e-5)
+        sample = Corrupted(state=own, target=own, context=images)
+        assert torch.allclose(states.energy(sample, own), model.energy(images), atol=1e-5)
     model.train()
 
 
@@ -93,19 +101,19 @@ def test_a_cnn_backbone_is_a_clear_error():
     model = create_energy_model("resnet18")
     with pytest.raises(ParameterError, match=r"needs a ViT backbone with absolute position embeddings "
                                              r"\(vit_tiny, vit_small, \.\.\.\); got resnet18"):
-        create_pretext("patch-sorting").bind(model)
+        prepared(model)
 
 
 def test_edge_masking_wider_than_a_patch_is_a_clear_error():
     with pytest.raises(ParameterError, match="edge_max=2 would blank whole 4-pixel patches.*edge_max <= 1"):
-        create_pretext("patch-sorting").bind(tiny_vit(patch_size=4))
-    create_pretext("patch-sorting", edge_max=1).bind(tiny_vit(patch_size=4))
+        prepared(tiny_vit(patch_size=4))
+    prepared(tiny_vit(patch_size=4), edge_max=1)
 
 
-def test_corrupting_before_bind_or_at_the_wrong_size_is_a_clear_error():
-    with pytest.raises(ParameterError, match="bind"):
+def test_corrupting_without_a_grid_or_at_the_wrong_size_is_a_clear_error():
+    with pytest.raises(ParameterError, match=r"patch grid is not set.*state_adapter\(task, model\)\.prepare\(\)"):
         create_pretext("patch-sorting")(cifar_batch(1))
-    task = create_pretext("patch-sorting").bind(tiny_vit())
+    task = prepared(tiny_vit())
     with pytest.raises(ParameterError, match="images are 64x64 but the ViT expects 32x32"):
         task(torch.rand(1, 3, 64, 64))
 

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from cli_runs import tiny_image_folder
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
+from pretexts.engine.methods.states import state_adapter
 from pretexts.cli import main
 from pretexts import create_pretext, list_pretexts, registry
 from pretext_images import cifar_batch, tiny_vit
@@ -50,7 +51,7 @@ def test_the_plugin_registers_and_trains(installed_plugin):
     assert "jpeg" in list_pretexts() and "jpeg" not in registry.broken_plugins()
     model = tiny_vit().train()
     model.zero_grad()
-    task = create_pretext("jpeg", quality_low=10, quality_high=30).bind(model)
+    task = state_adapter(create_pretext("jpeg", quality_low=10, quality_high=30), model).prepare()
     images = cifar_batch(4)
     sample = task(images, torch.Generator().manual_seed(0))
     assert sample.state.shape == images.shape and not torch.allclose(sample.state, images)

@@ -8,10 +8,11 @@ from click.testing import CliRunner
 from torch import nn
 
 from pretexts.engine import ProbeConfig, knn_predict
-from pretexts.engine.evaluation.knn import knn_accuracy
+from pretexts.engine.measures.knn import knn_accuracy
 from pretexts.engine.evaluation.probe import probe_head, train_head
 from pretexts.cli import main
 from pretexts.errors import ParameterError
+from pretexts.params import Param
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
@@ -53,11 +54,11 @@ def test_linear_and_mlp_heads_learn_separable_features():
     centres = torch.randn(5, 32, generator=generator) * 3
     labels = torch.randint(5, (600,), generator=generator)
     features = centres[labels] + torch.randn(600, 32, generator=generator)
-    cfg = ProbeConfig(checkpoint="unused", epochs=100, hidden=64)
     for method in ("linear", "mlp"):
         torch.manual_seed(0)
-        head = probe_head(method, 32, 5, cfg.hidden)
-        accuracy = train_head(head, (features[:500], labels[:500]), (features[500:], labels[500:]), cfg)
+        head = probe_head(method, 32, 5, hidden=64)
+        accuracy = train_head(head, (features[:500], labels[:500]), (features[500:], labels[500:]), seed=0,
+                              epochs=100, batch_size=256, lr=1e-3, weight_decay=0.0)
         assert accuracy > 90, (method, accuracy)
 
 
@@ -94,28 +95,63 @@ def test_a_registered_probe_runs_from_the_cli_beside_the_built_ins(tmp_path):
     from pretexts.engine.evaluation.probe import register_probe
     from pretexts.registry import PROBES
 
-    @register_probe("nearest-mean")
-    def nearest_mean(train, val, num_classes, cfg):
-        """Cosine similarity to each class's mean feature."""
+    @register_probe("nearest-mean", {"cosine": Param(True, bool, help="compare directions, not distances")})
+    def nearest_mean(train, val, num_classes, cfg, *, cosine):
+        """Cosine similarity (or distance) to each class's mean feature."""
         means = torch.stack([train[0][train[1] == c].mean(0) for c in range(num_classes)])
-        guess = (F.normalize(val[0], dim=1) @ F.normalize(means, dim=1).T).argmax(1)
+        if cosine:
+            guess = (F.normalize(val[0], dim=1) @ F.normalize(means, dim=1).T).argmax(1)
+        else:
+            guess = torch.cdist(val[0], means).argmin(1)
         top1 = 100.0 * (guess == val[1]).float().mean().item()
-        return {"top1": top1}, f"nearest-mean top-1: {top1:.2f}%"
+        return {"top1": top1, "cosine": cosine}, f"nearest-mean top-1: {top1:.2f}%"
 
     try:
         listed = CliRunner().invoke(main, ["list", "--probes"])
-        assert "nearest-mean       Cosine similarity to each class's mean feature." in listed.output
-        assert "knn " in listed.output and "linear " in listed.output
+        assert "nearest-mean       Cosine similarity (or distance) to each class's mean feature." in listed.output
+        assert "knn " in listed.output and "linear " in listed.output and "cosine=True" in listed.output
+        listed = CliRunner().invoke(main, ["list", "--probes", "-v", "nearest-*"]).output
+        assert "--probe-arg cosine=...  bool, default True. compare directions, not distances" in listed
         path, _ = write_checkpoint(tmp_path / "ckpt.pt")
         out = tmp_path / "probe"
         result = CliRunner().invoke(main, ["probe", "--checkpoint", str(path), "--probe", "nearest-mean",
-                                           "--probe", "knn", "--workers", "0", "--out", str(out)])
+                                           "--probe", "knn", "--probe-arg", "cosine=no", "--knn-k", "5",
+                                           "--workers", "0", "--out", str(out)])
         assert result.exit_code == 0, result.output
         results = json.loads((out / "results.json").read_text())
-        assert 0 <= results["nearest-mean"]["top1"] <= 100 and "k=20" in results["knn"]
+        assert 0 <= results["nearest-mean"]["top1"] <= 100 and results["nearest-mean"]["cosine"] is False
+        assert set(results["knn"]) == {"k=5", "temperature"}
         assert "nearest-mean top-1: " in result.output
+        bad = CliRunner().invoke(main, ["probe", "--checkpoint", str(path), "--probe", "nearest-mean",
+                                        "--probe-arg", "cosine=maybe", "--out", str(tmp_path / "bad")])
+        assert bad.exit_code == 2 and "probe nearest-mean: parameter 'cosine' must be true or false" in bad.output
     finally:
         PROBES.table.pop("nearest-mean")
+
+
+def test_probe_parameters_are_checked_by_the_probes_that_declare_them():
+    cfg = ProbeConfig(checkpoint="x", probes=("linear", "knn"), probe_args={"epochs": "7", "knn_k": [5, "9"]})
+    assert cfg.probe_params("linear") == {"epochs": 7, "batch_size": 256, "lr": 1e-3, "weight_decay": 0.0}
+    assert cfg.probe_params("knn") == {"knn_k": (5, 9), "knn_temperature": 0.07}
+    with pytest.raises(ParameterError, match=r"no probe has a parameter 'epoch'\. Did you mean: epochs"):
+        ProbeConfig(checkpoint="x", probe_args={"epoch": 3})
+    # a value is refused even when no probe that takes it runs: it is never silently unused
+    with pytest.raises(ParameterError, match=r"probe knn: parameter 'knn_k' is 0; allowed range is \[1, "):
+        ProbeConfig(checkpoint="x", probes=("linear",), probe_args={"knn_k": "20,0"})
+
+
+def test_a_probe_parameter_given_as_a_config_field_moves_into_probe_args(tmp_path):
+    """`--set epochs=3`, and a config.json written before the probes declared their parameters (top-level
+    epochs, knn_k), still run: those keys become probe arguments."""
+    from pretexts.cli.config_file import build_config
+    from pretexts.engine.evaluation.probe_config import with_probe_args
+
+    old = tmp_path / "config.json"
+    old.write_text(json.dumps({"checkpoint": "c.pt", "probes": ["knn", "mlp"], "knn_k": [5], "hidden": 64,
+                               "epochs": 100}))
+    cfg = build_config(ProbeConfig, {}, str(old), ("epochs=3",), merge=("probe_args",), loose=with_probe_args)
+    assert cfg.probe_args == {"knn_k": [5], "hidden": 64, "epochs": "3"}
+    assert cfg.probe_params("mlp")["epochs"] == 3 and cfg.probe_params("knn")["knn_k"] == (5,)
 
 
 def test_the_standardised_knn_probe_sees_classes_a_loud_direction_drowns():
@@ -126,7 +162,38 @@ def test_the_standardised_knn_probe_sees_classes_a_loud_direction_drowns():
     signal = torch.nn.functional.one_hot(labels, 4).float() + 0.3 * torch.randn(400, 4, generator=g)
     features = torch.cat([signal, 10 * torch.randn(400, 3, generator=g)], dim=1)  # brightness-like nuisances
     train, val = (features[:300], labels[:300]), (features[300:], labels[300:])
-    cfg = ProbeConfig(checkpoint="unused.pt", knn_k=(20,))
-    plain, _ = knn_probe(train, val, 4, cfg)
-    standardised, line = standardised_knn_probe(train, val, 4, cfg)
+    cfg = ProbeConfig(checkpoint="unused.pt", probe_args={"knn_k": "20"})
+    plain, _ = knn_probe(train, val, 4, cfg, **cfg.probe_params("knn"))
+    standardised, line = standardised_knn_probe(train, val, 4, cfg, **cfg.probe_params("knn-std"))
     assert standardised["k=20"] > 90 > 60 > plain["k=20"] and "standardised" in line
+
+
+@pytest.fixture
+def probe_plugins(tmp_path):
+    """Installs probe plugin distributions (module, dist-info, `pretexts.probes` entry point) for one test."""
+    from plugin_installs import plugin_installer
+    from pretexts.registry import PROBES
+
+    with plugin_installer(tmp_path, PROBES, "pretexts.probes") as install:
+        yield install
+
+
+def test_list_probes_names_broken_and_clashing_probe_plugins(probe_plugins):
+    """The one listing shows every registry's plugin trouble: a probe plugin that fails to import, and one that
+    re-registers a built-in name (which wins), are both named."""
+    from pretexts.registry import PROBES
+
+    probe_plugins("probe_broken", "raise ImportError('needs faiss')\n", "faiss-knn = probe_broken:probe")
+    probe_plugins("probe_dup", """
+        from pretexts.engine.evaluation.probe import register_probe
+
+        @register_probe("knn")
+        def probe(train, val, num_classes, cfg):
+            '''Another knn.'''
+        """, "knn = probe_dup:probe")
+    with pytest.warns(UserWarning, match="the built-in wins"):
+        PROBES.load(force=True)
+    listed = CliRunner().invoke(main, ["list", "--probes"]).output
+    assert "faiss-knn          BROKEN plugin: probe_broken 1.0" in listed and "needs faiss" in listed
+    assert "knn                IGNORED plugin (the built-in 'knn' wins): probe_dup 1.0" in listed
+    assert PROBES.table["knn"].__module__ == "pretexts.engine.evaluation.probe"

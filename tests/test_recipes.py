@@ -15,10 +15,10 @@ from pretexts.engine.methods.energy.model import create_energy_model
 
 def test_paper_recipe_is_table_a_exactly():
     cfg = PretrainConfig(recipe="paper", batch_size=256)
-    assert (cfg.base_lr, cfg.peak_lr, cfg.weight_decay, cfg.betas, cfg.alpha, cfg.alpha_lr_scale, cfg.schedule) == \
-        (1e-4, 1e-4, 0.05, (0.9, 0.95), 0.1, 1.0, "cosine")
     method = EnergyMethod(cfg, None, torch.device("cpu"))
-    model = method.model = create_energy_model("vit_tiny", img_size=32, alpha=cfg.alpha)
+    assert (cfg.base_lr, cfg.peak_lr, cfg.weight_decay, cfg.betas, method.args["alpha"], method.args["alpha_lr_scale"],
+            cfg.schedule) == (1e-4, 1e-4, 0.05, (0.9, 0.95), 0.1, 1.0, "cosine")
+    model = method.model = create_energy_model("vit_tiny", img_size=32, alpha=method.args["alpha"])
     optimizer = build_optimizer(method, cfg)
     assert optimizer.defaults["lr"] == 1e-4 and optimizer.defaults["betas"] == (0.9, 0.95)
     decays = sorted({g["weight_decay"] for g in optimizer.param_groups})
@@ -29,14 +29,18 @@ def test_paper_recipe_is_table_a_exactly():
 
 def test_fast_recipe_differs_only_in_the_documented_fields():
     paper, fast = RECIPES["paper"], RECIPES["fast"]
-    assert {k for k in paper if paper[k] != fast[k]} == {"base_lr", "alpha_lr_scale", "schedule"}
+    assert {k for k in paper if paper[k] != fast[k]} == {"base_lr", "schedule"}
+    by_method = EnergyMethod.recipe_defaults  # the energy method's own options that the recipe changes
+    assert {k for k in by_method["paper"] if by_method["paper"][k] != by_method["fast"][k]} == {"alpha_lr_scale"}
     cfg = PretrainConfig()
-    assert cfg.recipe == "fast" and cfg.base_lr == fast["base_lr"] and cfg.alpha_lr_scale == fast["alpha_lr_scale"]
+    assert cfg.recipe == "fast" and cfg.base_lr == fast["base_lr"]
+    assert EnergyMethod.parse_args(cfg)["alpha_lr_scale"] == by_method["fast"]["alpha_lr_scale"] == 400.0
 
 
 def test_an_explicit_value_wins_over_the_recipe_and_is_saved(tmp_path):
-    cfg = PretrainConfig(recipe="paper", base_lr=3e-3, alpha=0.5)
-    assert (cfg.base_lr, cfg.alpha, cfg.alpha_lr_scale) == (3e-3, 0.5, 1.0)
+    cfg = PretrainConfig(recipe="paper", base_lr=3e-3, method_args={"alpha": 0.5})
+    args = EnergyMethod.parse_args(cfg)
+    assert (cfg.base_lr, args["alpha"], args["alpha_lr_scale"]) == (3e-3, 0.5, 1.0)
     saved = json.loads(json.dumps(cfg.to_dict()))
     again = PretrainConfig.from_dict(saved)
     assert again == cfg and saved["recipe"] == "paper" and saved["base_lr"] == 3e-3

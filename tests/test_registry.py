@@ -156,7 +156,7 @@ def test_a_plugin_reusing_a_builtin_name_is_ignored_once_and_the_builtin_wins(pl
         """, "colorization = plugin_clash:MyColour")
     with pytest.warns(UserWarning, match="the built-in wins"):
         registry.load_plugins(force=True)
-    assert pretexts.get_pretext_class("colorization").__module__ == "pretexts.colorization"
+    assert pretexts.get_pretext_class("colorization").__module__ == "pretexts.tasks.colorization"
     assert pretexts.list_pretexts().count("colorization") == 1
     assert "colorization" not in pretexts.broken_plugins()
     assert "plugin_clash 1.0" in registry.shadowed_plugins()["colorization"]

@@ -1,17 +1,21 @@
 """Segmentation: metrics by hand, head/backbone shapes, layout errors, a fixed batch overfits."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
 from pretexts import backbones
+from pretexts.engine import load_checkpoint
 from pretexts.engine.evaluation.segmentation.config import SegmentConfig
 from pretexts.engine.evaluation.segmentation.data import SegmentationFolder
 from pretexts.engine.evaluation.segmentation.generate import write_generated
 from pretexts.engine.evaluation.segmentation.heads import Segmenter
 from pretexts.engine.evaluation.segmentation.metrics import IGNORE, confusion, scores
-from pretexts.engine.evaluation.segmentation.train import evaluate, optimizer_for, predict
-from pretexts.errors import DataError
+from pretexts.engine.evaluation.segmentation import train
+from pretexts.engine.evaluation.segmentation.train import evaluate, optimizer_for, predict, train_segmenter
+from pretexts.errors import DataError, NonFiniteLossError
 
 from cli_runs import one_torch_thread  # noqa: F401 (autouse)
 
@@ -89,3 +93,25 @@ def test_fixed_batch_overfits(tmp_path):
         opt.step()
     after = evaluate(model, [batch], 5, 32, "whole", "cpu")["miou"]
     assert after > before + 0.2, (before, after)
+
+
+def test_a_nan_loss_stops_or_is_skipped_as_in_pretraining(tmp_path, monkeypatch):
+    def nan_at_step_2():
+        calls = []
+
+        def cross_entropy(*args, **kwargs):
+            calls.append(None)
+            loss = torch.nn.functional.cross_entropy(*args, **kwargs)
+            return loss * float("nan") if len(calls) == 2 else loss
+        return SimpleNamespace(cross_entropy=cross_entropy)
+
+    data = write_generated(tmp_path / "d", 8, 2, 32)
+    common = dict(data=str(data), backbone="resnet18", img_size=32, head="linear", max_steps=3, batch_size=4)
+    monkeypatch.setattr(train, "F", nan_at_step_2())
+    with pytest.raises(NonFiniteLossError, match="loss is nan at step 2; .*--clip-grad, or pass --skip-nonfinite"):
+        train_segmenter(SegmentConfig(**common, out=str(tmp_path / "stop")), log=lambda line: None)
+    monkeypatch.setattr(train, "F", nan_at_step_2())
+    results = train_segmenter(SegmentConfig(**common, skip_nonfinite=True, out=str(tmp_path / "skip")),
+                              log=lambda line: None)
+    assert results["skipped_nonfinite_steps"] == 1 and results["steps"] == 3
+    assert all(torch.isfinite(w).all() for w in load_checkpoint(tmp_path / "skip" / "segmenter.pt")["model"].values())

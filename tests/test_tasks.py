@@ -3,8 +3,9 @@ import pytest
 import torch
 
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
+from pretexts.engine.methods.states import state_adapter
 from pretexts import ParameterError, create_pretext, get_pretext_class, list_pretexts
-from pretexts.mixed import is_pixel_task
+from pretexts.tasks.mixed import is_pixel_task
 from pretext_images import cifar_batch, tiny_vit
 
 TASKS = list_pretexts()
@@ -12,7 +13,7 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def make(name, **kwargs):
-    return create_pretext(name, **kwargs).bind(tiny_vit())
+    return state_adapter(create_pretext(name, **kwargs), tiny_vit()).prepare()
 
 
 def corrupt(task, images, seed=0):
@@ -105,7 +106,7 @@ def test_one_step_on_a_cnn():
 
     torch.manual_seed(0)
     model = create_energy_model("resnet18").train()
-    task = create_pretext("gridded-mask", grid=8).bind(model)
+    task = state_adapter(create_pretext("gridded-mask", grid=8), model).prepare()
     # At 32 px ResNet's last map is 1x1: train-mode BatchNorm over a batch of 2-4 makes the
     # energy flat (dE/dx = 0), so this test uses 8 images.
     sample = corrupt(task, cifar_batch(8))

@@ -7,12 +7,12 @@ import torch
 import torch.nn.functional as F
 
 from pretexts.engine.methods.energy.model import create_energy_model
-from pretexts.engine.methods.base import figure_numbers, versus_trivial
 from pretexts.engine.methods.energy import restoration_error
-from pretexts.engine.training.loop import format_held_out
+from pretexts.engine.methods.states import state_adapter
+from pretexts.engine.methods.energy.report import restoration_report
 from pretexts import create_pretext, get_pretext_class, list_pretexts
 from pretexts.base import Corrupted
-from pretexts.masking import FILLS
+from pretexts.tasks.masking import FILLS
 
 CASES = [("random-mask", {"fill": fill}) for fill in FILLS] + [
     ("random-mask", {"preset": "small"}), ("gridded-mask", {"grid": 8}), ("gridded-mask", {"fill": "black"}),
@@ -104,37 +104,37 @@ def tiny_model():
 
 @pytest.mark.parametrize("name", ["random-mask", "super-resolution", "denoising", "colorization", "mixed"])
 def test_the_held_out_dict_carries_the_trivial_restorer(name, tiny_model, held_out_images):
-    task = create_pretext(name).bind(tiny_model)
+    task = state_adapter(create_pretext(name), tiny_model).prepare()
     held = restoration_error(tiny_model, task, [held_out_images[:16], held_out_images[16:]], 1, "cpu", seed=3)
     generator = torch.Generator().manual_seed(3)
     expected = []
     for images in (held_out_images[:16], held_out_images[16:]):
         sample = task(images, generator)
         expected.append(F.mse_loss(task.trivial_restore(sample), sample.target).item())
-    assert held["trivial_mse"] == pytest.approx(sum(expected) / 2, rel=1e-5)
-    assert held["trivial_restorer"] == task.trivial_restorer
-    json.dumps(held)  # results.json takes it as it is
+    assert held.trivial_mse == pytest.approx(sum(expected) / 2, rel=1e-5)
+    assert held.to_dict()["trivial_restorer"] == task.trivial_restorer
+    json.dumps(held.to_dict())  # results.json takes it as it is
 
 
 def test_the_held_out_dict_has_none_for_a_task_without_one(tiny_model, held_out_images):
-    task = create_pretext("patch-sorting", edge_max=1).bind(tiny_model)
+    task = state_adapter(create_pretext("patch-sorting", edge_max=1), tiny_model).prepare()
     held = restoration_error(tiny_model, task, [held_out_images[:4]], 1, "cpu")
-    assert "trivial_mse" not in held
-    assert "trivial" not in format_held_out(held)
+    assert "trivial_mse" not in held.to_dict()
+    assert "trivial" not in held.format()
 
 
 def test_the_held_out_line_says_whether_the_model_beats_the_trivial_restorer():
-    held = {"images": 80, "corrupted_mse": 0.2, "restored_mse": [0.1, 0.086], "trivial_mse": 0.03,
-            "trivial_restorer": "visible-mean fill"}
-    line = format_held_out(held)
+    held = restoration_report(80, 0.2, [0.1, 0.086], 0.03, "visible-mean fill")
+    line = held.format()
     assert line.endswith("(0.43x the corrupted input's error; a trivial restorer (visible-mean fill) gets 0.15x: "
                          "the model is not better than it)"), line
-    better = format_held_out({**held, "restored_mse": [0.1, 0.024]})
+    better = restoration_report(80, 0.2, [0.1, 0.024], 0.03, "visible-mean fill").format()
     assert better.endswith("gets 0.15x: the model beats it (0.80x its error))"), better
-    assert "MSE 0.03000: the model beats it" in versus_trivial({**held, "restored_mse": [0.024]}, as_ratio=False)
-    assert figure_numbers(held) == ("MSE of these 80: corrupted 0.2000, restored 0.0860, "
-                                    "trivial 0.0300 (visible-mean fill)")
-    assert "trivial" not in format_held_out({k: v for k, v in held.items() if not k.startswith("trivial")})
+    one_step = restoration_report(80, 0.2, [0.024], 0.03, "visible-mean fill")
+    assert "MSE 0.03000: the model beats it" in one_step.versus_trivial(as_ratio=False)
+    assert held.figure_numbers() == ("MSE of these 80: corrupted 0.2000, restored 0.0860, "
+                                     "trivial 0.0300 (visible-mean fill)")
+    assert "trivial" not in restoration_report(80, 0.2, [0.1, 0.086]).format()
 
 
 def test_a_run_reports_the_trivial_restorer_in_results_line_and_figure_title(tmp_path):

@@ -41,7 +41,7 @@ def test_gradients_reach_the_backbone_and_the_loss_falls_on_real_images(real_ima
     task = pretexts.create_pretext("colorization")
     sample = task(real_images)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    before = restoration_error(model, task, [held_out_images], 0, "cpu")["ranked_right"]
+    before = restoration_error(model, task, [held_out_images], 0, "cpu").extra["ranked_right"]
     losses = []
     for step in range(15):
         loss = contrastive_loss(model, task, sample)
@@ -53,7 +53,7 @@ def test_gradients_reach_the_backbone_and_the_loss_falls_on_real_images(real_ima
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0], losses
     after = restoration_error(model, task, [held_out_images], 0, "cpu")
-    assert after["restored_mse"] == [] and after["ranked_right"] >= max(before + 0.3, 0.75), (before, after)  # 0.34 -> 0.84
+    assert after.restored_mse == [] and after.extra["ranked_right"] >= max(before + 0.3, 0.75), (before, after)  # 0.34 -> 0.84
 
 
 def test_cli_trains_with_zero_steps_and_reports_the_ranking(tmp_path):

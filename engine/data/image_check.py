@@ -131,15 +131,14 @@ def find_scan(dataset) -> ImageScan | None:
     return None if dataset is None else dataset.scan
 
 
-def report_skipped(datasets, out: Path) -> str | None:
-    """Write OUT/skipped_images.txt and return a one-line note, or None when every image is fine."""
+def report_skipped(datasets, out: Path, write_text) -> str | None:
+    """Write OUT/skipped_images.txt with `write_text(path, text)` (the run folder's, by rename: never through a
+    link in OUT) and return a one-line note, or None when every image is fine."""
     scans = [s for s in map(find_scan, datasets) if s is not None]
     bad = dict(pair for scan in scans for pair in scan.bad)  # the train and val splits may share files
     small = {path for scan in scans for path in scan.small}
     notes = []
     if bad:
-        from pretexts.engine.training.run_folder import write_text  # by rename: never through a link in OUT
-
         write_text(out / SKIPPED_FILE, "".join(f"{path}\t{why}\n" for path, why in bad.items()))
         shown = "; ".join(f"{Path(path).name}: {why}" for path, why in list(bad.items())[:3])
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""

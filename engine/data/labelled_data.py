@@ -85,9 +85,3 @@ def eval_transform(img_size: int, mean, std, crop_pct: float = 0.875):
     """Resize to img_size / crop_pct, centre crop, normalise (timm's, MAE's evaluation)."""
     return create_transform(img_size, is_training=False, crop_pct=crop_pct, interpolation="bicubic",
                             mean=mean, std=std)
-
-
-def normalisation(model) -> tuple[tuple, tuple]:
-    """The model's mean and std, the ones the energy model used in pretraining."""
-    cfg = getattr(model, "pretrained_cfg", None) or {}
-    return cfg.get("mean", (0.485, 0.456, 0.406)), cfg.get("std", (0.229, 0.224, 0.225))

@@ -1,4 +1,5 @@
 """CPU-side augmentation (albumentations) and the seeded, resumable, shardable sampler."""
+import signal
 from contextlib import contextmanager
 
 import albumentations as A
@@ -7,7 +8,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from pretexts.engine.data.image_check import read_or_substitute
-from pretexts.engine.training.interrupt import ignore_stop_signals
 
 
 def pretrain_transform(img_size: int) -> A.Compose:
@@ -15,7 +15,8 @@ def pretrain_transform(img_size: int) -> A.Compose:
     return A.Compose([A.RandomResizedCrop(size=(img_size, img_size), scale=(0.2, 1.0)), A.HorizontalFlip()])
 
 
-def eval_transform(img_size: int) -> A.Compose:
+def unaugmented_transform(img_size: int) -> A.Compose:
+    """No augmentation: the shorter side to img_size, then the centre crop (held-out images, the monitor's bank)."""
     return A.Compose([A.SmallestMaxSize(max_size=img_size), A.CenterCrop(height=img_size, width=img_size)])
 
 
@@ -60,6 +61,14 @@ class EpochSampler(DistributedSampler):
 
     def __len__(self) -> int:
         return self.num_samples - self.start
+
+
+def ignore_stop_signals(worker_id: int | None = None) -> None:
+    """DataLoader workers leave SIGINT and SIGTERM to the main process, which shuts them down after saving
+    (engine.training.interrupt.StopSignals); a worker killed by the terminal's Ctrl-C would otherwise fail the
+    batch being loaded."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 @contextmanager

@@ -9,12 +9,14 @@ import torch  # noqa: E402
 from pretexts.errors import DataError  # noqa: E402
 
 from pretexts.engine.data.datasets import build_source  # noqa: E402
-from pretexts.engine.training.eval_mode import eval_mode  # noqa: E402
-from pretexts.engine.data.loader import AugmentedImages, eval_transform, held_out_batches  # noqa: E402
+from pretexts.engine.modules.eval_mode import eval_mode  # noqa: E402
+from pretexts.engine.data.loader import AugmentedImages, held_out_batches, unaugmented_transform  # noqa: E402
 from pretexts.engine.training.preflight import resolve_device  # noqa: E402
 from pretexts.engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json  # noqa: E402
 from pretexts.engine.evaluation.from_checkpoint import load_energy_model, task_for  # noqa: E402
+from pretexts.engine.methods.energy import EnergyMethod  # noqa: E402
 from pretexts.engine.methods.energy.restore import restore  # noqa: E402
+from pretexts.engine.methods.states import state_adapter  # noqa: E402
 
 
 def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -29,7 +31,7 @@ def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> di
             sample = task(images.to(device), generator)
             states = restore(model, task, sample, steps)  # takes its own gradients inside
             for name, state in zip(scores, [sample.target, sample.state, *states]):
-                scores[name].append(task.energy(model, sample, state).float().cpu())
+                scores[name].append(state_adapter(task, model).energy(sample, state).float().cpu())
     if not scores["real"]:
         raise DataError("no images to score")
     return {name: torch.cat(values) for name, values in scores.items()}
@@ -65,7 +67,7 @@ def histogram_figure(scores: dict[str, torch.Tensor], path, title: str = "") -> 
 def held_out_images(data: str, img_size: int, count: int, seed: int, device, workers: int = 2):
     """A seeded subset of `count` images of the val split (the train split when there is none)."""
     source = build_source(data, "val", img_size, seed) or build_source(data, "train", img_size, seed)
-    dataset = AugmentedImages(source, eval_transform(img_size), seed)
+    dataset = AugmentedImages(source, unaugmented_transform(img_size), seed)
     return held_out_batches(dataset, count, seed, device, workers)
 
 
@@ -82,7 +84,7 @@ def energy_histogram(checkpoint: str, out: str, data: str | None = None, task: s
     device = resolve_device(device)
     model, cfg = load_energy_model(checkpoint, device)
     corruption = task_for(cfg, task or cfg.task, task_args, model) if (task or task_args) else task_for(cfg, model=model)
-    steps = steps or cfg.steps
+    steps = steps or EnergyMethod.parse_args(cfg)["steps"]
     data = data or cfg.data
     batches = held_out_images(data, cfg.img_size, images, seed, device, workers)
     scores = energy_scores(model, corruption, batches, steps, device, seed)

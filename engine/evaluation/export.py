@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import save
 from timm.models import push_to_hf_hub, save_for_hf
 
+from pretexts.backbones.normalisation import normalisation
 from pretexts.errors import CheckpointError, OutputError
 
 from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
@@ -49,9 +50,9 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
 
 def data_config(model: torch.nn.Module, img_size: int) -> dict:
     """The preprocessing the weights were trained with: the run's size, not the architecture's 224 px default."""
-    cfg = model.pretrained_cfg
-    return {"input_size": (3, img_size, img_size), "mean": tuple(cfg.get("mean", (0.485, 0.456, 0.406))),
-            "std": tuple(cfg.get("std", (0.229, 0.224, 0.225))), "crop_pct": cfg.get("crop_pct", 0.875)}
+    mean, std = normalisation(model)
+    return {"input_size": (3, img_size, img_size), "mean": mean, "std": std,
+            "crop_pct": model.pretrained_cfg.get("crop_pct", 0.875)}
 
 
 def model_img_size(model: torch.nn.Module, kwargs: dict, checkpoint: dict | None = None) -> int:

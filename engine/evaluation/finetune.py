@@ -14,19 +14,21 @@ from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
 from torch.utils.data import DataLoader
 
-from pretexts.errors import DataError, NonFiniteLossError
+from pretexts.backbones.normalisation import normalisation
+from pretexts.errors import DataError
 
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.progress import progress
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.data.labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
-                            labels_of, normalisation, train_transform)
-from pretexts.engine.training.nonfinite import check_finite_weights
+                            labels_of, train_transform)
+from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
+from pretexts.engine.training.optimizer_step import OptimizerStep
 from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
 from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, check_resumable
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
-from pretexts.engine.training.precision import amp_dtype, autocast
+from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
 from pretexts.engine.evaluation.pretrained import create_classifier, timm_spec
@@ -95,15 +97,18 @@ class Finetuner:
             self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
         total = cfg.epochs * self.steps_per_epoch
         self.optimizer = build_finetune_optimizer(self.model, cfg)
+        # timm's scheduler sets each group's lr x its layer scale on construction, warm-up or not
         self.scheduler = CosineLRScheduler(self.optimizer, t_initial=total, lr_min=cfg.min_lr, t_in_epochs=False,
                                            warmup_t=min(int(cfg.warmup_epochs * self.steps_per_epoch), total - 1))
-        self.scheduler.step_update(num_updates=0)  # sets each group's lr x its layer scale even without warm-up
         self.mixup = Mixup(mixup_alpha=cfg.mixup, cutmix_alpha=cfg.cutmix, prob=cfg.mixup_prob,
                            switch_prob=cfg.mixup_switch_prob, label_smoothing=cfg.smoothing,
                            num_classes=len(self.classes)) if cfg.mixing else None
         self.criterion = build_criterion(cfg)
         self.dtype = amp_dtype(cfg, self.device)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
+        self.scaler = grad_scaler(self.device, self.dtype)
+        self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
+        self.optimizer_step = OptimizerStep(self.model, self.optimizer, self.scheduler, self.scaler, self.nonfinite,
+                                            cfg.clip_grad)
         self.global_step, self.epoch, self.history = 0, 0, []
         self.stop = StopSignals()
 
@@ -112,6 +117,12 @@ class Finetuner:
         return DataLoader(dataset, batch_size=self.cfg.batch_size if train else 256, shuffle=train,
                           drop_last=train, num_workers=self.cfg.workers, generator=generator,
                           pin_memory=torch.cuda.is_available())
+
+    def compute_loss(self, micro_batch) -> torch.Tensor:
+        """The criterion on one micro-batch of (images, labels), under autocast when the run asks for it."""
+        images, labels = micro_batch
+        with autocast(self.device, self.dtype):
+            return self.criterion(self.model(images), labels)
 
     def train_epoch(self) -> float:
         self.model.train()
@@ -123,31 +134,16 @@ class Finetuner:
             images, labels = images.to(self.device), labels.to(self.device)
             if self.mixup is not None:
                 images, labels = self.mixup(images, labels)
-            self.optimizer.zero_grad(set_to_none=True)
-            value = 0.0
             # gradient accumulation: micro-batches of batch / accum_iter images, one optimiser step
-            for part_images, part_labels in zip(images.chunk(self.cfg.accum_iter), labels.chunk(self.cfg.accum_iter)):
-                weight = part_images.shape[0] / images.shape[0]
-                with autocast(self.device, self.dtype):
-                    loss = self.criterion(self.model(part_images), part_labels) * weight
-                part = loss.item()  # one host sync a micro-batch, for the check and the epoch's mean
-                if not math.isfinite(part):
-                    raise NonFiniteLossError(f"fine-tuning loss is {part} at step {self.global_step + 1}; lower "
-                                             f"--lr or set --clip-grad.")
-                self.scaler.scale(loss).backward()
-                value += part
-            if self.cfg.clip_grad:
-                self.scaler.unscale_(self.optimizer)
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_grad)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
+            micro_batches = list(zip(images.chunk(self.cfg.accum_iter), labels.chunk(self.cfg.accum_iter)))
+            stats = self.optimizer_step(self.compute_loss, micro_batches, self.global_step + 1)
             self.global_step += 1
-            self.scheduler.step_update(num_updates=self.global_step)
-            losses.append(value)
-            bar.set_postfix(loss=f"{value:.4f}")
+            if not stats.skipped:  # a skipped step's loss is NaN or inf: it stays out of the epoch's mean
+                losses.append(stats.loss)
+            bar.set_postfix(loss=f"{stats.loss:.4f}")
             bar.update()
         bar.close()
-        return sum(losses) / max(len(losses), 1)
+        return sum(losses) / len(losses) if losses else math.nan  # NaN: no step of this epoch was taken
 
     def run(self) -> dict:
         """Train the remaining epochs, saving OUT/checkpoint.pt after each. SIGTERM or Ctrl-C stops the run
@@ -182,7 +178,8 @@ class Finetuner:
         history = self.history
         results = {"top1": [r["top1"] for r in history], "final_top1": history[-1]["top1"],
                    "best_top1": max(r["top1"] for r in history), "epochs": cfg.epochs,
-                   "optimizer_steps": self.global_step, "seconds": time.time() - start,
+                   "optimizer_steps": self.global_step, "skipped_nonfinite_steps": self.nonfinite.skipped,
+                   "seconds": time.time() - start,
                    "train_images": len(self.train_set), "val_images": len(self.val_set), "classes": len(self.classes),
                    "backbone": self.backbone_name, "checkpoint": cfg.checkpoint,
                    "pretraining": {k: self.pretraining.get(k) for k in ("method", "task", "task_args")}
@@ -196,7 +193,8 @@ class Finetuner:
         path = self.out / "checkpoint.pt"
         save_checkpoint({"kind": "finetune", "config": self.cfg.to_dict(),
                      "timm": self.timm_spec(), **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
-                     "epoch": self.epoch, "global_step": self.global_step, "history": self.history}, path)
+                     "epoch": self.epoch, "global_step": self.global_step, "history": self.history,
+                     "nonfinite_skipped": self.nonfinite.skipped}, path)
         return path
 
     def load(self, path: Path) -> None:
@@ -204,6 +202,7 @@ class Finetuner:
         check_resumable(ckpt["config"], self.cfg, FINETUNE_MAY_CHANGE, path)
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
+        self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
         truncate_log(self.out / "log.jsonl", self.global_step)
 
     def timm_spec(self) -> dict:

@@ -51,6 +51,8 @@ class FinetuneConfig:
     mixup_prob: float = setting(1.0, "Share of batches mixed (timm Mixup's prob).")
     mixup_switch_prob: float = setting(0.5, 'Share of mixed batches that use CutMix when both are on.')
     clip_grad: float | None = setting(None, 'Clip the gradient norm to this value.')
+    skip_nonfinite: bool = setting(False, 'Skip (and count) a step whose loss or gradient norm is NaN or inf, '
+                                          'instead of stopping the run.')
     amp: str = setting("auto", '"auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off".',
                                choices=('auto', 'bf16', 'fp16', 'off'))
     seed: int = setting(0, 'Seeds the data order, the augmentation and the head.')

@@ -1,7 +1,9 @@
 """Frozen-feature evaluation: linear probe, the paper's MLP head, and kNN, on features extracted once.
 
-A probe is a function `(train, val, num_classes, cfg) -> (results, line)` on cached features, registered with
-`@register_probe(name)` (or the entry-point group `pretexts.probes`); `--probe NAME` runs it."""
+A probe is a function `(train, val, num_classes, cfg, **params) -> (results, line)` on cached features, registered
+with `@register_probe(name, params)` (or through the entry-point group `pretexts.probes`); `--probe NAME` runs it.
+`params` declares its options as tasks and methods do (name -> `pretexts.Param`); they reach it as keyword
+arguments, converted and checked, from `--probe-arg KEY=VALUE` (the built-ins' also from their own flags)."""
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -12,19 +14,28 @@ from timm.scheduler import CosineLRScheduler
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
+from pretexts.backbones.normalisation import normalisation
 from pretexts.registry import PROBES
 
-from pretexts.engine.evaluation.probe_config import ProbeConfig
-from pretexts.engine.evaluation.health import standardise
-from pretexts.engine.evaluation.knn import knn_accuracy
-from pretexts.engine.data.labelled_data import LabelledImages, class_names, eval_transform, labelled_splits, normalisation
+from pretexts.engine.evaluation.probe_config import HEAD_PARAMS, KNN_PARAMS, MLP_PARAMS, ProbeConfig
+from pretexts.engine.measures.health import standardise
+from pretexts.engine.measures.knn import knn_accuracy
+from pretexts.engine.data.labelled_data import LabelledImages, class_names, eval_transform, labelled_splits
 from pretexts.engine.training.preflight import check_output_dir
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.engine.training.progress import progress
 
-register_probe = PROBES.register
+
+def register_probe(name: str, params: dict | None = None):
+    """Decorator: registers a probe under `name` with the parameters it takes (name -> `pretexts.Param`)."""
+
+    def wrap(probe):
+        probe.params = dict(params or {})
+        return PROBES.register(name)(probe)
+
+    return wrap
 
 
 def probe_head(method: str, dim: int, num_classes: int, hidden: int = 768) -> nn.Module:
@@ -50,18 +61,19 @@ def extract_features(model: nn.Module, dataset, device, batch_size: int = 256, w
     return torch.cat(features), torch.cat(labels)
 
 
-def train_head(head: nn.Module, train: tuple[Tensor, Tensor], val: tuple[Tensor, Tensor], cfg: ProbeConfig) -> float:
+def train_head(head: nn.Module, train: tuple[Tensor, Tensor], val: tuple[Tensor, Tensor], seed: int, *, epochs: int,
+               batch_size: int, lr: float, weight_decay: float) -> float:
     """AdamW with cosine decay on cached features; returns the final val top-1 in percent."""
-    generator = torch.Generator().manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(seed)
     features, labels = train
-    steps = -(-features.shape[0] // cfg.batch_size)
-    optimizer = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    scheduler = CosineLRScheduler(optimizer, t_initial=cfg.epochs * steps, t_in_epochs=False)
+    steps = -(-features.shape[0] // batch_size)
+    optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
+    scheduler = CosineLRScheduler(optimizer, t_initial=epochs * steps, t_in_epochs=False)
     head.train()
-    for epoch in range(cfg.epochs):
+    for epoch in range(epochs):
         order = torch.randperm(features.shape[0], generator=generator)
-        for i, start in enumerate(range(0, features.shape[0], cfg.batch_size)):
-            batch = order[start:start + cfg.batch_size]
+        for i, start in enumerate(range(0, features.shape[0], batch_size)):
+            batch = order[start:start + batch_size]
             if batch.numel() < 2:  # BatchNorm needs two samples
                 continue
             loss = nn.functional.cross_entropy(head(features[batch]), labels[batch])
@@ -101,46 +113,50 @@ def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dic
                "feature_seconds": time.time() - start}
     echo(f"features: {train[0].shape[0]} train, {val[0].shape[0]} val images, {train[0].shape[1]} dims")
     for name in cfg.probes:
-        results[name], line = PROBES.get(name)(train, val, len(classes), cfg)
+        results[name], line = PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))
         echo(line)
     write_json(Path(cfg.out) / "config.json", asdict(cfg))
     write_json(Path(cfg.out) / "results.json", results)
     return results
 
 
-@register_probe("linear")
-def linear_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+@register_probe("linear", HEAD_PARAMS)
+def linear_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, **head) -> tuple[dict, str]:
     """BatchNorm without affine, then a linear layer (MAE's linear probe)."""
-    return head_probe("linear", train, val, num_classes, cfg)
+    return head_probe("linear", train, val, num_classes, cfg, head)
 
 
-@register_probe("mlp")
-def mlp_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+@register_probe("mlp", MLP_PARAMS)
+def mlp_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, hidden: int, **head) -> tuple[dict, str]:
     """The paper's 3-layer MLP head (768 channels, ReLU; Appendix, Table B)."""
-    return head_probe("mlp", train, val, num_classes, cfg)
+    return head_probe("mlp", train, val, num_classes, cfg, head, hidden=hidden)
 
 
-def head_probe(kind: str, train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+def head_probe(kind: str, train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, options: dict,
+               **shape) -> tuple[dict, str]:
+    """A seeded `probe_head` of `kind` (and `shape`), trained by `train_head` with `options`; its top-1."""
     torch.manual_seed(cfg.seed)
-    top1 = train_head(probe_head(kind, train[0].shape[1], num_classes, cfg.hidden), train, val, cfg)
-    return {"top1": top1, "epochs": cfg.epochs}, f"{kind} probe top-1: {top1:.2f}%"
+    top1 = train_head(probe_head(kind, train[0].shape[1], num_classes, **shape), train, val, cfg.seed, **options)
+    return {"top1": top1, "epochs": options["epochs"]}, f"{kind} probe top-1: {top1:.2f}%"
 
 
-@register_probe("knn")
-def knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+@register_probe("knn", KNN_PARAMS)
+def knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, knn_k: tuple,
+              knn_temperature: float) -> tuple[dict, str]:
     """Cosine kNN, votes weighted exp(similarity / T), for each k in `knn_k`."""
-    results = {f"k={k}": knn_accuracy(*train, *val, num_classes, k, cfg.knn_temperature) for k in cfg.knn_k}
+    results = {f"k={k}": knn_accuracy(*train, *val, num_classes, k, knn_temperature) for k in knn_k}
     line = "kNN top-1: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
-    return {**results, "temperature": cfg.knn_temperature}, line
+    return {**results, "temperature": knn_temperature}, line
 
 
-@register_probe("knn-std")
-def standardised_knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig) -> tuple[dict, str]:
+@register_probe("knn-std", KNN_PARAMS)
+def standardised_knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, knn_k: tuple,
+                           knn_temperature: float) -> tuple[dict, str]:
     """The same kNN on features standardised per dimension with the training set's statistics: one dominant
     direction (a brightness shortcut) no longer drowns the rest, so the gap to `knn` measures it."""
     bank, query = standardise(train[0], val[0])
-    results = {f"k={k}": knn_accuracy(bank, train[1], query, val[1], num_classes, k, cfg.knn_temperature)
-               for k in cfg.knn_k}
+    results = {f"k={k}": knn_accuracy(bank, train[1], query, val[1], num_classes, k, knn_temperature)
+               for k in knn_k}
     line = "kNN top-1 on standardised features: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
-    return {**results, "temperature": cfg.knn_temperature}, line
+    return {**results, "temperature": knn_temperature}, line
 

@@ -1,31 +1,71 @@
-"""The typed configuration of `pretexts probe`: frozen-feature evaluation of a pretraining checkpoint."""
-from dataclasses import MISSING, dataclass
+"""The typed configuration of `pretexts probe`: frozen-feature evaluation of a pretraining checkpoint, and the
+parameters the built-in probes declare.
+
+The built-in probes' `params` are declared here rather than beside them in probe.py, which imports torch: the
+CLI builds an option for each (`--epochs`, `--knn-k`, ...) without importing it."""
+from dataclasses import MISSING, dataclass, field
 
 from pretexts.errors import ParameterError, suggest
+from pretexts.params import Param
 from pretexts.registry import PROBES
 
-from pretexts.engine.training.config import SEED_RANGE, check_field_types, check_optimizer, check_ranges, setting
+from pretexts.engine.training.config import SEED_RANGE, check_field_types, check_ranges, setting
+
+
+@dataclass(frozen=True)
+class WholeNumbers(Param):
+    """A list of whole numbers, each in [low, high]: 'a,b' from `--probe-arg`, a list from a config file."""
+
+    kind: type = int
+
+    def describe(self) -> str:
+        return f"list of int in [{self.low}, {self.high}], default {', '.join(map(str, self.default))}"
+
+    def convert(self, owner: str, name: str, value) -> tuple:
+        items = value.split(",") if isinstance(value, str) else [value] if isinstance(value, int) else value
+        if not isinstance(items, (list, tuple)) or not items:
+            raise ParameterError(f"{owner}: parameter '{name}' must be a non-empty list of whole numbers, got "
+                                 f"{value!r}.")
+        one = Param(self.default[0], int, self.low, self.high)
+        return tuple(one.convert(owner, name, item.strip() if isinstance(item, str) else item) for item in items)
+
+
+# a head trained on the cached features (linear, mlp): AdamW with cosine decay, so many epochs are cheap
+HEAD_PARAMS = {
+    "epochs": Param(100, int, 1, 1_000_000, help="head training epochs on the cached features"),
+    "batch_size": Param(256, int, 1, 1 << 24, help="batch of cached features"),
+    "lr": Param(1e-3, float, 1e-12, 1.0, help="AdamW lr of the head (a larger step diverges)"),
+    "weight_decay": Param(0.0, float, 0.0, 100.0, help="AdamW weight decay of the head"),
+}
+# the paper's MLP head: three layers, 768 channels, ReLU (Appendix, Table B)
+MLP_PARAMS = {**HEAD_PARAMS, "hidden": Param(768, int, 1, 1 << 16, help="width of the MLP head's hidden layers")}
+# votes weigh exp(cosine / T), as lightly and solo-learn
+KNN_PARAMS = {
+    "knn_k": WholeNumbers((20, 200), int, 1, 1 << 24, help="neighbours, one result each"),
+    "knn_temperature": Param(0.07, float, 1e-6, 1e6, help="votes weigh exp(cosine / T)"),
+}
+# each built-in probe option once, in this order, for the CLI's flags (`--epochs`, ..., `--knn-temperature`)
+BUILTIN_PROBE_PARAMS = {**MLP_PARAMS, **KNN_PARAMS}
+
+
+def params_of(probe) -> dict:
+    """The parameters a registered probe declares (`params`, name -> Param); none for one that declares none."""
+    return getattr(probe, "params", None) or {}
 
 
 @dataclass
 class ProbeConfig:
-    """Frozen backbone of `checkpoint`; heads train on cached features, so many epochs are cheap."""
+    """Frozen backbone of `checkpoint`; the probes run on its features, extracted once."""
 
     checkpoint: str = setting(MISSING, 'A checkpoint.pt written by `pretexts train` (required, here or in --config).')
     data: str = setting("sample", "'sample' (embedded, default) or a folder with train/ and val/ class folders.")
     probes: tuple = setting(("linear",), 'linear, mlp (3 layers, ReLU), knn or knn-std (kNN on standardised '
-                                         'features); repeatable, features are extracted once. (In train, `--method` '
-                                         'names the pretraining method.)',
+                                         "features), or a plugin's (`pretexts list --probes`); repeatable, features "
+                                         'are extracted once. (In train, `--method` names the pretraining method.)',
                                          option='--probe', multiple=True)
-    epochs: int = setting(100, 'Head training epochs on the cached features.')
-    batch_size: int = setting(256, 'Batch of cached features.')
-    lr: float = setting(1e-3, 'AdamW lr of the head.')
-    weight_decay: float = setting(0.0, 'AdamW weight decay of the head.')
-    # the paper's MLP head: three layers, 768 channels, ReLU (Appendix, Table B)
-    hidden: int = setting(768, "Width of the MLP head's hidden layers (paper).")
-    knn_k: tuple = setting((20, 200), 'Neighbours; repeatable.', multiple=True)
-    # weights exp(sim / T), as lightly and solo-learn
-    knn_temperature: float = setting(0.07, 'Votes weigh exp(cosine / T).')
+    # the probes' own options (`--probe-arg KEY=VALUE` and the built-ins' flags), each checked by the probes
+    # that declare it; a key no probe declares is refused
+    probe_args: dict = field(default_factory=dict)
     crop_pct: float = setting(0.875, 'Evaluation centre crop fraction.')
     seed: int = setting(0, 'Seeds the data order, the augmentation and the head.')
     workers: int = setting(2, 'Data loader worker processes.')
@@ -36,14 +76,50 @@ class ProbeConfig:
 
     def __post_init__(self):
         check_field_types(self)
-        self.probes, self.knn_k = tuple(self.probes), tuple(int(k) for k in self.knn_k)
+        self.probes, self.probe_args = tuple(self.probes), dict(self.probe_args)
         PROBES.load()
         unknown = [m for m in self.probes if m not in PROBES.table]
         if unknown or not self.probes:
             raise ParameterError(f"unknown probe {', '.join(unknown) or '(none)'}; probes: {', '.join(PROBES.table)}."
                                  + (suggest(unknown[0], PROBES.table) if unknown else ""))
-        if self.knn_k and min(self.knn_k) < 1:
-            raise ParameterError(f"knn_k must be >= 1, got {min(self.knn_k)}.")
-        check_ranges(self, positive=("epochs", "batch_size", "hidden", "knn_temperature"),
-                     non_negative=("weight_decay", "workers"), fractions=("crop_pct",), within={"seed": SEED_RANGE})
-        check_optimizer(self)
+        check_ranges(self, non_negative=("workers",), fractions=("crop_pct",), within={"seed": SEED_RANGE})
+        check_probe_args(self.probe_args)
+
+    def probe_params(self, name: str) -> dict:
+        """The values of every parameter probe `name` declares: `probe_args`' converted, else the default."""
+        return {key: param.convert(f"probe {name}", key, self.probe_args.get(key, param.default))
+                for key, param in params_of(PROBES.get(name)).items()}
+
+
+def declared_probe_params() -> dict[str, list]:
+    """Parameter name -> (probe name, Param) of every registered probe that declares it."""
+    PROBES.load()
+    declared: dict[str, list] = {}
+    for name, probe in PROBES.table.items():
+        for key, param in params_of(probe).items():
+            declared.setdefault(key, []).append((name, param))
+    return declared
+
+
+def check_probe_args(args: dict) -> None:
+    """ParameterError for a key no registered probe declares, or a value one that declares it refuses (whichever
+    probes run: a bad value is refused before the features are extracted, not silently unused)."""
+    declared = declared_probe_params()
+    for key, value in args.items():
+        if key not in declared:
+            raise ParameterError(f"no probe has a parameter '{key}'.{suggest(key, declared)} Parameters: "
+                                 f"{', '.join(declared) or 'none'} (`pretexts list --probes -v`).")
+        for name, param in declared[key]:
+            param.convert(f"probe {name}", key, value)
+
+
+def with_probe_args(values: dict) -> dict:
+    """`values` with the top-level keys that are no config field but a probe's parameter (`--set epochs=10`, a
+    config.json written before the probes declared them) moved into 'probe_args', over what it held."""
+    known = set(ProbeConfig.__dataclass_fields__)
+    declared = declared_probe_params()
+    moved = {k: v for k, v in values.items() if k not in known and k in declared}
+    if not moved:
+        return values
+    rest = {k: v for k, v in values.items() if k not in moved}
+    return {**rest, "probe_args": {**(values.get("probe_args") or {}), **moved}}

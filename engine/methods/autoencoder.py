@@ -1,22 +1,26 @@
 """The autoencoder baseline (`--method ae`, the paper's "AE + SR", "AE + denoising", "AE + sorting" rows, Table 2):
 the same backbone, data and corruption as the energy method, but a light decoder reconstructs the target.
-The whole method is this file: its model, loss, held-out error and figure."""
+The method is this file: its model, loss, held-out error and figure; its decoders are shared blocks
+(`engine.modules.decoders`)."""
 import torch
 import torch.nn.functional as F
-from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
 from pretexts import backbones
-from pretexts.backbones.vit_tokens import sincos_pos_embed, vit_geometry
+from pretexts.backbones.normalisation import normalisation
+from pretexts.backbones.patches import unpatchify
+from pretexts.backbones.vit_tokens import patch_tokens, vit_geometry, with_prefix
 from pretexts.base import Pretext
 from pretexts.errors import ParameterError
 from pretexts.params import Param
 
-from pretexts.engine.evaluation.segmentation.heads import Features, UperNet, is_plain_vit
+from pretexts.engine.modules.decoders import LightDecoder, PyramidDecoder
+from pretexts.engine.modules.features import is_plain_vit
 from pretexts.engine.methods import register_method
-from pretexts.engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
-from pretexts.engine.methods.energy.restore import restoration_loss
-from pretexts.engine.training.eval_mode import eval_mode
+from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
+from pretexts.engine.methods.energy.restore import LOSSES, restoration_loss
+from pretexts.engine.methods.report import HeldOut, with_figure_numbers
+from pretexts.engine.modules.eval_mode import eval_mode
 
 
 # MAE's decoder is 8 blocks of width 512 for ViT-L; its ablation shows one narrow block still fine-tunes
@@ -32,7 +36,9 @@ class AutoencoderMethod(Method):
         "decoder_dim": Param(DECODER_DIM, int, 8, 4096, help="decoder width (ViT token blocks, or the CNN's FPN)"),
         "decoder_depth": Param(DECODER_DEPTH, int, 1, 64, help="ViT token decoder blocks (MAE: 8 for ViT-L)"),
         "decoder_heads": Param(DECODER_HEADS, int, 1, 64, help="ViT token decoder heads; must divide decoder_dim"),
+        "loss": Param("mse", str, choices=LOSSES, help='"mse" or "smooth_l1", as the energy method\'s'),
     }
+    figure_name = "reconstruction"
 
     def build_model(self) -> nn.Module:
         cfg, args = self.cfg, self.args
@@ -40,13 +46,14 @@ class AutoencoderMethod(Method):
             raise ParameterError(f"method ae: decoder_dim {args['decoder_dim']} is not divisible by decoder_heads "
                                  f"{args['decoder_heads']}; choose heads that divide the width.")
         backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size)
-        return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone, **args)
+        decoder = {k: v for k, v in args.items() if k.startswith("decoder_")}
+        return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone, **decoder)
 
     def loss(self, sample) -> Tensor:
         prediction, target = self.model.reconstruct(sample)
-        return restoration_loss([prediction], target, self.cfg.loss)
+        return restoration_loss([prediction], target, self.args["loss"])
 
-    def held_out_error(self, batches) -> dict:
+    def held_out_error(self, batches) -> HeldOut:
         return reconstruction_error(self.model, self.task, batches, self.device, seed=self.cfg.seed)
 
     def figure_columns(self, images: Tensor) -> dict:
@@ -61,48 +68,6 @@ class AutoencoderMethod(Method):
     def fine_tuning_positions(pos: Tensor, backbone: nn.Module) -> Tensor:
         """Zeros: the sorting baseline's encoder has no position embedding (the paper adds them back, Section 4.1)."""
         return pos.zero_()
-
-
-class LightDecoder(nn.Module):
-    """Tokens [B, L, in_dim] -> predictions [B, L, out_dim]: embed, (+ fixed sin-cos positions), blocks, norm, linear."""
-
-    def __init__(self, in_dim: int, out_dim: int, grid: tuple[int, int] | None, dim: int = DECODER_DIM,
-                 depth: int = DECODER_DEPTH, heads: int = DECODER_HEADS):
-        super().__init__()
-        self.embed = nn.Linear(in_dim, dim)
-        pos = sincos_pos_embed(grid, dim).unsqueeze(0) if grid is not None else None
-        self.register_buffer("pos", pos, persistent=False)
-        self.blocks = nn.Sequential(*[Block(dim, heads, mlp_ratio=4.0, qkv_bias=True) for _ in range(depth)])
-        self.norm = nn.LayerNorm(dim)
-        self.out = nn.Linear(dim, out_dim)
-
-    def forward(self, tokens: Tensor) -> Tensor:
-        x = self.embed(tokens)
-        if self.pos is not None:
-            x = x + self.pos.to(x.dtype)
-        return self.out(self.norm(self.blocks(x)))
-
-
-class PyramidDecoder(nn.Module):
-    """A CNN's (or Swin's) 4 stages -> image: UperNet's PPM + FPN of width `dim` fused at the finest stage,
-    which predicts each cell's stride x stride pixels (pixel shuffle).
-
-    The last feature map alone is 1 x 1 at 32 px: a decoder reading only that stays 3-5x worse than its
-    input; the pyramid gives it the spatial detail the stages before pooling hold.
-    """
-
-    def __init__(self, backbone: nn.Module, img_size: int, dim: int):
-        super().__init__()
-        self.features = Features(backbone, img_size)
-        finest = self.features.widths[0]
-        if img_size % finest:
-            raise ParameterError(f"the finest feature map is {finest} px wide at {img_size} px; use an image size "
-                                 f"that is a multiple of the backbone's total stride.")
-        self.stride = img_size // finest
-        self.head = UperNet(self.features.channels, 3 * self.stride ** 2, width=dim)
-
-    def forward(self, images: Tensor) -> Tensor:
-        return F.pixel_shuffle(self.head(self.features(images)), self.stride)
 
 
 class AutoencoderModel(nn.Module):
@@ -120,9 +85,9 @@ class AutoencoderModel(nn.Module):
                  decoder_depth: int = DECODER_DEPTH, decoder_heads: int = DECODER_HEADS):
         super().__init__()
         self.backbone, self.backbone_name = backbone, name
-        cfg = getattr(backbone, "pretrained_cfg", None) or {}
-        self.register_buffer("mean", torch.tensor(cfg.get("mean", (0.485, 0.456, 0.406))).view(1, -1, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(cfg.get("std", (0.229, 0.224, 0.225))).view(1, -1, 1, 1), persistent=False)
+        mean, std = normalisation(backbone)
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1), persistent=False)
         self.sorting = task.state_kind == "positions"
         if task.state_kind not in ("pixels", "positions"):
             raise ParameterError(f"the autoencoder baseline reconstructs pixels, or positions for patch sorting; "
@@ -146,7 +111,7 @@ class AutoencoderModel(nn.Module):
 
     def encode(self, images: Tensor) -> Tensor:
         """ViT patch tokens [B, L, D] of the corrupted images."""
-        return self.backbone.forward_features(self.normalize(images))[:, self.backbone.num_prefix_tokens:]
+        return patch_tokens(self.backbone, self.backbone.forward_features(self.normalize(images)))
 
     def encode_unpositioned(self, images: Tensor, keep: Tensor | None) -> Tensor:
         """ViT patch tokens without any position embedding (the sorting baseline's encoder), kept tokens only."""
@@ -155,15 +120,8 @@ class AutoencoderModel(nn.Module):
         x = x.flatten(1, 2) if x.ndim == 4 else x
         if keep is not None:
             x = x.gather(1, keep.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
-        prefix = [t.expand(x.shape[0], -1, -1) for t in (vit.cls_token, getattr(vit, "reg_token", None)) if t is not None]
-        x = vit.norm_pre(vit.pos_drop(torch.cat(prefix + [x], dim=1)))
-        return vit.norm(vit.blocks(x))[:, vit.num_prefix_tokens:]
-
-    def unpatchify(self, patches: Tensor) -> Tensor:
-        """[B, L, 3 * ph * pw] -> images [B, 3, H, W]."""
-        (rows, cols), (ph, pw) = self.grid, self.patch
-        x = patches.view(patches.shape[0], rows, cols, 3, ph, pw).permute(0, 3, 1, 4, 2, 5)
-        return x.reshape(patches.shape[0], 3, rows * ph, cols * pw)
+        x = vit.norm_pre(vit.pos_drop(with_prefix(vit, x, positioned=False)))
+        return patch_tokens(vit, vit.norm(vit.blocks(x)))
 
     def forward(self, images: Tensor, keep: Tensor | None = None) -> Tensor:
         """Pixel tasks: the reconstructed images. Patch sorting: each (kept) patch's predicted position embedding."""
@@ -171,7 +129,7 @@ class AutoencoderModel(nn.Module):
             return self.decoder(self.encode_unpositioned(images, keep))
         if isinstance(self.decoder, PyramidDecoder):
             return self.decoder(self.normalize(images))
-        return self.unpatchify(self.decoder(self.encode(images)))
+        return unpatchify(self.decoder(self.encode(images)), self.patch, self.grid)
 
     def reconstruct(self, sample) -> tuple[Tensor, Tensor]:
         """(prediction, target) of a corrupted sample; in eval mode both cover every patch."""
@@ -184,10 +142,9 @@ class AutoencoderModel(nn.Module):
         return self(sample.context, keep), target
 
 
-def reconstruction_error(model: AutoencoderModel, task, batches, device, seed: int = 0) -> dict:
-    """MSE to the target of the corrupted input, of the reconstruction and of the task's trivial restorer, in
-    `restoration_error`'s format (the reconstruction is the one entry of restored_mse), on the same seeded
-    corruptions."""
+def reconstruction_error(model: AutoencoderModel, task, batches, device, seed: int = 0) -> HeldOut:
+    """MSE to the target of the corrupted input, of the reconstruction (the one output, 'reconstructed') and of
+    the task's trivial restorer, on the same seeded corruptions."""
     generator = torch.Generator(device=device).manual_seed(seed)
     corrupted = reconstructed = 0.0
     trivial = 0.0
@@ -203,15 +160,13 @@ def reconstruction_error(model: AutoencoderModel, task, batches, device, seed: i
             count += n
     if count == 0:
         raise ValueError("no held-out images to evaluate")
-    error = {"corrupted_mse": corrupted / count, "restored_mse": [reconstructed / count], "images": count,
-             "method": "ae"}
-    if trivial is not None:
-        error.update(trivial_mse=trivial / count, trivial_restorer=task.trivial_restorer)
-    return error
+    return HeldOut(count, corrupted / count, [reconstructed / count], ("reconstructed",), result="reconstructed",
+                   measure="reconstruction MSE", method="ae", trivial_mse=None if trivial is None else trivial / count,
+                   trivial_restorer=None if trivial is None else task.trivial_restorer)
 
 
 def reconstruction_columns(model: AutoencoderModel, task, images: torch.Tensor, seed: int = 0) -> dict:
-    """{'corrupted', 'reconstructed', 'original'} images for `restoration_figure`."""
+    """{'corrupted', 'reconstructed', 'original'} images for the epoch figure (`restoration_figure`)."""
     generator = torch.Generator(device=images.device).manual_seed(seed)
     with eval_mode(model), torch.no_grad():
         sample = task(images, generator)

@@ -1,35 +1,69 @@
 """`Method`: what a pretraining method owns. The loop (engine.training.loop.Pretrainer) runs every method
-the same way: build the model once, then per step corrupt -> loss -> optimiser step, and at the end of an
-epoch the held-out error and the figure. A method is one subclass in one file, `@register_method(name)`."""
+the same way: `setup()` once, then per step corrupt -> loss -> optimiser step, and at the end of an
+epoch the held-out report and the figure. A method is one subclass in one file, `@register_method(name)`."""
 import torch
 import torch.nn.functional as F
 from timm.optim import param_groups_weight_decay
 
+from pretexts.backbones.factory import set_grad_checkpointing
+from pretexts.backbones.normalisation import normalisation
 from pretexts.errors import ParameterError
 
-from pretexts.engine.data.labelled_data import normalisation
+from pretexts.engine.methods.report import HeldOut, with_figure_numbers
+from pretexts.engine.methods.states import state_adapter
 
 
 class Method:
     """Override `build_model`, `loss`, `held_out_error` and `figure_columns`; the rest has defaults."""
 
     summary = ""                 # one line for `pretexts list --methods`
-    method_params: dict = {}     # its own options (`--method-arg KEY=VALUE`): name -> pretexts.Param
+    # its own options: name -> pretexts.Param; each is `--method-arg KEY=VALUE` and, where no config field
+    # has the name, its own `pretexts train --key` option (pretexts/cli/config_file.py: method_options)
+    method_params: dict = {}
+    recipe_defaults: dict = {}   # recipe name -> {param: default} where a recipe changes a param's default
+    resume_may_change: frozenset = frozenset()  # params a `--resume` may change (they do not change the run)
+    figure_name = "restoration"  # the epoch figures are FIGURE_NAME_epochNNN.png
+    uses_task = True             # False: it corrupts its own way (MAE's, SimMIM's masks) and ignores --task
 
     def __init__(self, cfg, task, device: torch.device):
         self.cfg, self.task, self.device = cfg, task, device
         self.args = self.parse_args(cfg)
-        self.model: torch.nn.Module | None = None  # set by the loop after `build_model`, moved to the device
+        self.model: torch.nn.Module | None = None  # built by `setup`
 
     @classmethod
     def parse_args(cls, cfg) -> dict:
-        """`cfg.method_args` checked against `method_params` and converted; defaults filled in."""
+        """`cfg.method_args` checked against `method_params` and converted; defaults (the recipe's where it
+        names one, `recipe_defaults`) filled in. A param declared with default None may stay None."""
         unknown = [k for k in cfg.method_args if k not in cls.method_params]
         if unknown:
             raise ParameterError(f"method '{cfg.method}' has no argument '{unknown[0]}'; its arguments: "
                                  f"{', '.join(cls.method_params) or 'none'}.")
-        return {k: param.convert(f"method {cfg.method}", k, cfg.method_args.get(k, param.default))
-                for k, param in cls.method_params.items()}
+        defaults = {k: p.default for k, p in cls.method_params.items()}
+        defaults.update(cls.recipe_defaults.get(getattr(cfg, "recipe", None), {}))
+        given = {k: cfg.method_args.get(k, defaults[k]) for k in cls.method_params}
+        return {k: None if value is None and defaults[k] is None else
+                cls.method_params[k].convert(f"method {cfg.method}", k, value) for k, value in given.items()}
+
+    def setup(self) -> torch.nn.Module:
+        """Build the model on the method's device, apply the run's speedups and bind the task to it; the loop
+        calls it once, before the optimiser (and DDP) see the model."""
+        self.model = self.apply_speedups(self.build_model().to(self.device))
+        self.task = state_adapter(self.task, self.model).prepare()
+        return self.model
+
+    def apply_speedups(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The config's memory-for-time options: gradient checkpointing, channels_last, torch.compile (of the
+        backbone, in place: the state_dict keeps its keys). A method whose loss needs more than a first-order
+        backward checks here what it cannot run with."""
+        cfg = self.cfg
+        backbone = getattr(model, "backbone", model)
+        if cfg.grad_checkpointing:
+            set_grad_checkpointing(backbone, True)
+        if cfg.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        if cfg.compile:
+            backbone.compile(backend=cfg.compile)
+        return model
 
     def build_model(self) -> torch.nn.Module:
         """The trained module; its `backbone.*` weights are what fine-tuning, probing and export take."""
@@ -48,18 +82,18 @@ class Method:
         """The scalar loss of one corrupted sample; the loop runs it under autocast (and inside DDP's forward)."""
         raise NotImplementedError
 
-    def held_out_error(self, batches) -> dict:
-        """{'corrupted_mse', 'restored_mse': [...], 'images', ...} on the held-out `batches` (seeded); with
-        'trivial_mse' and 'trivial_restorer' where the task has a trivial restorer (`Pretext.trivial_restore`)."""
+    def held_out_error(self, batches) -> HeldOut:
+        """The report on the held-out `batches` (seeded): the error of the corrupted input and of what the method
+        restored, and of the task's trivial restorer (`Pretext.trivial_restore`) where it has one."""
         raise NotImplementedError
 
     def figure_columns(self, images: torch.Tensor) -> dict:
-        """Column name -> images [B,3,H,W] for the restoration figure of `images`."""
+        """Column name -> images [B,3,H,W] for the epoch figure of `images`."""
         raise NotImplementedError
 
     def figure_title(self) -> str:
         """The figure's title; the loop asks for it after `figure_columns`, so a method that measured the
-        figure's images there (`self.figure_error`, a held-out dict) puts the numbers in it."""
+        figure's images there (`self.figure_error`, a `HeldOut`) puts the numbers in it."""
         return with_figure_numbers(f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}",
                                    getattr(self, "figure_error", None))
 
@@ -68,7 +102,7 @@ class Method:
         return param_groups_weight_decay(self.model, self.cfg.weight_decay)
 
     def step_stats(self) -> dict:
-        """Scalars logged with each step's loss (the energy method's alpha)."""
+        """Scalars logged (and shown in the progress bar) with each step's loss (the energy method's alpha)."""
         return {}
 
     def features(self, images: torch.Tensor) -> torch.Tensor:
@@ -91,38 +125,6 @@ class Method:
         """The ViT position embeddings fine-tuning starts from after a positions task (patch sorting), which
         never read the learnable ones; by default what they were at the end of pretraining."""
         return pos
-
-
-def versus_trivial(held: dict, as_ratio: bool = True) -> str:
-    """'; a trivial restorer (visible-mean fill) gets 0.15x: the model is not better than it', for the end of a
-    report whose ratios are to the corrupted input's error (`as_ratio` False: its MSE, for a report of MSEs);
-    '' when the held-out dict has no trivial restorer or nothing was restored (N = 0)."""
-    trivial, corrupted = held.get("trivial_mse"), held.get("corrupted_mse")
-    if trivial is None or not held.get("restored_mse"):
-        return ""
-    ratio = f"{trivial / corrupted:.2f}x" if as_ratio and corrupted else f"MSE {trivial:.5f}"
-    restored = held["restored_mse"][-1]
-    verdict = (f"the model beats it ({restored / trivial:.2f}x its error)" if trivial and restored < trivial
-               else "the model is not better than it")
-    return f"; a trivial restorer ({held.get('trivial_restorer', 'trivial')}) gets {ratio}: {verdict}"
-
-
-def figure_numbers(held: dict | None) -> str:
-    """'MSE of these 8: corrupted 0.1563, restored 0.0675, trivial 0.0301 (visible-mean fill)' for a figure's
-    title; '' without a restoration (N = 0) or numbers."""
-    if not held or not held.get("restored_mse"):
-        return ""
-    line = (f"MSE of these {held['images']}: corrupted {held['corrupted_mse']:.4f}, restored "
-            f"{held['restored_mse'][-1]:.4f}")
-    if held.get("trivial_mse") is not None:
-        line += f", trivial {held['trivial_mse']:.4f} ({held.get('trivial_restorer', 'trivial')})"
-    return line
-
-
-def with_figure_numbers(title: str, held: dict | None) -> str:
-    """The figure's numbers on a first line above `title` (the loop appends the epoch to the title)."""
-    numbers = figure_numbers(held)
-    return f"{numbers}\n{title}" if numbers else title
 
 
 def add_or_none(total: float | None, part: float | None) -> float | None:

@@ -5,12 +5,14 @@ from dataclasses import dataclass
 import torch
 
 from pretexts import backbones
+from pretexts.backbones.patches import patchify, unpatchify
 from pretexts.params import Param
 
 from pretexts.engine.methods import register_method
-from pretexts.engine.methods.base import Method, with_figure_numbers
-from pretexts.engine.methods.mae_model import MAEModel, patchify, unpatchify
-from pretexts.engine.training.eval_mode import eval_mode
+from pretexts.engine.methods.base import Method
+from pretexts.engine.methods.report import HeldOut, with_figure_numbers
+from pretexts.engine.methods.mae_model import MAEModel
+from pretexts.engine.modules.eval_mode import eval_mode
 
 
 @dataclass
@@ -31,6 +33,8 @@ class MAEMethod(Method):
         "decoder_heads": Param(0, int, 0, 64, help="decoder heads; 0: width / 32"),
         "norm_pix_loss": Param(True, bool, help="targets normalised per patch (MAE's recipe)"),
     }
+    figure_name = "reconstruction"
+    uses_task = False
 
     def build_model(self) -> torch.nn.Module:
         cfg, args = self.cfg, self.args
@@ -48,7 +52,7 @@ class MAEMethod(Method):
         loss, _, _ = self.model(sample.images, sample.generator)
         return loss
 
-    def held_out_error(self, batches) -> dict:
+    def held_out_error(self, batches) -> HeldOut:
         return masked_patch_error(self.model, batches, self.device, self.cfg.seed)
 
     def figure_columns(self, images: torch.Tensor) -> dict:
@@ -63,11 +67,12 @@ class MAEMethod(Method):
         self.model(images, torch.Generator(device=images.device).manual_seed(0))
 
 
-def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> dict:
+def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> HeldOut:
     """On the masked patches, in the loss's target space (per-patch normalised pixels under norm_pix_loss):
-    the MSE of the reconstruction ('restored') against that of the best guess without the encoder
-    ('corrupted': each patch's own mean under norm_pix_loss, i.e. 0; else the visible pixels' mean). That guess
-    is this method's trivial restorer, so 'trivial_mse' repeats it, named, as the other methods report theirs."""
+    the MSE of the reconstruction against that of the best fill without the encoder, the baseline
+    ('corrupted_mse' in the record): each patch's own mean under norm_pix_loss (the patch-mean fill, i.e. 0), else
+    the visible pixels' mean (the visible-mean fill). That fill is this method's trivial restorer, so
+    'trivial_mse' repeats it, named, as the other methods report theirs."""
     generator = torch.Generator(device=device).manual_seed(seed)
     blank = restored = 0.0
     count = 0
@@ -87,9 +92,10 @@ def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> dict:
             count += images.shape[0]
     if count == 0:
         raise ValueError("no held-out images to evaluate")
-    trivial = "each masked patch's own mean" if model.norm_pix_loss else "visible-mean fill"
-    return {"corrupted_mse": blank / count, "restored_mse": [restored / count], "images": count, "method": "mae",
-            "trivial_mse": blank / count, "trivial_restorer": trivial}
+    fill = "patch-mean fill" if model.norm_pix_loss else "visible-mean fill"
+    return HeldOut(count, blank / count, [restored / count], ("reconstructed",), result="reconstructed",
+                   measure="masked-patch MSE", baseline=fill, against=f"the {fill}", method="mae",
+                   trivial_mse=blank / count, trivial_restorer=fill)
 
 
 def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:

@@ -5,10 +5,13 @@ visible patches; a light decoder (timm Blocks, fixed sin-cos positions) predicts
 pixels; the loss is MSE on masked patches only, with per-patch normalised targets (`norm_pix_loss`).
 """
 import torch
-from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
-from pretexts.backbones.vit_tokens import prefix_tokens, sincos_pos_embed, vit_geometry
+from pretexts.backbones.normalisation import normalisation
+from pretexts.backbones.patches import patchify
+from pretexts.backbones.vit_tokens import sincos_pos_embed, vit_geometry, with_prefix
+
+from pretexts.engine.modules.decoders import decoder_blocks
 
 
 def decoder_defaults(embed_dim: int) -> dict:
@@ -28,19 +31,6 @@ def random_masking(batch: int, length: int, mask_ratio: float, generator=None, d
     return ids_shuffle[:, :keep], torch.gather(mask, 1, ids_restore), ids_restore
 
 
-def patchify(images: Tensor, patch: int) -> Tensor:
-    """[B,C,H,W] -> [B, L, patch*patch*C] in timm's row-major patch order (MAE's layout p,q,c)."""
-    b, c, h, w = images.shape
-    x = images.reshape(b, c, h // patch, patch, w // patch, patch)
-    return torch.einsum("nchpwq->nhwpqc", x).reshape(b, (h // patch) * (w // patch), patch * patch * c)
-
-
-def unpatchify(patches: Tensor, patch: int, grid: tuple[int, int], channels: int = 3) -> Tensor:
-    b = patches.shape[0]
-    x = patches.reshape(b, grid[0], grid[1], patch, patch, channels)
-    return torch.einsum("nhwpqc->nchpwq", x).reshape(b, channels, grid[0] * patch, grid[1] * patch)
-
-
 class MAEModel(nn.Module):
     """backbone (timm ViT, the weights to pretrain) + MAE decoder; `loss(images, generator)`."""
 
@@ -53,14 +43,14 @@ class MAEModel(nn.Module):
         d = decoder_defaults(geo["dim"])
         dim, depth = decoder_dim or d["decoder_dim"], decoder_depth or d["decoder_depth"]
         heads = decoder_heads or d["decoder_heads"]
-        cfg = getattr(backbone, "pretrained_cfg", None) or {}
-        self.register_buffer("mean", torch.tensor(cfg.get("mean", (0.5, 0.5, 0.5))).view(1, -1, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(cfg.get("std", (0.5, 0.5, 0.5))).view(1, -1, 1, 1), persistent=False)
+        mean, std = normalisation(backbone)
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1), persistent=False)
         self.decoder_embed = nn.Linear(geo["dim"], dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))
         nn.init.normal_(self.mask_token, std=0.02)
         self.register_buffer("decoder_pos", sincos_pos_embed(self.grid, dim).unsqueeze(0), persistent=False)
-        self.decoder_blocks = nn.Sequential(*[Block(dim, heads, mlp_ratio=4.0, qkv_bias=True) for _ in range(depth)])
+        self.decoder_blocks = decoder_blocks(dim, depth, heads)
         self.decoder_norm = nn.LayerNorm(dim)
         self.decoder_pred = nn.Linear(dim, self.patch * self.patch * 3)
         with torch.no_grad():  # MAE's encoder positions are the fixed 2D sin-cos table, not learnt
@@ -77,10 +67,7 @@ class MAEModel(nn.Module):
             x = x.flatten(1, 2)
         x = x + vit.pos_embed[:, vit.pos_embed.shape[1] - x.shape[1]:]  # the patch rows (prefix rows lead)
         x = torch.gather(x, 1, ids_keep.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
-        prefix = prefix_tokens(vit, x.shape[0])
-        if prefix is not None:
-            x = torch.cat([prefix, x], dim=1)
-        return vit.norm(vit.blocks(vit.norm_pre(x)))
+        return vit.norm(vit.blocks(vit.norm_pre(with_prefix(vit, x))))
 
     def decode(self, latent: Tensor, ids_restore: Tensor) -> Tensor:
         """MAE's decoder: embed, append mask tokens, unshuffle, + sin-cos positions, blocks -> [B, L, p*p*3]."""

@@ -6,7 +6,8 @@ import os
 import typing
 from dataclasses import asdict, dataclass, field, fields
 
-from pretexts.errors import ParameterError
+from pretexts.errors import ParameterError, UnknownNameError
+from pretexts.registry import METHODS
 
 from pretexts.engine.training.experiment_log import check_logger
 from pretexts.engine.training.recipes import apply_recipe
@@ -21,8 +22,9 @@ def setting(default, help: str, **cli):
 # the monitored metrics --keep-best takes, and whether higher is better (engine/training/monitor.py)
 KEEP_BEST = {"knn_cosine": True, "knn_standardised": True, "rankme": True, "top_pc_share": False}
 
-# the finite-difference perturbation's RMS per element; images and position embeddings have RMS ~0.5
-FD_DELTA = 1e-2
+# fields a PretrainConfig had before they became the energy method's own options (its method_args): a config saved
+# then holds them at the top level, a run of another method too, unused (`with_method_args` reads both)
+FORMER_FIELDS = ("steps", "loss", "alpha", "alpha_lr_scale", "head_init_std", "energy_scale", "grad_mode", "fd_delta")
 
 # numpy takes 32-bit seeds (torch 64-bit); the smallest image a backbone's stem downsamples, the largest that fits
 SEED_RANGE = (0, 2**32 - 1)
@@ -35,11 +37,14 @@ class PretrainConfig:
 
     # "energy" (the paper), "ae", "mae", or a plugin's (engine.methods)
     method: str = setting("energy", 'energy (the paper), ae (the autoencoder baseline), mae (masked autoencoder, '
-                                    "ViT only) or a plugin's (`pretexts list --methods`).")
+                                    "ViT only), simmim (masked image modelling, any backbone) or a plugin's "
+                                    "(`pretexts list --methods`).")
     # the demo's: its restoration shows within 200 CPU steps (README, learning speed)
     task: str = setting("random-mask", 'Pretext task (see `pretexts list`).')
     task_args: dict = field(default_factory=dict)
-    method_args: dict = field(default_factory=dict)  # the method's own options (e.g. MAE's mask_ratio)
+    # the method's own options (the energy method's steps, alpha, grad_mode, ...; MAE's mask_ratio), checked and
+    # given their defaults by the method (`Method.parse_args`); each is also its own `pretexts train` option
+    method_args: dict = field(default_factory=dict)
     # LayerNorm, 3.7 M params: learns within minutes on a CPU
     backbone: str = setting("convnext_atto", 'Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.')
     data: str = setting("sample", "'sample' (embedded, default), 'synthetic', an ImageFolder dir or a CIFAR-10 folder.")
@@ -52,11 +57,10 @@ class PretrainConfig:
     batch_size: int = setting(64, 'Global batch size.')
     accum_iter: int = setting(1, "Gradient accumulation: run each step's batch as this many micro-batches (the memory"
                                  ' of batch / K images, the step of the whole batch).')
-    # restoration steps N (paper: 2); 0: corrupted images as negatives (Fig. A)
-    steps: int = setting(2, 'Restoration steps N (paper: 2).')
-    # fills the None fields below: "paper" (Table A) or "fast" (engine/training/recipes.py)
-    recipe: str = setting("fast", "Optimiser defaults: 'fast' (default: base lr 1e-3, alpha lr x400) or 'paper' "
-                                  '(Table A exactly: base lr 1e-4, alpha lr x1). Explicit options win.')
+    # fills the None fields below: "paper" (Table A), "fast" or "simmim" (engine/training/recipes.py)
+    recipe: str = setting("fast", "Optimiser defaults: 'fast' (default: base lr 1e-3, alpha lr x400), 'paper' "
+                                  "(Table A exactly: base lr 1e-4, alpha lr x1) or 'simmim' (SimMIM's official "
+                                  "pretraining: base lr 5e-5, betas 0.9 0.999, clip 5). Explicit options win.")
     lr: float | None = setting(None, 'Peak lr. Default base lr x batch / 256 (paper).')
     # None: the recipe's (paper, Table A: 1e-4; fast: 1e-3)
     base_lr: float | None = setting(None, "lr per 256 images. Default: the recipe's.")
@@ -68,22 +72,11 @@ class PretrainConfig:
     weight_decay: float | None = setting(None, "AdamW's (norms, biases and alpha get none). Default: the recipe's.")
     # None: the recipe's (both: 0.9, 0.95, Table A)
     betas: tuple | None = setting(None, "AdamW's betas. Default: the recipe's.", metavar='B1 B2', nargs=2)
-    loss: str = setting("mse", '"mse" (eq. 5) or "smooth_l1" (appendix pseudo code).', choices=('mse', 'smooth_l1'))
-    # initial step size; None: the recipe's (both: 0.1, Appendix A.1)
-    alpha: float | None = setting(None, "Initial restoration step size. Default: the recipe's.")
-    alpha_lr_scale: float | None = setting(None, "alpha's lr relative to the network's. Default: the recipe's.")
-    # None: PyTorch's default Linear init
-    head_init_std: float | None = setting(None, "Std of the energy head's initial weights.")
-    energy_scale: float = setting(1.0, 'Multiplier of the energy.')
     amp: str = setting("auto", '"auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off".',
                                choices=('auto', 'bf16', 'fp16', 'off'))
-    # "exact" (double backward, paper) or "finite-difference" (engine/methods/grad_modes.py)
-    grad_mode: str = setting("exact", 'exact: double backward (paper). finite-difference: two first-order passes per '
-                                      'step, allows fused attention and --compile; smooth backbones only (ViT, Swin, '
-                                      'ConvNeXt).', choices=('exact', 'finite-difference'))
-    fd_delta: float = setting(FD_DELTA, 'Finite-difference perturbation (RMS per element).')
-    compile: str | None = setting(None, 'torch.compile the backbone (default backend inductor); finite-difference '
-                                        'mode only.', flag_value='inductor', metavar='[BACKEND]')
+    compile: str | None = setting(None, 'torch.compile the backbone (default backend inductor); the energy method: '
+                                        'with --grad-mode finite-difference only.', flag_value='inductor',
+                                  metavar='[BACKEND]')
     grad_checkpointing: bool = setting(False, 'Recompute activations in the backward (non-reentrant): less memory, '
                                               'more time.')
     channels_last: bool = setting(False, 'NHWC memory format (convolutional backbones).')
@@ -116,26 +109,18 @@ class PretrainConfig:
     def __post_init__(self):
         check_field_types(self)
         apply_recipe(self)
-        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "alpha", "alpha_lr_scale",
-                                     "energy_scale", "fd_delta", "max_steps_per_epoch", "clip_grad",
-                                     "head_init_std", "eval_every", "eval_images", "figure_images", "monitor_images"),
-                     non_negative=("steps", "workers", "warmup_epochs", "weight_decay", "monitor_every"),
+        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "max_steps_per_epoch", "clip_grad",
+                                     "eval_every", "eval_images", "figure_images", "monitor_images"),
+                     non_negative=("workers", "warmup_epochs", "weight_decay", "monitor_every"),
                      within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
         check_optimizer(self)
-        if self.loss not in ("mse", "smooth_l1"):
-            raise ParameterError(f"loss must be 'mse' or 'smooth_l1', got {self.loss!r}.")
         if self.amp not in ("auto", "bf16", "fp16", "off"):
             raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {self.amp!r}.")
-        if self.grad_mode not in ("exact", "finite-difference"):
-            raise ParameterError(f"grad_mode must be 'exact' or 'finite-difference', got {self.grad_mode!r}.")
         check_logger(self.logger)
         if self.keep_best is not None and not self.monitor_every:
             raise ParameterError(f"keep_best {self.keep_best} needs the monitor; give --monitor-every N (N > 0).")
         if self.keep_best not in (None, *KEEP_BEST):
             raise ParameterError(f"keep_best must be one of {', '.join(KEEP_BEST)}; got {self.keep_best!r}.")
-        if self.compile and self.grad_mode == "exact":
-            raise ParameterError("torch.compile has no double backward; use compile with "
-                                 "--grad-mode finite-difference, or leave it off.")
         self.betas = tuple(self.betas)
 
     @property
@@ -148,9 +133,35 @@ class PretrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "PretrainConfig":
+        """A saved config (config.json, a checkpoint's): one written before recipes existed ran the paper's, one
+        written before the method options moved into `method_args` holds them at the top level; other keys no
+        longer known are dropped."""
+        values = with_method_args({"recipe": "paper", **values})
         known = {f.name for f in fields(cls)}
-        values = {"recipe": "paper", **values}  # a config saved before recipes existed ran the paper's
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+def method_param_names(method: str) -> tuple[str, ...]:
+    """The names of the options `method` declares (its `method_params`); () for a method that is not installed,
+    whose run then says so. Imports the method's module (and torch) on first use."""
+    try:
+        return tuple(METHODS.get(method).method_params)
+    except UnknownNameError:
+        return ()
+
+
+def with_method_args(values: dict) -> dict:
+    """`values` with the top-level keys that are no config field but an option of its method (the energy method's
+    steps, alpha, ... in a config written before they moved; `--set steps=1`) moved into 'method_args', over
+    what it held; a former field its method does not declare (an old MAE run's `alpha`) is dropped."""
+    known = {f.name for f in fields(PretrainConfig)}
+    loose = [k for k in values if k not in known]
+    if not loose:
+        return values
+    declared = set(method_param_names(values.get("method", PretrainConfig.method)))
+    moved = {k: values[k] for k in loose if k in declared}
+    rest = {k: v for k, v in values.items() if k not in moved and (k in declared or k not in FORMER_FIELDS)}
+    return {**rest, "method_args": {**(values.get("method_args") or {}), **moved}} if moved else rest
 
 
 def check_ranges(cfg, positive=(), non_negative=(), fractions=(), within=None) -> None:

@@ -41,10 +41,3 @@ class StopSignals:
         for sig, handler in self._previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
         self._previous = {}
-
-
-def ignore_stop_signals(worker_id: int | None = None) -> None:
-    """DataLoader workers leave SIGINT and SIGTERM to the main process, which shuts them down after
-    saving; a worker killed by the terminal's Ctrl-C would otherwise fail the batch being loaded."""
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)

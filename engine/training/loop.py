@@ -1,7 +1,6 @@
 """The pretraining loop. It knows neither the task nor the method: corrupt, loss, step, log, checkpoint."""
 import dataclasses
 import json
-import math
 import signal
 import sys
 import time
@@ -17,9 +16,9 @@ from pretexts.registry import METHODS
 
 from pretexts.engine.data.datasets import build_source
 from pretexts.engine.data.image_check import report_skipped
-from pretexts.engine.data.loader import (AugmentedImages, EpochSampler, batches, eval_transform, held_out_batches,
-                                make_loader, pretrain_transform, to_device)
-from pretexts.engine.methods.base import Method, versus_trivial
+from pretexts.engine.data.loader import (AugmentedImages, EpochSampler, batches, held_out_batches,
+                                make_loader, pretrain_transform, to_device, unaugmented_transform)
+from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import FORMAT_VERSION, save_checkpoint
 from pretexts.engine.training.config import PretrainConfig
@@ -28,14 +27,14 @@ from pretexts.engine.training.figures import loss_curve, restoration_figure
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.monitor import Monitor, monitor_figure
 from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
-from pretexts.engine.training.precision import amp_dtype, autocast
+from pretexts.engine.training.optimizer_step import OptimizerStep
+from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
 from pretexts.engine.training.preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes,
                                        resolve_device)
 from pretexts.engine.training.progress import progress
 from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json, write_text
 from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
-from pretexts.engine.training.speedups import apply_speedups
 
 
 def step_seed(seed: int, global_step: int, rank: int = 0) -> int:
@@ -62,8 +61,9 @@ class Pretrainer:
         torch.manual_seed(cfg.seed)
         self.method = (method or METHODS.get(cfg.method))(cfg, pretexts.create_pretext(cfg.task, **cfg.task_args),
                                                           self.device)
-        self.model = self.method.model = apply_speedups(self.method.build_model().to(self.device), cfg)
-        self.task = self.method.task = self.method.task.bind(self.model)
+        cfg.method_args = dict(self.method.args)  # as the method resolved them: config.json records every one
+        self.model = self.method.setup()
+        self.task = self.method.task
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
         check_task_fits(self.task, cfg.img_size, self.device)
@@ -74,7 +74,7 @@ class Pretrainer:
         if len(self.train_set) < cfg.batch_size:
             raise DataError(f"data '{cfg.data}' has {len(self.train_set)} training images, fewer than one "
                             f"batch of {cfg.batch_size}; lower --batch-size.")
-        self.val_set = self._dataset("val", eval_transform(cfg.img_size))
+        self.val_set = self._dataset("val", unaugmented_transform(cfg.img_size))
         self.sampler = EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
         self.batches_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
         if cfg.max_steps_per_epoch:
@@ -86,16 +86,18 @@ class Pretrainer:
             t_in_epochs=False,
             warmup_t=min(int(cfg.warmup_epochs * self.batches_per_epoch), total - 1))
         self.dtype = amp_dtype(cfg, self.device)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.dtype == torch.float16)
+        self.scaler = grad_scaler(self.device, self.dtype)
         self.epoch, self.batch, self.global_step = 0, 0, 0
         self.history: list[tuple[int, float]] = []
         self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
+        self.optimizer_step = OptimizerStep(self.model, self.optimizer, self.scheduler, self.scaler, self.nonfinite,
+                                            cfg.clip_grad, self.replicated, self.world)
         self.stop = StopSignals()
         self.experiment = NoLog()
         self.monitor, self.monitor_state = None, None
 
     def compute_loss(self, sample) -> torch.Tensor:
-        """The method's loss of one sample, under autocast when the run asks for it."""
+        """The method's loss of one sample, under autocast when the run asks for it (the step's loss function)."""
         with autocast(self.device, self.dtype):
             return self.method.loss(sample)
 
@@ -105,45 +107,22 @@ class Pretrainer:
 
     # ---- one step -------------------------------------------------------------------------------
     def train_step(self, images: torch.Tensor) -> dict:
-        cfg = self.cfg
-        generator = torch.Generator(device=self.device).manual_seed(step_seed(cfg.seed, self.global_step, self.rank))
-        self.optimizer.zero_grad(set_to_none=True)
-        value = 0.0
-        chunks = images.chunk(cfg.accum_iter)  # gradient accumulation: one micro-batch's memory, the batch's gradient
-        for i, chunk in enumerate(chunks):
-            sample = self.method.corrupt(chunk, generator)
-            # under DDP the loss runs inside the wrapper's forward, which arms the gradient all-reduce (on the
-            # last micro-batch only)
-            sync = self.replicated.no_sync() if self.replicated and i < len(chunks) - 1 else nullcontext()
-            with sync:
-                loss = self.replicated(self.compute_loss, sample) if self.replicated else self.compute_loss(sample)
-                part = distributed.global_mean(loss, self.world)  # the global batch's loss: every rank decides alike
-                if self.nonfinite.should_skip(part, self.global_step + 1):
-                    self.optimizer.zero_grad(set_to_none=True)
-                    return self.skip_step(part)
-                weight = chunk.shape[0] / images.shape[0]
-                self.scaler.scale(loss * weight if len(chunks) > 1 else loss).backward()
-            value += part * weight
-        checked = not self.scaler.is_enabled()  # fp16's scaler skips inf gradients itself
-        if cfg.clip_grad or checked:
-            self.scaler.unscale_(self.optimizer)
-            # one pass: the norm before clipping (DDP has all-reduced the gradients, so ranks agree); max_norm
-            # inf only measures it
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_grad or math.inf)
-            if checked and self.nonfinite.should_skip(norm.item(), self.global_step + 1, "gradient norm"):
-                self.optimizer.zero_grad(set_to_none=True)
-                return self.skip_step(value)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.global_step += 1
-        self.scheduler.step_update(num_updates=self.global_step)
-        return {"loss": value, "lr": self.optimizer.param_groups[0]["lr"], **self.method.step_stats()}
+        """One optimiser step on one batch (`accum_iter` micro-batches: one micro-batch's memory, the batch's
+        gradient); a skipped step counts too, so the schedule and the log stay aligned."""
+        generator = torch.Generator(device=self.device).manual_seed(
+            step_seed(self.cfg.seed, self.global_step, self.rank))
 
-    def skip_step(self, loss: float) -> dict:
-        """A skipped step still counts, so the schedule and the log stay aligned."""
+        def loss_of(chunk: torch.Tensor) -> torch.Tensor:
+            # corrupted in order, chunk by chunk, so the step draws the same corruptions however it is split;
+            # under DDP the loss runs inside the wrapper's forward, which arms the gradient all-reduce
+            sample = self.method.corrupt(chunk, generator)
+            return self.replicated(self.compute_loss, sample) if self.replicated else self.compute_loss(sample)
+
+        stats = self.optimizer_step(loss_of, images.chunk(self.cfg.accum_iter), self.global_step + 1)
         self.global_step += 1
-        self.scheduler.step_update(num_updates=self.global_step)
-        return {"loss": loss, "skipped": True}
+        if stats.skipped:
+            return {"loss": stats.loss, "skipped": True}
+        return {"loss": stats.loss, "lr": stats.lr, **self.method.step_stats()}
 
     # ---- the run --------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -155,7 +134,7 @@ class Pretrainer:
                 claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[cfg.data, cfg.resume])
                 check_output_dir(self.out, checkpoint_bytes(self.model))
                 write_json(self.out / "config.json", cfg.to_dict())
-                note = report_skipped([self.train_set, self.val_set], self.out)
+                note = report_skipped([self.train_set, self.val_set], self.out, write_text)
                 if note:
                     print(note, file=sys.stderr, flush=True)
                 self.experiment = open_experiment_log(cfg.logger, self.out, cfg.to_dict(),
@@ -186,7 +165,7 @@ class Pretrainer:
             return {**results, "interrupted": self.stop.signal.name, "exit_code": self.stop.exit_code}
         if self.rank == 0:
             if self.val_set is not None:
-                results["held_out"] = self.held_out_now()
+                results["held_out"] = self.held_out_now().to_dict()
             if self.monitor:
                 results["monitor"] = self.monitor.summary(results["seconds"])
             self.write_results(results)
@@ -196,7 +175,7 @@ class Pretrainer:
     def build_monitor(self) -> Monitor:
         """The monitor's fixed images: held-out ones, and training ones (unaugmented) as the kNN bank."""
         cfg = self.cfg
-        train = self._dataset("train", eval_transform(cfg.img_size))
+        train = self._dataset("train", unaugmented_transform(cfg.img_size))
         monitor = Monitor(self.method, self.val_set or train, train if self.val_set is not None else None,
                           cfg.monitor_images, cfg.seed, self.device)
         if cfg.keep_best and cfg.keep_best.startswith("knn") and not monitor.labelled:
@@ -212,22 +191,24 @@ class Pretrainer:
         return stats
 
     def end_of_epoch_outputs(self) -> None:
-        """The epoch's figure; with a logging backend, also the figure and the held-out error there."""
-        path = self.out / f"restoration_epoch{self.epoch:03d}.png"
+        """The epoch's figure (named by the method); with a logging backend, also the figure and the held-out error
+        there."""
+        path = self.out / f"{self.method.figure_name}_epoch{self.epoch:03d}.png"
         self.figure(path)
         if self.monitor and self.monitor.history:
             monitor_figure(self.monitor.history, self.out / "monitor.png", f"{self.cfg.method}: {self.cfg.task} on "
                            f"{self.cfg.backbone}, held-out features")
         if not isinstance(self.experiment, NoLog):
-            self.experiment.image("restoration", path, self.global_step)
+            self.experiment.image(self.method.figure_name, path, self.global_step)
             if self.val_set is not None:
                 self.held_out_now()
 
-    def held_out_now(self) -> dict:
-        """The held-out error at this step, measured once however many outputs ask for it."""
+    def held_out_now(self) -> HeldOut:
+        """The method's held-out report at this step, measured once however many outputs ask for it (after
+        `run`, the final one: `held_out_now().format()` is the line `pretexts train` prints)."""
         if getattr(self, "_held_out", (None,))[0] != self.global_step:
             self._held_out = (self.global_step, self.held_out_error())
-            self.experiment.scalars({"held_out": self._held_out[1]}, self.global_step)
+            self.experiment.scalars({"held_out": self._held_out[1].to_dict()}, self.global_step)
         return self._held_out[1]
 
     def stop_requested(self) -> bool:
@@ -252,11 +233,12 @@ class Pretrainer:
                 stats = self.train_step(to_device(images, self.device))
                 self.batch += 1
                 self.history.append((self.global_step, stats["loss"]))
-                bar.set_postfix({k: f"{v:.4f}" for k, v in stats.items() if k in ("loss", "alpha")})
+                shown = ("loss", *self.method.step_stats()) if "skipped" not in stats else ("loss",)
+                bar.set_postfix({k: f"{stats[k]:.4f}" for k in shown if k in stats})
                 bar.update()
                 if log is not None:
                     if cfg.eval_every and self.global_step % cfg.eval_every == 0 and self.val_set is not None:
-                        stats["held_out"] = self.held_out_error()
+                        stats["held_out"] = self.held_out_error().to_dict()
                     if self.monitor and self.monitor.due(self.global_step, cfg.monitor_every,
                                                          self.batch == self.batches_per_epoch,
                                                          self.epoch == cfg.epochs - 1):
@@ -271,7 +253,7 @@ class Pretrainer:
         """The same seeded subset of held-out images every time, drawn across all classes."""
         return held_out_batches(self.val_set, limit, self.cfg.seed, self.device, self.cfg.workers)
 
-    def held_out_error(self) -> dict:
+    def held_out_error(self) -> HeldOut:
         return self.method.held_out_error(self.val_batches(self.cfg.eval_images))
 
     def figure_batch(self) -> torch.Tensor:
@@ -318,11 +300,13 @@ class Pretrainer:
 
 
     def same_arguments(self, name: str, saved: dict, asked: dict) -> bool:
-        """Task and method arguments compared as the task and the method read them ('4' equals 4)."""
+        """Task and method arguments compared as the task and the method read them ('4' equals 4); those the
+        method lets a resumed run change (`Method.resume_may_change`) are not compared."""
         if name == "task_args":
             return pretexts.create_pretext(self.cfg.task, **saved).values() == self.task.values()
         method = type(self.method)
-        return method.parse_args(dataclasses.replace(self.cfg, method_args=saved)) == self.method.args
+        before = method.parse_args(dataclasses.replace(self.cfg, method_args=saved))
+        return all(before[k] == v for k, v in self.method.args.items() if k not in method.resume_may_change)
 
 
 def pretrain(cfg: PretrainConfig) -> dict:
@@ -332,14 +316,3 @@ def pretrain(cfg: PretrainConfig) -> dict:
     finally:
         distributed.teardown()
 
-
-def format_held_out(held: dict) -> str:
-    """The held-out line: the restoration error per step against the corrupted input's and, where the task has
-    one, what its trivial restorer gets on the same images, and whether the model beats it."""
-    if not held["restored_mse"]:  # N = 0
-        return (f"held-out on {held['images']} images (N = 0, nothing restored): the energy ranks the clean image "
-                f"below the corrupted one for {100 * held['ranked_right']:.1f}% (mean gap {held['energy_gap']:.4g})")
-    steps = " -> ".join(f"step {j} {e:.5f}" for j, e in enumerate(held["restored_mse"], 1))
-    ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held["corrupted_mse"] else math.nan
-    return (f"held-out restoration MSE on {held['images']} images: corrupted {held['corrupted_mse']:.5f} -> "
-            f"{steps} ({ratio:.2f}x the corrupted input's error{versus_trivial(held)})")

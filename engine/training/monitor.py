@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from pretexts.engine.data.loader import make_loader, to_device  # noqa: E402
-from pretexts.engine.evaluation.health import knn_top1, label_free  # noqa: E402
-from pretexts.engine.training.eval_mode import eval_mode  # noqa: E402
+from pretexts.engine.measures.health import knn_top1, label_free  # noqa: E402
+from pretexts.engine.modules.eval_mode import eval_mode  # noqa: E402
 from pretexts.engine.training.config import KEEP_BEST  # noqa: E402
 from pretexts.engine.training.run_folder import save_figure  # noqa: E402
 

@@ -10,10 +10,11 @@ from pretexts.errors import NonFiniteLossError
 class NonFiniteGuard:
     """Raises NonFiniteLossError naming the step, before the optimiser step, so the weights and the
     last checkpoint stay good. With `skip`, the step is counted and skipped instead; `patience`
-    skipped steps in a row still stop the run, since then the weights themselves have diverged."""
+    skipped steps in a row still stop the run, since then the weights themselves have diverged. `checkpoint`
+    names the file in `out` that keeps the last good state (pretraining and fine-tuning: checkpoint.pt)."""
 
-    def __init__(self, skip: bool, out: Path, patience: int = 10):
-        self.skip, self.out, self.patience = skip, out, patience
+    def __init__(self, skip: bool, out: Path, patience: int = 10, checkpoint: str = "checkpoint.pt"):
+        self.skip, self.out, self.patience, self.checkpoint = skip, out, patience, checkpoint
         self.skipped = 0
         self.in_a_row = 0
 
@@ -22,7 +23,7 @@ class NonFiniteGuard:
         if math.isfinite(loss):
             self.in_a_row = 0
             return False
-        hint = f"{last_good(self.out)}. Lower --lr or set --clip-grad"
+        hint = f"{last_good(self.out, self.checkpoint)}. Lower --lr or set --clip-grad"
         if not self.skip:
             raise NonFiniteLossError(f"{what} is {loss} at step {step}; {hint}, or pass --skip-nonfinite.")
         self.skipped += 1
@@ -32,16 +33,16 @@ class NonFiniteGuard:
         return True
 
 
-def last_good(out: Path) -> str:
-    return (f"the last good checkpoint is kept in {out}" if (Path(out) / "checkpoint.pt").exists()
+def last_good(out: Path, checkpoint: str = "checkpoint.pt") -> str:
+    return (f"the last good checkpoint is kept in {out}" if (Path(out) / checkpoint).exists()
             else "no checkpoint was written yet")
 
 
-def check_finite_weights(model: torch.nn.Module, step: int, out: Path) -> None:
+def check_finite_weights(model: torch.nn.Module, step: int, out: Path, checkpoint: str = "checkpoint.pt") -> None:
     """Before a save: weights that became NaN or infinite while the loss still looked finite (a huge lr) stop the
     run instead of replacing the last good checkpoint."""
     bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
     if bad:
         raise NonFiniteLossError(f"{len(bad)} weight tensors (first: {bad[0]}) are NaN or infinite at step {step}, so "
-                                 f"they were not saved; {last_good(out)}. Lower --lr or set --clip-grad, then "
-                                 f"--resume.")
+                                 f"they were not saved; {last_good(out, checkpoint)}. Lower --lr or set --clip-grad, "
+                                 f"then --resume.")

@@ -1,4 +1,4 @@
-"""Mixed precision: which autocast dtype a run uses, for pretraining and fine-tuning alike."""
+"""Mixed precision: which autocast dtype a run uses and its loss scaler, for every training command alike."""
 from contextlib import nullcontext
 
 import torch
@@ -13,3 +13,9 @@ def amp_dtype(cfg, device: torch.device) -> torch.dtype | None:
 
 def autocast(device: torch.device, dtype: torch.dtype | None):
     return torch.autocast(device.type, dtype) if dtype else nullcontext()
+
+
+def grad_scaler(device: torch.device, dtype: torch.dtype | None) -> torch.amp.GradScaler:
+    """fp16 needs its loss scaled (its gradients underflow); bf16 and full precision get a disabled scaler, which
+    passes everything through, so one code path serves all three and a checkpoint always has a scaler state."""
+    return torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)

@@ -8,7 +8,7 @@ import torch
 
 from pretexts.errors import OutputError, ParameterError
 
-from pretexts.engine.training.eval_mode import eval_mode
+from pretexts.engine.modules.eval_mode import eval_mode
 
 
 def resolve_device(name: str) -> torch.device:

@@ -5,12 +5,14 @@ from pathlib import Path
 
 from pretexts.errors import CheckpointError
 
-# what a resumed run may change; everything else must equal the checkpoint's
+# what a resumed run may change; everything else must equal the checkpoint's (a method's own arguments that
+# may change, such as the energy method's grad_mode, it names itself: `Method.resume_may_change`)
 PRETRAIN_MAY_CHANGE = frozenset({
     "epochs", "out", "resume", "force", "workers", "quiet", "device", "figure_images", "eval_images", "eval_every",
-    "logger", "skip_nonfinite", "accum_iter", "grad_checkpointing", "channels_last", "compile", "grad_mode",
+    "logger", "skip_nonfinite", "accum_iter", "grad_checkpointing", "channels_last", "compile",
     "monitor_every", "monitor_images", "keep_best"})
-FINETUNE_MAY_CHANGE = frozenset({"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter"})
+FINETUNE_MAY_CHANGE = frozenset({"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter",
+                                 "skip_nonfinite"})
 
 
 OPTION_NAMES = {"task_args": "--task-arg and --preset", "method_args": "--method-arg"}
@@ -53,7 +55,12 @@ def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) ->
         before, now = getattr(saved_cfg, f.name), getattr(cfg, f.name)
         equal = same(f.name, before, now) if same and f.name in ("task_args", "method_args") else before == now
         if not equal:
-            option = OPTION_NAMES.get(f.name, "--" + f.name.replace("_", "-"))
-            raise CheckpointError(f"checkpoint '{path}' was trained with {f.name}={before!r}, this run asks for "
+            name, option = f.name, OPTION_NAMES.get(f.name, "--" + f.name.replace("_", "-"))
+            if f.name == "method_args":  # name the method's argument (the energy method's alpha), each its option
+                key = next((k for k in {**before, **now} if str(before.get(k)) != str(now.get(k))), None)
+                if key is not None:
+                    name, before, now = key, before.get(key), now.get(key)
+                    option = f"--{key.replace('_', '-')} (--method-arg {key}=...)"
+            raise CheckpointError(f"checkpoint '{path}' was trained with {name}={before!r}, this run asks for "
                                   f"{now!r}; a resumed run keeps its {option} (leave it out to keep the saved one), "
                                   f"or start a new run with --out.")

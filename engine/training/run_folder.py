@@ -50,9 +50,9 @@ def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable:
     check_not_inputs([out], inputs)
     found = run_files_in(out)
     if found and not force:
-        hint = "continue it with --resume, " if resumable and not resume else ""
+        hint = "continue it with --resume (resume='auto' in Python), " if resumable and not resume else ""
         raise OutputError(f"output folder '{out}' already holds a run ({', '.join(found)}); {hint}start it over "
-                          f"with --force, or choose another --out.")
+                          f"with --force (force=True in Python), or choose another --out.")
     for name in found:
         (out / name).unlink()
 
@@ -64,7 +64,7 @@ def claim_output_file(out, force: bool, inputs=(), companions=()) -> None:
     taken = [str(p) for p in paths if os.path.lexists(p)]
     if taken and not force:
         raise OutputError(f"{', '.join(taken)} already exist{'s' if len(taken) == 1 else ''}; replace "
-                          f"{'it' if len(taken) == 1 else 'them'} with --force, or choose another --out.")
+                          f"{'it' if len(taken) == 1 else 'them'} with --force (force=True in Python), or choose another --out.")
 
 
 FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".pdf", ".svg")

@@ -16,6 +16,7 @@ class JpegArtefacts(Pretext):
 
     quality ~ U(quality_low, quality_high) per image (JPEG scale, 1 = worst, 100 = best), applied by
     Kornia's differentiable JPEG codec in one batched call; the drawn qualities are in info["quality"].
+    `draw` draws the qualities and `apply` compresses with them, so one draw can corrupt several batches alike.
     """
 
     params = {
@@ -28,8 +29,11 @@ class JpegArtefacts(Pretext):
             raise ParameterError(
                 f"{self.name}: quality_low={self.quality_low} must be <= quality_high={self.quality_high}.")
 
-    def corrupt(self, images, generator=None) -> Corrupted:
-        quality = uniform((images.shape[0],), self.quality_low, self.quality_high, generator, images.device)
+    def draw(self, images, generator=None) -> dict:
+        return {"quality": uniform((images.shape[0],), self.quality_low, self.quality_high, generator, images.device)}
+
+    def apply(self, images, params) -> Corrupted:
+        quality = params["quality"]
         with torch.no_grad():  # the corruption itself needs no gradient
             state = jpeg_codec_differentiable(images, quality.to(images.dtype))
         return Corrupted(state=state, target=images, info={"quality": quality})

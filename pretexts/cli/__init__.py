@@ -130,4 +130,5 @@ def single_process(command: str) -> None:
                             f"train` is the data-parallel command).")
 
 
-from . import energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd, segment_cmd, train_cmd, upgrade_cmd  # noqa: E402,F401  (subcommands register on import)
+from . import (compare_cmd, energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd,  # noqa: E402,F401
+               segment_cmd, train_cmd, upgrade_cmd)  # (subcommands register on import)

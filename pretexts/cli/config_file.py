@@ -63,13 +63,21 @@ def convert(cls, name: str, text: str, where: str = "--set"):
                              f"as {{key: value}}.") from None
 
 
-def apply_sets(cls, values: dict, pairs: tuple[str, ...]) -> dict:
+def apply_sets(cls, values: dict, pairs: tuple[str, ...], loose=None) -> dict:
+    """`values` with each --set KEY=VALUE applied in order; a key that is no field of `cls` goes where `loose`
+    moves it (a method's or a probe's option: into method_args or probe_args, as text its owner converts)."""
     values = dict(values)
+    known = {f.name for f in dataclasses.fields(cls)}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise click.BadParameter(f"'{pair}' is not KEY=VALUE (e.g. --set epochs=10).", param_hint="--set")
+        if key not in known and loose:
+            moved = loose({**values, key: text.strip()})
+            if key not in moved and any(isinstance(inner, dict) and key in inner for inner in moved.values()):
+                values = moved  # an option of the run's method (method_args) or of a probe (probe_args)
+                continue
         check_known(cls, [key], "--set")
         values[key] = convert(cls, key, text.strip())
     return values
@@ -83,11 +91,16 @@ def check_known(cls, keys, where: str) -> None:
                                  f"Fields: {', '.join(known)}.")
 
 
-def build_config(cls, options: dict, config: str | None, sets: tuple[str, ...], merge=("task_args",), resume=None):
+def build_config(cls, options: dict, config: str | None, sets: tuple[str, ...], merge=("task_args",), resume=None,
+                 loose=None):
     """`cls` from the file, the command's explicit options (None = not given) and the --set overrides.
-    Mappings named in `merge` (task arguments) are updated key by key rather than replaced. With --resume,
-    `resume(values)` lays what was given over the checkpoint's own config."""
+    Mappings named in `merge` (task arguments) are updated key by key rather than replaced. `loose(values)`
+    moves the keys that are no field of `cls` where they belong (a method's options, into method_args) before
+    the rest are refused. With --resume, `resume(values)` lays what was given over the checkpoint's own config."""
     values = read_config_file(config) if config else {}
+    if loose:  # the method an option names decides where the file's keys belong, else the file's own
+        method = options.get("method") or values.get("method")
+        values = loose({**values, **({"method": method} if method else {})})
     check_known(cls, values, f"config file '{config}'")
     # YAML 1.1 reads 1e-3 as a string: such values take the field's type, as --set values do
     values = {k: convert(cls, k, v, f"config file '{config}'") if isinstance(v, str) else v
@@ -96,7 +109,7 @@ def build_config(cls, options: dict, config: str | None, sets: tuple[str, ...], 
         if value is None or value == () or value == {}:
             continue
         values[key] = {**values.get(key, {}), **value} if key in merge and isinstance(value, dict) else value
-    values = apply_sets(cls, values, sets)
+    values = apply_sets(cls, values, sets, loose)
     if resume and values.get("resume"):
         values = resume(values)
     required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
@@ -183,3 +196,89 @@ def defaults_from(config: str) -> type:
                     param.default = original
 
     return ConfigDefaultsCommand
+
+
+def method_named(args: list[str], default: str) -> str:
+    """The method a command line names, read before it is parsed (its options depend on it): the last --set
+    method=X, else --method X (or --method=X), else its --config file's 'method', else `default`."""
+    method = config = setting = None
+    for arg, after in zip(args, [*args[1:], None]):
+        if arg == "--":
+            break
+        name, equals, value = arg.partition("=")
+        value = value if equals else after
+        if name == "--method":
+            method = value
+        elif name == "--config":
+            config = value
+        elif name == "--set" and value and value.replace("-", "_").startswith("method="):
+            setting = value.partition("=")[2].strip()
+    if setting or method:
+        return setting or method
+    if config:
+        try:
+            return read_config_file(config).get("method") or default
+        except ParameterError:
+            return default  # the run's own read says what is wrong with the file
+    return default
+
+
+def method_options(name: str, taken: set[str]) -> list[click.Option]:
+    """An option per param the method `name` declares (`Method.method_params`): `--steps` for 'steps', typed and
+    checked as the param declares, its default in the help; a name in `taken` (a config field, another option)
+    is left to --method-arg. None for a method that is not installed, whose run then says so."""
+    from pretexts.errors import PretextsError
+    from pretexts.registry import METHODS
+
+    try:
+        method = METHODS.get(name)
+    except PretextsError:
+        return []
+    options = []
+    for key, param in method.method_params.items():
+        if key in taken:
+            continue
+        flag = "--" + key.replace("_", "-")
+        by_recipe = {values[key] for values in method.recipe_defaults.values() if key in values}
+        shown = param.default if len(by_recipe) <= 1 else None  # the param's help says what each recipe gives
+        settings = {"default": None, "help": f"{param.help} [default: {shown}]" if shown is not None else param.help}
+        if param.choices is not None:
+            settings["type"] = click.Choice([str(c) for c in param.choices])
+        elif param.kind is bool:
+            flag, settings["is_flag"] = f"{flag}/--no-{flag[2:]}", True
+        elif param.kind in (int, float):
+            settings["type"] = param.kind
+        option = click.Option([flag, key], **settings)
+        option.method_param = True  # the command moves its value into method_args
+        options.append(option)
+    return options
+
+
+def with_method_options(base: type[click.Command], config: str) -> type[click.Command]:
+    """`base` whose options include those of the method its command line selects (`method_named`), so
+    `pretexts train --method mae --help` lists MAE's options and no energy option. `config` ('module:Class')
+    gives the default method and the fields whose names a method's option may not take."""
+
+    class MethodOptionsCommand(base):
+        def parse_args(self, ctx, args):
+            ctx.meta["pretexts.method"] = method_named(list(args), self.default_method())
+            return super().parse_args(ctx, args)
+
+        def default_method(self) -> str:
+            return next(f.default for f in dataclasses.fields(config_class(config)) if f.name == "method")
+
+        def get_params(self, ctx):
+            params = super().get_params(ctx)
+            taken = {f.name for f in dataclasses.fields(config_class(config))} | {p.name for p in params}
+            extra = method_options(ctx.meta.get("pretexts.method") or self.default_method(), taken)
+            own = len(self.params)  # the command's own options, then click's --help
+            return [*params[:own], *extra, *params[own:]]
+
+    return MethodOptionsCommand
+
+
+def method_option_values(ctx: click.Context, options: dict) -> dict:
+    """The values given to the selected method's own options (removed from `options`), for method_args."""
+    names = [p.name for p in ctx.command.get_params(ctx) if getattr(p, "method_param", False)]
+    values = {name: options.pop(name, None) for name in names}
+    return {name: value for name, value in values.items() if value is not None}

@@ -1,9 +1,29 @@
-"""`pretexts list`: the registered tasks, their parameters and presets, and broken plugins."""
+"""`pretexts list`: what is registered (tasks, or --methods, --probes) with its parameters, and the plugins that
+failed or were shadowed; or the backbones (--backbones)."""
+import fnmatch
+from dataclasses import dataclass
+
 import click
 
-from ..registry import (broken_plugins, broken_traceback, get_pretext_class, list_pretexts, plugin_of,
-                        shadowed_plugins)
+from ..registry import METHODS, PROBES, TASKS, Registry
 from . import main
+
+
+@dataclass(frozen=True)
+class Listing:
+    """How one registry is listed: the option its parameters are given with, where an entry declares them,
+    whether a plain listing shows them in full or only their defaults, and the order of the names."""
+
+    registry: Registry
+    option: str                 # "--task-arg"
+    params: str                 # the attribute holding an entry's parameters (name -> pretexts.Param)
+    full_params: bool = False   # a plain listing shows every parameter's line, not only their defaults
+    sort: bool = False          # by name, not in the registry's order (built-ins first)
+
+
+TASK_LISTING = Listing(TASKS, "--task-arg", "params", sort=True)
+METHOD_LISTING = Listing(METHODS, "--method-arg", "method_params", full_params=True)
+PROBE_LISTING = Listing(PROBES, "--probe-arg", "params")
 
 
 @main.command("list")
@@ -13,39 +33,58 @@ from . import main
               "arguments each stands for), then the timm models matching PATTERN.")
 @click.option("--methods", is_flag=True, help="List pretraining methods instead (train --method), with their "
               "--method-arg options, ranges and defaults.")
-@click.option("--probes", is_flag=True, help="List the frozen-feature probes instead (probe --probe).")
+@click.option("--probes", is_flag=True, help="List the frozen-feature probes instead (probe --probe), with their "
+              "--probe-arg options (-v: ranges and help).")
 def list_command(pattern: str, verbose: bool, backbones: bool, methods: bool, probes: bool) -> None:
     """List pretext tasks (or --backbones, --methods, --probes) matching PATTERN (shell wildcards, default all)."""
     if backbones:
         return list_backbone_names(pattern)
-    if methods:
-        return list_method_names(pattern)
-    if probes:
-        return list_probe_names(pattern)
-    for name in list_pretexts(pattern):
-        cls = get_pretext_class(name)
-        defaults = ", ".join(f"{k}={p.default}" for k, p in cls.params.items())
-        source = plugin_of(name)
-        click.echo(f"{name:<18} {cls.summary()}" + (f" [plugin {source}]" if source else ""))
-        if defaults and not verbose:
-            click.echo(f"{'':<18}   {defaults}")
-        if verbose:
-            for key, param in cls.params.items():
-                click.echo(f"{'':<18}   --task-arg {key}=...  {param.describe()}. {param.help}".rstrip())
-            for preset, values in cls.presets.items():
-                click.echo(f"{'':<18}   --preset {preset}: {', '.join(f'{k}={v}' for k, v in values.items())}")
+    listing = METHOD_LISTING if methods else PROBE_LISTING if probes else TASK_LISTING
     debug = click.get_current_context().find_root().params.get("debug")
-    for name, error in broken_plugins().items():
+    list_registry(listing, pattern, verbose, debug)
+
+
+def list_registry(listing: Listing, pattern: str, verbose: bool, debug: bool = False) -> None:
+    """Each entry matching `pattern`: its name, summary and plugin origin, then its parameters (a line each with
+    range, default and help; or, in a plain listing of a registry without `full_params`, one line of defaults)
+    and, verbose, its presets. Then every broken plugin (`debug`: with its traceback) and shadowed one."""
+    registry = listing.registry
+    registry.load()
+    names = [name for name in registry.table if fnmatch.fnmatch(name, pattern)]
+    for name in sorted(names) if listing.sort else names:
+        entry = registry.table[name]
+        source = registry.plugin_of.get(name)
+        click.echo(f"{name:<18} {summary_of(entry)}" + (f" [plugin {source}]" if source else ""))
+        params = getattr(entry, listing.params, None) or {}
+        if verbose or listing.full_params:
+            for key, param in params.items():
+                click.echo(f"{'':<18}   {listing.option} {key}=...  {param.describe()}. {param.help}".rstrip())
+        elif params:
+            click.echo(f"{'':<18}   " + ", ".join(f"{k}={p.default}" for k, p in params.items()))
+        if verbose:
+            for preset, values in (getattr(entry, "presets", None) or {}).items():
+                click.echo(f"{'':<18}   --preset {preset}: {', '.join(f'{k}={v}' for k, v in values.items())}")
+    for name, error in registry.broken.items():
         click.echo(f"{name:<18} BROKEN plugin: {error}")
         if debug:
-            click.echo(broken_traceback(name), err=True)
-    for name, note in shadowed_plugins().items():
+            click.echo(registry.tracebacks.get(name, ""), err=True)
+    for name, note in registry.shadowed.items():
         click.echo(f"{name:<18} IGNORED plugin (the built-in '{name}' wins): {note}")
 
 
-def list_backbone_names(pattern: str) -> None:
-    import fnmatch
+def summary_of(entry) -> str:
+    """A task's `summary()`, a method's own `summary` line, else the first line of the docstring (a probe's)."""
+    summary = getattr(entry, "summary", None)
+    if callable(summary):
+        return summary()
+    own = vars(entry).get("summary") if isinstance(entry, type) else None  # not inherited: the base's is empty
+    if isinstance(own, str) and own:
+        return own
+    doc = (entry.__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else ""
 
+
+def list_backbone_names(pattern: str) -> None:
     from pretexts.backbones.factory import ALIASES, list_backbones
 
     aliases = [a for a in ALIASES if fnmatch.fnmatch(a, pattern)]
@@ -57,37 +96,3 @@ def list_backbone_names(pattern: str) -> None:
     click.echo(f"{len(models)} timm models match '{pattern}'" + (":" if models else "."))
     for name in models:
         click.echo(f"  {name}")
-
-
-def list_method_names(pattern: str) -> None:
-    import fnmatch
-
-    from pretexts.engine.methods import METHODS, list_methods
-
-    for name, trainer in list_methods().items():
-        if not fnmatch.fnmatch(name, pattern):
-            continue
-        source = METHODS.plugin_of.get(name)
-        summary = vars(trainer).get("summary") or (trainer.__doc__ or "").strip().split("\n")[0]  # not inherited
-        click.echo(f"{name:<18} {summary}" + (f" [plugin {source}]" if source else ""))
-        for key, param in trainer.method_params.items():
-            click.echo(f"{'':<18}   --method-arg {key}=...  {param.describe()}. {param.help}".rstrip())
-    for name, error in METHODS.broken.items():
-        click.echo(f"{name:<18} BROKEN plugin: {error}")
-    for name, note in METHODS.shadowed.items():
-        click.echo(f"{name:<18} IGNORED plugin (the built-in '{name}' wins): {note}")
-
-
-def list_probe_names(pattern: str) -> None:
-    import fnmatch
-
-    from ..registry import PROBES
-
-    PROBES.load()
-    for name, probe in PROBES.table.items():
-        if fnmatch.fnmatch(name, pattern):
-            source = PROBES.plugin_of.get(name)
-            summary = (probe.__doc__ or "").strip().split("\n")[0]
-            click.echo(f"{name:<18} {summary}" + (f" [plugin {source}]" if source else ""))
-    for name, error in PROBES.broken.items():
-        click.echo(f"{name:<18} BROKEN plugin: {error}")

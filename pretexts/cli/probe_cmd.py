@@ -1,18 +1,41 @@
-"""`pretexts probe`: frozen-feature evaluation (linear probe, the paper's MLP head, kNN)."""
+"""`pretexts probe`: frozen-feature evaluation (linear probe, the paper's MLP head, kNN, a plugin's probes)."""
 import click
 
-from . import main, single_process, written_files
+from . import main, parse_task_args, single_process, written_files
 from .config_file import build_config, config_options, defaults_from, options_from
 
+PROBE_CONFIG = "pretexts.engine.evaluation.probe_config"
 
-@main.command("probe", cls=defaults_from("pretexts.engine.evaluation.probe_config:ProbeConfig"))
-@options_from("pretexts.engine.evaluation.probe_config:ProbeConfig")
+
+def builtin_probe_options(command):
+    """An option for each parameter of the built-in probes (`--epochs`, ..., `--knn-temperature`), the same as
+    `--probe-arg KEY=VALUE`; read from probe_config.py, which imports no torch."""
+    from pretexts.engine.evaluation.probe_config import BUILTIN_PROBE_PARAMS
+
+    for key, param in reversed(BUILTIN_PROBE_PARAMS.items()):
+        many = isinstance(param.default, tuple)
+        kind = type(param.default[0]) if many else param.kind
+        command = click.option("--" + key.replace("_", "-"), key, type=kind, default=None, multiple=many,
+                               help=f"{param.help[:1].upper()}{param.help[1:]} ({param.describe()}"
+                                    f"{'; repeatable' if many else ''}).")(command)
+    return command
+
+
+@main.command("probe", cls=defaults_from(f"{PROBE_CONFIG}:ProbeConfig"))
+@options_from(f"{PROBE_CONFIG}:ProbeConfig")
+@click.option("--probe-arg", "probe_args", multiple=True, metavar="KEY=VALUE",
+              help="A parameter of the probes run (see `pretexts list --probes -v`); repeatable.")
+@builtin_probe_options
 @config_options
-def probe_command(config, sets, **options) -> None:
+def probe_command(probe_args, config, sets, **options) -> None:
     """Evaluate a pretrained backbone's frozen features; writes OUT/results.json."""
     single_process("probe")
     from pretexts.engine import ProbeConfig, run_probe
+    from pretexts.engine.evaluation.probe_config import BUILTIN_PROBE_PARAMS, with_probe_args
 
-    cfg = build_config(ProbeConfig, options, config, sets)
+    given = {key: options.pop(key) for key in BUILTIN_PROBE_PARAMS}
+    args = {**{k: v for k, v in given.items() if v not in (None, ())}, **parse_task_args(probe_args, "--probe-arg")}
+    cfg = build_config(ProbeConfig, {"probe_args": args, **options}, config, sets, merge=("probe_args",),
+                       loose=with_probe_args)
     run_probe(cfg, echo=click.echo)
     click.echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

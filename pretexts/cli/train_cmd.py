@@ -1,14 +1,18 @@
-"""`pretexts train`: pretrain a backbone with the energy method on one pretext task."""
+"""`pretexts train`: pretrain a backbone with a method (the energy method by default) on one pretext task. The
+selected method's own options (the energy method's --steps, --alpha, --grad-mode, ...) are options too."""
 import sys
 
 import click
 
 from . import main, parse_task_args, written_files
-from .config_file import build_config, config_options, defaults_from, options_from
+from .config_file import (build_config, config_options, defaults_from, method_option_values, options_from,
+                          with_method_options)
+
+CONFIG = "pretexts.engine.training.config:PretrainConfig"
 
 
-@main.command("train", cls=defaults_from("pretexts.engine.training.config:PretrainConfig"))
-@options_from("pretexts.engine.training.config:PretrainConfig")
+@main.command("train", cls=with_method_options(defaults_from(CONFIG), CONFIG))
+@options_from(CONFIG)
 @click.option("--method-arg", "method_args", multiple=True, metavar="KEY=VALUE",
               help="An option of the method, e.g. mask_ratio=0.75 for mae (see `pretexts list --methods`); "
               "repeatable.")
@@ -17,15 +21,18 @@ from .config_file import build_config, config_options, defaults_from, options_fr
 @config_options
 def train_command(task_args, method_args, preset, config, sets, **options) -> None:
     """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
-    from pretexts.engine import PretrainConfig, Pretrainer, format_held_out
+    from pretexts.engine import PretrainConfig, Pretrainer
     from pretexts.engine.training import distributed
+    from pretexts.engine.training.config import with_method_args
     from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, resumed_values
 
     args = parse_task_args(task_args)
     if preset is not None:
         args["preset"] = preset
-    cfg = build_config(PretrainConfig, {"task_args": args, "method_args": parse_task_args(method_args, "--method-arg"),
-                                        **options}, config, sets, merge=("task_args", "method_args"),
+    method_values = {**parse_task_args(method_args, "--method-arg"),
+                     **method_option_values(click.get_current_context(), options)}
+    cfg = build_config(PretrainConfig, {"task_args": args, "method_args": method_values, **options}, config, sets,
+                       merge=("task_args", "method_args"), loose=with_method_args,
                        resume=lambda values: resumed_values(PretrainConfig, values, None, PRETRAIN_MAY_CHANGE))
     trainer = Pretrainer(cfg)
     echo = click.echo if trainer.rank == 0 else lambda *args, **kwargs: None  # under torchrun rank 0 speaks
@@ -42,5 +49,5 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
     if results.get("skipped_nonfinite_steps"):
         echo(f"skipped {results['skipped_nonfinite_steps']} steps with a NaN or infinite loss.", err=True)
     if "held_out" in results:
-        echo(format_held_out(results["held_out"]))
+        echo(trainer.held_out_now().format())
     echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

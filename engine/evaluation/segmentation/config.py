@@ -23,6 +23,9 @@ class SegmentConfig:
     weight_decay: float = setting(0.05, 'AdamW weight decay.')
     layer_decay: float = setting(0.65, 'Layer-wise lr decay (MAE: 0.65).')
     warmup_steps: int = setting(0, 'Linear lr warm-up iterations.')
+    clip_grad: float | None = setting(None, 'Clip the gradient norm to this value.')
+    skip_nonfinite: bool = setting(False, 'Skip (and count) a step whose loss or gradient norm is NaN or inf, '
+                                          'instead of stopping the run.')
     eval_mode: str = setting("whole", 'Evaluate on whole images or by sliding window.', choices=('whole', 'slide'))
     device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
     seed: int = setting(0, 'Seeds the crops, the order and the head.')
@@ -30,7 +33,7 @@ class SegmentConfig:
 
     def __post_init__(self):
         check_field_types(self)
-        check_ranges(self, positive=("num_classes", "epochs", "max_steps", "batch_size"),
+        check_ranges(self, positive=("num_classes", "epochs", "max_steps", "batch_size", "clip_grad"),
                      non_negative=("weight_decay", "warmup_steps", "workers"), fractions=("layer_decay",),
                      within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
         check_optimizer(self)

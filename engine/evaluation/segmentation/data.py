@@ -6,11 +6,12 @@ import numpy as np
 import torch
 from PIL import Image
 
+from pretexts.backbones.normalisation import IMAGENET_MEAN, IMAGENET_STD
 from pretexts.errors import DataError
 
 from .metrics import IGNORE
 
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+MEAN, STD = IMAGENET_MEAN, IMAGENET_STD  # the folders are read before any backbone: ImageNet's, as MAE/BEiT
 SUFFIXES = {".jpg", ".jpeg", ".png"}
 
 

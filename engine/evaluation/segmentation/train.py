@@ -9,7 +9,9 @@ from timm.optim._param_groups import param_groups_layer_decay
 from timm.scheduler import PolyLRScheduler
 
 from pretexts.engine.training.checkpoint import save_checkpoint
-from pretexts.engine.training.nonfinite import check_finite_weights
+from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
+from pretexts.engine.training.optimizer_step import OptimizerStep
+from pretexts.engine.training.precision import grad_scaler
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
 from pretexts.engine.evaluation.pretrained import create_classifier
@@ -90,33 +92,38 @@ def train_segmenter(cfg: SegmentConfig, log=print) -> dict:
     opt = optimizer_for(model, cfg)
     sched = PolyLRScheduler(opt, t_initial=total, power=1.0, warmup_t=cfg.warmup_steps, t_in_epochs=False)
     out = Path(cfg.out)
+    # full precision: the same step as pretraining and fine-tuning, with its clipping and non-finite policy
+    nonfinite = NonFiniteGuard(cfg.skip_nonfinite, out, checkpoint="segmenter.pt")
+    optimizer_step = OptimizerStep(model, opt, sched, grad_scaler(device, None), nonfinite, cfg.clip_grad)
+
+    def loss_of(batch) -> torch.Tensor:
+        images, masks = batch
+        return F.cross_entropy(model(images), masks, ignore_index=IGNORE)
+
     write_json(out / "config.json", cfg.to_dict())
-    step, history = 0, []
+    step, history, loss = 0, [], float("nan")
     with open_log(out / "log.jsonl", truncate=True) as log_file:
         for epoch in range(epochs):
             model.train()
             for images, masks in loader:
                 if step >= total:
                     break
-                logits = model(images.to(device))
-                loss = F.cross_entropy(logits, masks.to(device), ignore_index=IGNORE)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
+                stats = optimizer_step(loss_of, [(images.to(device), masks.to(device))], step + 1)
                 step += 1
-                sched.step_update(step)
+                loss = loss if stats.skipped else stats.loss  # the last step taken
             metrics = evaluate(model, val_loader, k, size, cfg.eval_mode, device)
-            row = {"epoch": epoch + 1, "step": step, "loss": loss.item(), **metrics}
+            row = {"epoch": epoch + 1, "step": step, "loss": loss, **metrics}
             history.append(row)
             log_file.write(json.dumps(row) + "\n")
-            check_finite_weights(model, step, out)
-            log(f"epoch {epoch + 1}/{epochs}  step {step}  loss {loss.item():.4f}  mIoU {metrics['miou']:.4f}  "
+            check_finite_weights(model, step, out, checkpoint="segmenter.pt")
+            log(f"epoch {epoch + 1}/{epochs}  step {step}  loss {loss:.4f}  mIoU {metrics['miou']:.4f}  "
                 f"pixel acc {metrics['pixel_acc']:.4f}")
             save_checkpoint({"kind": "segmenter", "model": model.state_dict(), "config": cfg.to_dict(),
                              "epoch": epoch + 1}, out / "segmenter.pt")
     images, masks = next(iter(val_loader))
     pred = predict(model, images.to(device), size, cfg.eval_mode).argmax(1).cpu()
     save_figure(images, pred, masks, out / "predictions.png")
-    results = {"config": cfg.to_dict(), "num_classes": k, "img_size": size, "steps": step, **history[-1]}
+    results = {"config": cfg.to_dict(), "num_classes": k, "img_size": size, "steps": step,
+               "skipped_nonfinite_steps": nonfinite.skipped, **history[-1]}
     write_json(out / "results.json", results)
     return results

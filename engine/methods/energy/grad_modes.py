@@ -23,9 +23,9 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from pretexts.engine.training.config import FD_DELTA
-
 GRAD_MODES = ("exact", "finite-difference")
+# the finite-difference perturbation's RMS per element; images and position embeddings have RMS ~0.5
+FD_DELTA = 1e-2
 UNSUPPORTED = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,
                nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.modules.batchnorm._BatchNorm)
 

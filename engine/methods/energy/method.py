@@ -1,44 +1,108 @@
 """The energy method (the paper's, `--method energy`): a backbone plus a one-output head is the energy; the
 corrupted state is restored by N gradient steps down it (restore.py, double backward or finite
 differences) and the restoration error is the loss (eq. 5). With N = 0 the corrupted images are negatives."""
+import math
+
 import torch
 import torch.nn.functional as F
 from timm.optim import param_groups_weight_decay
 
 from .model import create_energy_model
+from pretexts.backbones.factory import set_fused_attention
 from pretexts.backbones.vit_tokens import sincos_positions
+from pretexts.errors import ParameterError
+from pretexts.params import Param
 from pretexts.engine.methods import register_method
-from pretexts.engine.evaluation.health import brightness, correlation
-from pretexts.engine.methods.base import Method, add_or_none, trivial_sum, with_figure_numbers
-from pretexts.engine.methods.energy.restore import contrastive_loss, restoration_loss, restore
-from pretexts.engine.training.eval_mode import eval_mode
+from pretexts.engine.measures.health import brightness, correlation
+from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
+from pretexts.engine.methods.report import with_figure_numbers
+from pretexts.engine.methods.energy.grad_modes import FD_DELTA, GRAD_MODES, unsupported_layers
+from pretexts.engine.methods.energy.report import RestorationHeldOut, restoration_report
+from pretexts.engine.methods.energy.restore import LOSSES, contrastive_loss, restoration_loss, restore
+from pretexts.engine.methods.states import state_adapter
+from pretexts.engine.modules.eval_mode import eval_mode
+
+# the params that must be finite and > 0 (None, where allowed, keeps PyTorch's default head init)
+POSITIVE = ("alpha", "alpha_lr_scale", "head_init_std", "energy_scale", "fd_delta")
 
 
 @register_method("energy")
 class EnergyMethod(Method):
     summary = "the paper's: restore the corrupted image by N gradient steps down the energy (any backbone)"
 
+    method_params = {
+        # the paper's N is 2; 0 takes no step: the corrupted images are negatives (Fig. A)
+        "steps": Param(2, int, help="Restoration steps N >= 0 (paper: 2); 0: the corrupted images as negatives."),
+        "loss": Param("mse", str, choices=LOSSES, help='"mse" (eq. 5) or "smooth_l1" (appendix pseudo code).'),
+        "alpha": Param(0.1, float, help="Initial restoration step size (Appendix A.1: 0.1)."),
+        "alpha_lr_scale": Param(400.0, float, help="alpha's lr relative to the network's; by --recipe: fast 400, "
+                                                   "paper 1 (Table A)."),
+        "head_init_std": Param(None, float, help="Std of the energy head's initial weights (default: PyTorch's "
+                                                 "Linear init)."),
+        "energy_scale": Param(1.0, float, help="Multiplier of the energy."),
+        "grad_mode": Param("exact", str, choices=GRAD_MODES,
+                           help="exact: double backward (paper). finite-difference: two first-order passes per step, "
+                                "allows fused attention and --compile; smooth backbones only (ViT, Swin, ConvNeXt)."),
+        "fd_delta": Param(FD_DELTA, float, help="Finite-difference perturbation (RMS per element)."),
+    }
+    # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (README)
+    recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
+    resume_may_change = frozenset({"grad_mode"})  # both modes train the same model (to O(fd_delta^2))
+
+    @classmethod
+    def parse_args(cls, cfg) -> dict:
+        args = super().parse_args(cfg)
+        if args["steps"] < 0:
+            raise ParameterError(f"steps must be >= 0, got {args['steps']}.")
+        for name in POSITIVE:
+            value = args[name]
+            if value is not None and not math.isfinite(value):
+                raise ParameterError(f"{name} must be a finite number, got {value}.")
+            if value is not None and value <= 0:
+                raise ParameterError(f"{name} must be > 0, got {value}.")
+        if cfg.compile and args["grad_mode"] == "exact":
+            raise ParameterError("torch.compile has no double backward; use compile with "
+                                 "--grad-mode finite-difference, or leave it off.")
+        return args
+
     def build_model(self) -> torch.nn.Module:
-        cfg = self.cfg
-        return create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=cfg.alpha,
-                                             head_init_std=cfg.head_init_std, energy_scale=cfg.energy_scale)
+        cfg, args = self.cfg, self.args
+        return create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=args["alpha"],
+                                   head_init_std=args["head_init_std"], energy_scale=args["energy_scale"])
+
+    def apply_speedups(self, model: torch.nn.Module) -> torch.nn.Module:
+        """With finite differences nothing needs a double backward: fused attention (and compile) are allowed,
+        but the estimate needs a smooth, per-image energy."""
+        if self.args["grad_mode"] == "finite-difference":
+            bad = unsupported_layers(model.backbone)
+            if bad:
+                raise ParameterError(
+                    f"--grad-mode finite-difference needs a smooth, per-image energy, but backbone "
+                    f"'{self.cfg.backbone}' has ReLU/max-pool kinks or BatchNorm ({', '.join(bad[:3])}"
+                    f"{', ...' if len(bad) > 3 else ''}); use --grad-mode exact, or a LayerNorm+GELU backbone "
+                    f"(ViT, Swin, ConvNeXt).")
+            set_fused_attention(model.backbone, True)
+            model.math_attention = False
+        return super().apply_speedups(model)
 
     def loss(self, sample) -> torch.Tensor:
         """The restoration loss of one corrupted batch (paper, eq. 5)."""
-        if self.cfg.steps == 0:  # the paper's N = 0 point: corrupted images as negatives
+        args = self.args
+        if args["steps"] == 0:  # the paper's N = 0 point: corrupted images as negatives
             return contrastive_loss(self.model, self.task, sample)
-        states = restore(self.model, self.task, sample, self.cfg.steps, grad_mode=self.cfg.grad_mode,
-                         fd_delta=self.cfg.fd_delta)
-        return restoration_loss(states, sample.target, self.cfg.loss)
+        states = restore(self.model, self.task, sample, args["steps"], grad_mode=args["grad_mode"],
+                         fd_delta=args["fd_delta"])
+        return restoration_loss(states, sample.target, args["loss"])
 
-    def held_out_error(self, batches) -> dict:
-        return restoration_error(self.model, self.task, batches, self.cfg.steps, self.device, seed=self.cfg.seed)
+    def held_out_error(self, batches) -> RestorationHeldOut:
+        return restoration_error(self.model, self.task, batches, self.args["steps"], self.device, seed=self.cfg.seed)
 
     def figure_columns(self, images: torch.Tensor) -> dict:
         # the same seeded corruption as the columns: the title's numbers are the figure's own images
-        self.figure_error = restoration_error(self.model, self.task, [images], self.cfg.steps, images.device,
+        steps = self.args["steps"]
+        self.figure_error = restoration_error(self.model, self.task, [images], steps, images.device,
                                               seed=self.cfg.seed)
-        return figure_columns(self.model, self.task, images, self.cfg.steps, seed=self.cfg.seed)
+        return figure_columns(self.model, self.task, images, steps, seed=self.cfg.seed)
 
     def figure_title(self) -> str:
         return with_figure_numbers(f"{self.cfg.task} on {self.cfg.backbone}", getattr(self, "figure_error", None))
@@ -49,7 +113,7 @@ class EnergyMethod(Method):
         groups = param_groups_weight_decay(self.model, self.cfg.weight_decay, no_weight_decay_list=("log_alpha",))
         for group in groups:
             group["params"] = [p for p in group["params"] if p is not alpha]
-        return [*groups, {"params": [alpha], "weight_decay": 0.0, "lr_scale": self.cfg.alpha_lr_scale}]
+        return [*groups, {"params": [alpha], "weight_decay": 0.0, "lr_scale": self.args["alpha_lr_scale"]}]
 
     def step_stats(self) -> dict:
         return {"alpha": self.model.alpha.item()}
@@ -68,9 +132,9 @@ class EnergyMethod(Method):
         return sincos_positions(pos, backbone)
 
 
-def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -> dict:
+def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -> RestorationHeldOut:
     """Pixel (or state) MSE to the target of the corrupted input, of each restored step and of the task's
-    trivial restorer ('trivial_mse', named in 'trivial_restorer'; absent when the task has none).
+    trivial restorer (where the task has one); with N = 0 how often the energy ranks clean below corrupted.
 
     `batches` yields float [B,3,H,W] in [0,1]. The corruption is seeded, so two models are
     compared on the same corrupted images.
@@ -89,18 +153,17 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
                 restored[j] += F.mse_loss(state.float(), sample.target.float()).item() * n
             trivial = add_or_none(trivial, trivial_sum(task, sample))
             if steps == 0:  # N = 0 restores nothing: how well the energy ranks clean below corrupted
-                difference = task.energy(model, sample, sample.state) - task.energy(model, sample, sample.target)
+                energy = state_adapter(task, model).energy
+                difference = energy(sample, sample.state) - energy(sample, sample.target)
                 ranked += (difference > 0).sum().item()
                 gap += difference.sum().item()
             count += n
     if count == 0:
         raise ValueError("no held-out images to evaluate")
-    error = {"corrupted_mse": corrupted / count, "restored_mse": [r / count for r in restored], "images": count}
-    if trivial is not None:
-        error.update(trivial_mse=trivial / count, trivial_restorer=task.trivial_restorer)
-    if steps == 0:
-        error.update(ranked_right=ranked / count, energy_gap=gap / count)
-    return error
+    ranking = {"ranked_right": ranked / count, "energy_gap": gap / count} if steps == 0 else {}
+    return restoration_report(count, corrupted / count, [r / count for r in restored],
+                              None if trivial is None else trivial / count,
+                              None if trivial is None else task.trivial_restorer, **ranking)
 
 
 def figure_columns(model, task, images: torch.Tensor, steps: int, seed: int = 0) -> dict[str, torch.Tensor]:

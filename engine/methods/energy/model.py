@@ -7,6 +7,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from pretexts.backbones.factory import create_backbone
+from pretexts.backbones.normalisation import normalisation
 
 
 class EnergyModel(nn.Module):
@@ -23,9 +24,8 @@ class EnergyModel(nn.Module):
         super().__init__()
         if alpha <= 0:
             raise ValueError(f"alpha must be > 0, got {alpha}")
-        cfg = getattr(backbone, "pretrained_cfg", None) or {}
-        mean = mean if mean is not None else cfg.get("mean", (0.485, 0.456, 0.406))
-        std = std if std is not None else cfg.get("std", (0.229, 0.224, 0.225))
+        own_mean, own_std = normalisation(backbone)
+        mean, std = own_mean if mean is None else mean, own_std if std is None else std
         self.backbone = backbone
         self.head = nn.Linear(backbone.num_features, 1, bias=False)
         if head_init_std is not None:

@@ -6,6 +6,7 @@ from torch import Tensor
 from pretexts.base import Corrupted
 
 from pretexts.engine.methods.energy.grad_modes import FD_DELTA, energy_gradient
+from pretexts.engine.methods.states import state_adapter
 
 
 def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool | None = None,
@@ -24,15 +25,18 @@ def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool |
         create_graph = torch.is_grad_enabled() and model.training
     state = sample.state
     states = []
+    energy = state_adapter(task, model).energy  # how the task's kind of state enters the model
     for _ in range(steps):
         state = state.detach().requires_grad_(True)  # SG between steps (paper, eq. 5)
-        grad = energy_gradient(lambda s: task.energy(model, sample, s), state, model, grad_mode, create_graph,
-                               fd_delta)
+        grad = energy_gradient(lambda s: energy(sample, s), state, model, grad_mode, create_graph, fd_delta)
         state = state - model.alpha.to(grad.dtype) * grad
         if not torch.is_grad_enabled():
             state = state.detach()
         states.append(state)
     return states
+
+
+LOSSES = ("mse", "smooth_l1")
 
 
 def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse") -> Tensor:
@@ -55,6 +59,7 @@ def contrastive_loss(model, task, sample: Corrupted) -> Tensor:
     i.e. by how wrongly the pair is ranked; unlike the raw difference E(x) - E(x_0) it is bounded below (by 0),
     so the model cannot lower it forever by scaling its energy up.
     """
-    positive = task.energy(model, sample, sample.target)
-    negative = task.energy(model, sample, sample.state)
+    states = state_adapter(task, model)
+    positive = states.energy(sample, sample.target)
+    negative = states.energy(sample, sample.state)
     return F.softplus(positive.float() - negative.float()).mean()

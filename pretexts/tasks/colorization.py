@@ -2,8 +2,8 @@
 import kornia
 from torch import Tensor
 
-from .base import Corrupted, Pretext
-from .registry import register
+from ..base import Corrupted, Pretext
+from ..registry import register
 
 
 @register("colorization")
@@ -16,7 +16,7 @@ class Colorization(Pretext):
 
     trivial_restorer = "the grayscale itself"
 
-    def corrupt(self, images: Tensor, generator=None) -> Corrupted:
+    def apply(self, images: Tensor, params: dict) -> Corrupted:
         gray = kornia.color.rgb_to_grayscale(images).expand_as(images).contiguous()
         return Corrupted(state=gray, target=images)
 

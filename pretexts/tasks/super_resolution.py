@@ -5,10 +5,10 @@ import torch.nn.functional as F
 from kornia.geometry.transform import rescale, resize
 from torch import Tensor
 
-from .base import Corrupted, Pretext
+from ..base import Corrupted, Pretext
 from .masking import check_fits
-from .params import Param
-from .registry import register
+from ..params import Param
+from ..registry import register
 
 
 @register("super-resolution")
@@ -28,7 +28,7 @@ class SuperResolution(Pretext):
 
     params = {"scale": Param(16, int, 1, 1024, help="downsampling factor (paper: 8, 14, 16, 24, 32)")}
 
-    def corrupt(self, images: Tensor, generator=None) -> Corrupted:
+    def apply(self, images: Tensor, params: dict) -> Corrupted:
         check_fits(self.name, "scale", self.scale, images)
         height, width = images.shape[-2:]
         small = (math.ceil(height / self.scale), math.ceil(width / self.scale))

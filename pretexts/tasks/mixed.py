@@ -2,11 +2,11 @@
 import torch
 from torch import Tensor
 
-from .base import Corrupted, Pretext
-from .errors import ParameterError, PretextsError
+from ..base import Corrupted, Pretext, splits_draw_and_apply
+from ..errors import ParameterError, PretextsError
 from .masking import fill_param
-from .params import Param
-from .registry import get_pretext_class, register
+from ..params import Param
+from ..registry import get_pretext_class, register
 
 # the paper's four families, drawn uniformly (Section 4.2); masking is random-mask, its best row (Table 1: 79.7)
 DEFAULT_TASKS = ("random-mask", "super-resolution", "denoising", "colorization")
@@ -17,6 +17,18 @@ def is_pixel_task(task: Pretext) -> bool:
     return task.state_kind == "pixels"
 
 
+def draw_part(task: Pretext, images: Tensor, generator) -> dict:
+    """A sub-task's parameters for its images; a task that overrides `corrupt` alone (a plugin) has none to
+    replay, so its whole sample is drawn here, in the same turn of the generator."""
+    if splits_draw_and_apply(task):
+        return task.draw(images, generator)
+    return {"sample": task.corrupt(images, generator)}
+
+
+def apply_part(task: Pretext, images: Tensor, params: dict) -> Corrupted:
+    return task.apply(images, params) if splits_draw_and_apply(task) else params["sample"]
+
+
 @register("mixed")
 class Mixed(Pretext):
     """One task per image, drawn uniformly from `tasks` (paper, Table 3: Ours Mixed, 81.2 top-1 for ViT-S).
@@ -24,9 +36,10 @@ class Mixed(Pretext):
     The default mixes masking, super-resolution, denoising and colorization, as the paper's mixed runs
     (Section 4.2). Each entry is a task name, or `name:preset` (e.g. `random-mask:small`); sub-tasks
     take their defaults, but for `fill`, which is passed to every sub-task that declares one (the masks).
-    Only pixel tasks mix, since their states share one shape. Images are grouped by task and each task
-    corrupts its group in one call. info["task"] holds each image's index into `tasks`; info["parts"][index]
-    that sub-task's own info, for the images with task == index. The trivial restorer is each image's own
+    Only pixel tasks mix, since their states share one shape. Images are grouped by task; `draw` draws which
+    task each image gets, then each task's parameters for its group (task by task, in `tasks` order), and
+    `apply` applies each group's task with its drawn parameters in one call. info["task"] holds each image's
+    index into `tasks`; info["parts"][index] that sub-task's own info, for the images with task == index. The trivial restorer is each image's own
     task's; none when a sub-task has none.
     """
 
@@ -51,20 +64,23 @@ class Mixed(Pretext):
         restorers = [task.trivial_restorer for task in self.subtasks]
         self.trivial_restorer = None if None in restorers else "each task's own"
 
-    def bind(self, model) -> "Mixed":
-        for task in self.subtasks:
-            task.bind(model)
-        return self
-
-    def corrupt(self, images: Tensor, generator=None) -> Corrupted:
+    def draw(self, images: Tensor, generator=None) -> dict:
+        """"task" [B]: each image's index into `tasks`; "parts"[index]: that task's parameters for its images."""
         which = torch.randint(len(self.subtasks), (images.shape[0],), generator=generator, device=images.device)
-        state = torch.empty_like(images)
-        info = {"task": which, "tasks": self.tasks, "parts": {}}
+        parts = {}
         for index, task in enumerate(self.subtasks):
             group = (which == index).nonzero().squeeze(1)
-            if group.numel() == 0:
-                continue
-            sample = task.corrupt(images[group], generator)
+            if group.numel() > 0:
+                parts[index] = draw_part(task, images[group], generator)
+        return {"task": which, "parts": parts}
+
+    def apply(self, images: Tensor, params: dict) -> Corrupted:
+        which = params["task"]
+        state = torch.empty_like(images)
+        info = {"task": which, "tasks": self.tasks, "parts": {}}
+        for index, part in params["parts"].items():
+            group = (which == index).nonzero().squeeze(1)
+            sample = apply_part(self.subtasks[index], images[group], part)
             state[group] = sample.state.to(state.dtype)
             info["parts"][index] = sample.info
         return Corrupted(state=state, target=images, info=info)

@@ -4,10 +4,10 @@ import math
 import torch
 from torch import Tensor
 
-from .base import Corrupted, Pretext, rand, uniform
-from .errors import ParameterError
-from .params import Param
-from .registry import register
+from ..base import Corrupted, Pretext, rand, uniform
+from ..errors import ParameterError
+from ..params import Param
+from ..registry import register
 
 # What the masked pixels hold. The paper blanks them (zeros, i.e. black before normalisation), but measured
 # on 32 px CIFAR-10 black boxes over ~55 % of the image are a shortcut: the scalar energy learns how dark the
@@ -15,7 +15,7 @@ from .registry import register
 FILLS = ("gray", "black", "noise", "mean")
 GRAY = 0.5  # a constant, deliberately not the normalisation mean (see NEAR_MEAN)
 NEAR_MEAN = 0.02  # a `mean` fill whose every channel is closer than this to the normalisation mean is moved off
-IMAGENET_MEAN = (0.485, 0.456, 0.406)  # what the energy model subtracts unless the bound backbone says otherwise
+IMAGENET_MEAN = (0.485, 0.456, 0.406)  # what the energy model subtracts unless its backbone says otherwise
 
 
 def fill_param(prefix: str = "") -> Param:
@@ -42,31 +42,31 @@ class MaskingTask(Pretext):
     `noise` to U(0, 1) per pixel and channel, drawn from the task's generator after the mask (so a seed gives
     the same mask whatever the fill); `mean` to each image's mean colour over its visible pixels (gray when
     nothing is visible). The `mean` rule: when every channel of that colour lies within NEAR_MEAN (0.02) of
-    the normalisation mean (the bound model's, ImageNet's by default), each channel is moved to exactly 0.02
-    from it, on its own side (up on a tie). A box of the normalisation mean itself is all zeros after
+    the normalisation mean (`norm_mean`: the trained model's, ImageNet's by default), each channel is moved to
+    exactly 0.02 from it, on its own side (up on a tie). A box of the normalisation mean itself is all zeros after
     normalisation: ConvNeXt's post-stem LayerNorm then sees zero-variance tokens, and the loss at init
     explodes (2e8 measured on convnext_atto; 0.02 off it, the loss is that of gray).
     """
 
     trivial_restorer = "visible-mean fill"
+    # the `mean` fill keeps away from it: plain numbers the model side sets to the trained model's normalisation
+    # mean (pretexts.engine.methods.states), the task itself knowing no model
     norm_mean: tuple = IMAGENET_MEAN
 
-    def bind(self, model) -> "MaskingTask":
-        """Read the model's normalisation mean, which the `mean` fill keeps away from."""
-        mean = getattr(model, "mean", None)
-        if isinstance(mean, Tensor) and mean.numel() == 3:
-            self.norm_mean = tuple(float(v) for v in mean.flatten())
-        return self
+    def draw_fill(self, images: Tensor, generator=None) -> dict:
+        """The fill's own parameters, drawn after the mask's: the `noise` fill's U(0, 1) pixels, else none."""
+        if self.fill != "noise":
+            return {}
+        return {"noise": rand(images.shape, generator, images.device).to(images.dtype)}
 
-    def fill_masked(self, images: Tensor, mask: Tensor, generator=None) -> Tensor:
+    def fill_masked(self, images: Tensor, mask: Tensor, params: dict) -> Tensor:
         """`images` with the pixels where `mask` [B, 1, H, W] is True replaced by the task's fill."""
         if self.fill == "black":
             return images.masked_fill(mask, 0.0)
         if self.fill == "gray":
             return images.masked_fill(mask, GRAY)
         if self.fill == "noise":
-            noise = rand(images.shape, generator, images.device).to(images.dtype)
-            return torch.where(mask, noise, images)
+            return torch.where(mask, params["noise"], images)
         colour = visible_mean(images, mask)
         norm_mean = torch.tensor(self.norm_mean, device=images.device).view(1, 3, 1, 1)
         offset = colour - norm_mean
@@ -108,18 +108,27 @@ class GriddedMask(MaskingTask):
         "fill": fill_param(),
     }
 
-    def corrupt(self, images: Tensor, generator=None) -> Corrupted:
+    def draw(self, images: Tensor, generator=None) -> dict:
+        """"cells": [B, rows, cols] True on the blanked cells (and the fill's "noise")."""
         check_fits(self.name, "grid", self.grid, images)
         batch, _, height, width = images.shape
         rows, cols = math.ceil(height / self.grid), math.ceil(width / self.grid)
-        cells = rows * cols
-        count = round(self.ratio * cells)
-        # The rank of a uniform score picks exactly `count` cells per image, without a loop.
-        rank = rand((batch, cells), generator, images.device).argsort(1).argsort(1)
-        cell_mask = (rank < count).view(batch, 1, rows, cols)
-        mask = cell_mask.repeat_interleave(self.grid, 2).repeat_interleave(self.grid, 3)[..., :height, :width]
-        state = self.fill_masked(images, mask, generator)
+        # The rank of a uniform score picks exactly `blanked` cells per image, without a loop.
+        rank = rand((batch, rows * cols), generator, images.device).argsort(1).argsort(1)
+        cells = (rank < self.blanked(rows * cols)).view(batch, rows, cols)
+        return {"cells": cells, **self.draw_fill(images, generator)}
+
+    def apply(self, images: Tensor, params: dict) -> Corrupted:
+        height, width = images.shape[-2:]
+        cells = params["cells"].unsqueeze(1)
+        mask = cells.repeat_interleave(self.grid, 2).repeat_interleave(self.grid, 3)[..., :height, :width]
+        state = self.fill_masked(images, mask, params)
+        count = self.blanked(cells.shape[-2] * cells.shape[-1])
         return Corrupted(state=state, target=images, info={"mask": mask[:, 0], "blanked_cells": count})
+
+    def blanked(self, cells: int) -> int:
+        """How many of an image's `cells` are blanked."""
+        return round(self.ratio * cells)
 
 
 @register("random-mask")
@@ -154,12 +163,19 @@ class RandomMask(MaskingTask):
                 raise ParameterError(
                     f"{self.name}: {low}={getattr(self, low)} must be <= {high}={getattr(self, high)}.")
 
-    def corrupt(self, images: Tensor, generator=None) -> Corrupted:
-        batch, _, height, width = images.shape
-        device, shape = images.device, (batch, self.count, 1)
+    def draw(self, images: Tensor, generator=None) -> dict:
+        """Each box's "area", "aspect", "centre_y" and "centre_x", [B, count] (and the fill's "noise")."""
+        device, shape = images.device, (images.shape[0], self.count)
         area = uniform(shape, self.low, self.high, generator, device)
         aspect = uniform(shape, self.aspect_low, self.aspect_high, generator, device)
         centre_y, centre_x = rand(shape, generator, device), rand(shape, generator, device)
+        return {"area": area, "aspect": aspect, "centre_y": centre_y, "centre_x": centre_x,
+                **self.draw_fill(images, generator)}
+
+    def apply(self, images: Tensor, params: dict) -> Corrupted:
+        height, width, device = *images.shape[-2:], images.device
+        area, aspect, centre_y, centre_x = (params[k].unsqueeze(-1) for k in ("area", "aspect", "centre_y",
+                                                                                "centre_x"))  # [B, count, 1]
         half_h, half_w = (area * aspect).sqrt() / 2, (area / aspect).sqrt() / 2
         # A pixel is blanked when its centre lies inside a box, in normalised coordinates.
         ys = (torch.arange(height, device=device) + 0.5) / height
@@ -168,5 +184,5 @@ class RandomMask(MaskingTask):
         in_cols = ((xs - centre_x).abs() < half_w).float()  # [B, count, W]
         # Summing row x column indicators over boxes gives [B, H, W] without a [B, count, H, W] tensor.
         mask = torch.bmm(in_rows.transpose(1, 2), in_cols) > 0
-        state = self.fill_masked(images, mask.unsqueeze(1), generator)
+        state = self.fill_masked(images, mask.unsqueeze(1), params)
         return Corrupted(state=state, target=images, info={"mask": mask})

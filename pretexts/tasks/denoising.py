@@ -2,10 +2,10 @@
 import torch
 from torch import Tensor
 
-from .base import Corrupted, Pretext, uniform
-from .errors import ParameterError
-from .params import Param
-from .registry import register
+from ..base import Corrupted, Pretext, uniform
+from ..errors import ParameterError
+from ..params import Param
+from ..registry import register
 
 
 @register("denoising")
@@ -29,11 +29,16 @@ class Denoising(Pretext):
             raise ParameterError(
                 f"{self.name}: gamma_low={self.gamma_low} must be <= gamma_high={self.gamma_high}.")
 
-    def corrupt(self, images: Tensor, generator=None) -> Corrupted:
+    def draw(self, images: Tensor, generator=None) -> dict:
+        """"gamma" [B], then "noise" [B, 3, H, W] ~ N(0, I)."""
         gamma = uniform((images.shape[0],), self.gamma_low, self.gamma_high, generator, images.device)
         noise = torch.randn(images.shape, generator=generator, device=images.device, dtype=images.dtype)
+        return {"gamma": gamma, "noise": noise}
+
+    def apply(self, images: Tensor, params: dict) -> Corrupted:
+        gamma = params["gamma"]
         g = gamma.to(images.dtype).view(-1, 1, 1, 1)
-        state = g.sqrt() * images + (1 - g).sqrt() * noise
+        state = g.sqrt() * images + (1 - g).sqrt() * params["noise"]
         return Corrupted(state=state, target=images, info={"gamma": gamma})
 
     def trivial_restore(self, sample: Corrupted) -> Tensor:

@@ -9,7 +9,7 @@ a single direction drowns the rest).
 import torch
 from torch import Tensor
 
-from pretexts.engine.evaluation.knn import knn_accuracy
+from pretexts.engine.measures.knn import knn_accuracy
 
 
 def rankme(features: Tensor, eps: float = 1e-7) -> float:

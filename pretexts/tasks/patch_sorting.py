@@ -2,14 +2,10 @@
 import torch
 from torch import Tensor
 
-from pretexts.backbones.vit_tokens import sincos_pos_embed, vit_energy_with_pos, vit_geometry
-
-from .base import Corrupted, Pretext, rand
-from .errors import ParameterError
-from .params import Param
-from .registry import register
-
-__all__ = ["PatchSorting", "sincos_pos_embed"]
+from ..base import Corrupted, Pretext, rand
+from ..errors import ParameterError
+from ..params import Param
+from ..registry import register
 
 
 @register("patch-sorting")
@@ -25,7 +21,9 @@ class PatchSorting(Pretext):
       the blocks. The kept indices are drawn with the sample (info["keep"]), so all N restoration
       steps see the same tokens; they apply only while the model is in training mode. A dropped
       token's embedding gets no gradient and stays where it was; the loss still averages over all L.
-    Call `bind(model)` first: it reads the patch grid and width from the ViT.
+    The task knows no model: the ViT's patch size, grid and sin-cos table reach it through `set_grid` as plain
+    numbers and a tensor, from the model side (pretexts.engine.methods.states, the "positions" adapter, which
+    also feeds the state to the ViT). Call `state_adapter(task, model).prepare()` (or `set_grid`) first.
     """
 
     state_kind = "positions"
@@ -34,47 +32,58 @@ class PatchSorting(Pretext):
         "drop": Param(0.5, float, 0.0, 0.95, help="fraction of patch tokens dropped before the blocks (training)"),
     }
 
-    geometry: dict | None = None  # patch, grid, dim, prefix of the bound ViT; set by bind()
-    table: Tensor | None = None  # the true sin-cos embeddings [L, D]
+    patch: tuple[int, int] | None = None  # pixels per patch (height, width) of the ViT; set by set_grid
+    grid: tuple[int, int] | None = None  # patches per image (rows, cols)
+    table: Tensor | None = None  # the true sin-cos embeddings [rows * cols, D]
 
-    def bind(self, model) -> "PatchSorting":
-        name = getattr(model, "backbone_name", type(model.backbone).__name__)
-        geometry = vit_geometry(model.backbone, name, self.name)
-        patch = min(geometry["patch"])
-        if 2 * self.edge_max >= patch:
+    def set_grid(self, patch: tuple[int, int], grid: tuple[int, int], table: Tensor) -> "PatchSorting":
+        """Take the ViT's geometry: `patch` pixels per patch, `grid` patches per image, its sin-cos `table`."""
+        smallest = min(patch)
+        if 2 * self.edge_max >= smallest:
             raise ParameterError(
-                f"{self.name}: edge_max={self.edge_max} would blank whole {patch}-pixel patches of {name}; "
-                f"use edge_max <= {(patch - 1) // 2}.")
-        self.geometry = geometry
-        self.table = sincos_pos_embed(geometry["grid"], geometry["dim"])
+                f"{self.name}: edge_max={self.edge_max} would blank whole {smallest}-pixel patches of the ViT; "
+                f"use edge_max <= {(smallest - 1) // 2}.")
+        self.patch, self.grid, self.table = tuple(patch), tuple(grid), table
         return self
 
-    def corrupt(self, images: Tensor, generator=None) -> Corrupted:
-        if self.geometry is None:
-            raise ParameterError(f"{self.name}: call task.bind(model) first; the task reads the ViT's patch grid.")
-        (rows, cols), (ph, pw) = self.geometry["grid"], self.geometry["patch"]
+    def draw(self, images: Tensor, generator=None) -> dict:
+        """"perm" [B, L] (patch i is told it sits at position perm[b, i]), "edge" [B] (0: no edge masking) and,
+        with dropout, "keep" [B, K] (the kept token indices, sorted), drawn in that order."""
+        if self.grid is None:
+            raise ParameterError(f"{self.name}: the ViT's patch grid is not set; the model side gives it "
+                                 f"(pretexts.engine.methods.states: state_adapter(task, model).prepare()).")
+        (rows, cols), (ph, pw) = self.grid, self.patch
         batch, _, height, width = images.shape
         if (height, width) != (rows * ph, cols * pw):
             raise ParameterError(
                 f"{self.name}: images are {height}x{width} but the ViT expects {rows * ph}x{cols * pw}.")
         device, length = images.device, rows * cols
-        table = self.table.to(device)
-        perm = rand((batch, length), generator, device).argsort(1)
-        state = table[perm]  # patch i is told it sits at position perm[b, i]
-        context, edge = images, torch.zeros(batch, dtype=torch.long, device=device)
+        params = {"perm": rand((batch, length), generator, device).argsort(1),
+                  "edge": torch.zeros(batch, dtype=torch.long, device=device)}
         if self.edge_max > 0:
-            edge = 1 + (rand((batch,), generator, device) * self.edge_max).long().clamp(max=self.edge_max - 1)
-            context = images.masked_fill(self._edge_mask(edge, height, width), 0.0)
-        info = {"perm": perm, "edge": edge, "image": images}  # the clean image, for preview
+            edge = (rand((batch,), generator, device) * self.edge_max).long().clamp(max=self.edge_max - 1)
+            params["edge"] = 1 + edge  # k uniform in 1..edge_max
         if self.drop > 0:
             kept = max(1, round(length * (1 - self.drop)))
-            info["keep"] = rand((batch, length), generator, device).argsort(1)[:, :kept].sort(1).values
-        target = table.expand(batch, -1, -1).contiguous()
+            params["keep"] = rand((batch, length), generator, device).argsort(1)[:, :kept].sort(1).values
+        return params
+
+    def apply(self, images: Tensor, params: dict) -> Corrupted:
+        table = self.table.to(images.device)
+        perm, edge = params["perm"], params["edge"]
+        state = table[perm]  # patch i is told it sits at position perm[b, i]
+        context = images
+        if self.edge_max > 0:
+            context = images.masked_fill(self._edge_mask(edge, *images.shape[-2:]), 0.0)
+        info = {"perm": perm, "edge": edge, "image": images}  # the clean image, for preview
+        if "keep" in params:
+            info["keep"] = params["keep"]
+        target = table.expand(images.shape[0], -1, -1).contiguous()
         return Corrupted(state=state, target=target, context=context, info=info)
 
     def _edge_mask(self, edge: Tensor, height: int, width: int) -> Tensor:
         """[B, 1, H, W] True on the `edge[b]` outermost pixel rows and columns of every patch."""
-        ph, pw = self.geometry["patch"]
+        ph, pw = self.patch
         k = edge.view(-1, 1, 1)
         y = torch.arange(height, device=edge.device) % ph
         x = torch.arange(width, device=edge.device) % pw
@@ -82,14 +91,10 @@ class PatchSorting(Pretext):
         cols = (x < k) | (x >= pw - k)  # [B, 1, W]
         return rows.unsqueeze(-1) | cols.unsqueeze(-2)
 
-    def energy(self, model, sample: Corrupted, state: Tensor) -> Tensor:
-        keep = sample.info.get("keep") if model.training else None
-        return vit_energy_with_pos(model, sample.context, state, keep)
-
     def preview(self, sample: Corrupted, state: Tensor) -> Tensor:
         """The clean image as the state arranges it: each position shows the patch whose embedding is
         nearest to that position's true embedding (shuffled at step 0, the original once sorted)."""
-        (rows, cols), (ph, pw) = self.geometry["grid"], self.geometry["patch"]
+        (rows, cols), (ph, pw) = self.grid, self.patch
         image = sample.info.get("image", sample.context)
         batch = image.shape[0]
         table = self.table.to(state.device, state.dtype).expand(batch, -1, -1)

@@ -1,0 +1,219 @@
+"""One cell of a comparison: a (method, task) pair and a seed, pretrained for a budget of minutes with a snapshot
+at each budget, then scored by kNN, the linear probe and (if asked) fine-tuning on val/. A cell is cached as
+`cell.json` in its folder: a finished one is never run again, a new budget reruns its pretraining (snapshots are
+not kept) but probes only what is missing, and a cell being run holds a `claim` file, so several processes can
+share one cache (`pretexts compare`, benchmarks/representation.py)."""
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from pretexts.errors import OutputError
+from pretexts.registry import METHODS
+
+from pretexts.engine.evaluation.finetune import Finetuner
+from pretexts.engine.evaluation.finetune_config import FinetuneConfig
+from pretexts.engine.evaluation.probe import run_probe
+from pretexts.engine.evaluation.probe_config import ProbeConfig
+from pretexts.engine.training.config import PretrainConfig, with_method_args
+from pretexts.engine.training.loop import Pretrainer
+from pretexts.engine.training.preflight import resolve_device
+
+RANDOM = "random init"
+
+
+@dataclass
+class Arm:
+    """A row of the comparison: `method` (None: the untrained backbone) with PretrainConfig `overrides` (task,
+    task_args, method_args, recipe, ...); `name` labels the row."""
+
+    name: str
+    method: str | None
+    overrides: dict = field(default_factory=dict)
+
+    @property
+    def folder(self) -> str:
+        return "random" if self.method is None else self.name.replace(" on ", "__").replace(" ", "_")
+
+
+def arms_for(tasks, methods) -> list[Arm]:
+    """Every (method, task) pair, a method that masks on its own (`Method.uses_task` False) once, and the
+    random-init row last."""
+    METHODS.load()
+    arms = []
+    for method in methods:
+        if getattr(METHODS.get(method), "uses_task", True):
+            arms += [Arm(f"{method} on {task}", method, {"task": task}) for task in tasks]
+        else:
+            arms.append(Arm(method, method, {}))
+    return [*arms, Arm(RANDOM, None)]
+
+
+def clock_kind(study) -> str:
+    """Process CPU time on a CPU (the same compute whatever else runs), wall-clock on a GPU (whose work the
+    process clock does not see)."""
+    if study.clock != "auto":
+        return study.clock
+    return "process" if resolve_device(study.device).type == "cpu" else "wall"
+
+
+def clock(kind: str) -> float:
+    return time.process_time() if kind == "process" else time.time()
+
+
+class BudgetedPretrainer(Pretrainer):
+    """A pretraining run that writes a snapshot checkpoint at each budget (minutes of training steps) and ends at
+    the last. Only the steps are timed: the end-of-epoch figures are skipped, checkpoint writes not counted."""
+
+    def start_clock(self, minutes: list, folder: Path, kind: str) -> None:
+        self.marks, self.folder, self.kind, self.spent, self.snapshots = sorted(minutes), folder, kind, 0.0, {}
+
+    def train_step(self, images):
+        start = clock(self.kind)
+        stats = super().train_step(images)
+        if self.kind == "wall" and images.is_cuda:
+            torch.cuda.synchronize()
+        self.spent += clock(self.kind) - start
+        while self.marks and self.spent >= 60 * self.marks[0]:
+            minutes = self.marks.pop(0)
+            path = self.folder / f"m{minutes:g}" / "checkpoint.pt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.save(path)
+            self.snapshots[minutes] = {"steps": self.global_step, "seconds": self.spent}
+        if not self.marks:
+            self.batches_per_epoch, self.cfg.epochs = self.batch + 1, self.epoch + 1  # ends the epoch and the run
+        return stats
+
+    def end_of_epoch_outputs(self) -> None:
+        pass
+
+
+def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
+    """The arm's run; a method's own options among its overrides (e.g. grad_mode) go into method_args."""
+    return PretrainConfig(**with_method_args(dict(
+        method=arm.method or "energy", backbone=study.backbone, data=study.data, img_size=study.img_size,
+        batch_size=study.batch_size, epochs=100000, seed=seed, workers=0, device=study.device, out=str(out),
+        eval_images=256, figure_images=4, quiet=True, force=True, **arm.overrides)))
+
+
+def pretrain(study, arm: Arm, seed: int, folder: Path, minutes: list) -> dict:
+    """Pretrain to the largest of `minutes`, leaving a snapshot at each; their steps and seconds, the held-out
+    restored / baseline ratio where the run ended, and the monitor's history."""
+    trainer = BudgetedPretrainer(pretrain_config(study, arm, seed, folder / "run"))
+    trainer.start_clock(minutes, folder, clock_kind(study))
+    results = trainer.run()
+    held = results.get("held_out") or {}
+    ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held.get("restored_mse") and \
+        held.get("corrupted_mse") else None
+    history = trainer.monitor.history if trainer.monitor else None
+    return {"snapshots": {f"{m:g}": s for m, s in trainer.snapshots.items()}, "held_out_ratio": ratio,
+            "monitor": history or None}
+
+
+def untrained(study, seed: int, folder: Path) -> dict:
+    """The random-init row: a checkpoint of the backbone before any step (the seed sets its initialisation)."""
+    path = folder / "m0" / "checkpoint.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Pretrainer(pretrain_config(study, Arm(RANDOM, None), seed, folder / "run")).save(path)
+    return {"snapshots": {"0": {"steps": 0, "seconds": 0.0}}, "held_out_ratio": None, "monitor": None}
+
+
+def probe(study, checkpoint: Path, seed: int) -> dict:
+    """kNN (k=20, cosine and standardised) and the linear probe on val/, top-1 in %."""
+    results = run_probe(ProbeConfig(checkpoint=str(checkpoint), data=study.data, probes=("knn", "knn-std", "linear"),
+                                    probe_args={"knn_k": (20,)}, seed=seed, workers=0, device=study.device,
+                                    quiet=True, force=True, out=str(checkpoint.parent / "probe")),
+                        echo=lambda line: None)
+    return {"knn": results["knn"]["k=20"], "knn_std": results["knn-std"]["k=20"], "linear": results["linear"]["top1"]}
+
+
+def finetune(study, checkpoint: Path, seed: int) -> dict:
+    """The small-data fine-tuning recipe of benchmarks/quality.py; top-1 per epoch shows whether it has settled."""
+    cfg = FinetuneConfig(checkpoint=str(checkpoint), data=study.data, epochs=study.finetune_epochs, warmup_epochs=1,
+                         batch_size=study.batch_size, base_lr=4e-3, layer_decay=0.75, drop_path=0.1, randaug="none",
+                         mixup=0.0, cutmix=0.0, smoothing=0.1, crop_min_scale=0.35, crop_pct=1.0, seed=seed,
+                         workers=0, device=study.device, quiet=True, force=True,
+                         out=str(checkpoint.parent / "finetune"))
+    results = Finetuner(cfg, echo=lambda line: None).run()
+    return {"final": results["final_top1"], "best": results["best_top1"], "epochs": study.finetune_epochs,
+            "top1": results["top1"]}
+
+
+def settings(study, arm: Arm) -> dict:
+    """What a cached cell's numbers depend on besides its budgets, seed and fine-tune epochs."""
+    return {"backbone": study.backbone, "data": str(study.data), "img_size": study.img_size,
+            "batch_size": study.batch_size, "clock": clock_kind(study), "method": arm.method,
+            "overrides": arm.overrides}
+
+
+def claim(folder: Path) -> bool:
+    """Take the cell for this process; False if a live process has it (a claim left by a killed run is free)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "claim"
+    try:
+        os.kill(int(path.read_text()), 0)
+        return False
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        path.write_text(str(os.getpid()))
+        return True
+
+
+def run_cell(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool = False) -> dict | None:
+    """The cell's record (pretraining points, probes, fine-tunes), read from `folder` where done before; None when
+    another process is running it."""
+    if study.threads:
+        torch.set_num_threads(study.threads)
+    if not claim(folder):
+        return None
+    try:
+        return cell_results(study, arm, seed, folder, keep_checkpoints)
+    finally:
+        (folder / "claim").unlink(missing_ok=True)
+
+
+def load_cell(path: Path, expected: dict | None = None) -> dict:
+    """A cached cell; one measured under other settings is refused (a cell written before settings were recorded
+    is taken as it is)."""
+    cell = json.loads(path.read_text())
+    cell.setdefault("finetunes", {})
+    saved = cell.get("settings")
+    if expected is not None and saved is not None and saved != json.loads(json.dumps(expected)):
+        changed = sorted(k for k in expected if saved.get(k) != json.loads(json.dumps(expected[k])))
+        raise OutputError(f"{path} was measured with other settings ({', '.join(changed)}); give --force to "
+                          f"measure again, or another --out.")
+    return cell
+
+
+def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool) -> dict:
+    done_file = folder / "cell.json"
+    wanted = settings(study, arm)
+    cell = load_cell(done_file, wanted) if done_file.is_file() else {"points": {}, "finetunes": {}}
+    cell["settings"] = wanted
+    minutes = [0.0] if arm.method is None else sorted(study.budget)
+    top = f"{minutes[-1]:g}"
+    last = folder / f"m{top}" / "checkpoint.pt"
+    tune = study.finetune_epochs and cell["finetunes"].get(top, {}).get("epochs") != study.finetune_epochs
+    missing = [m for m in minutes if "knn_std" not in cell["points"].get(f"{m:g}", {})]
+    if missing or (tune and not last.is_file()):
+        pre = untrained(study, seed, folder) if arm.method is None else \
+            pretrain(study, arm, seed, folder, sorted({*missing, minutes[-1]}))
+        for m in missing:
+            key = f"{m:g}"
+            cell["points"][key] = {**pre["snapshots"][key], **probe(study, folder / f"m{key}" / "checkpoint.pt", seed)}
+        cell["points"] = dict(sorted(cell["points"].items(), key=lambda kv: float(kv[0])))
+        if pre["held_out_ratio"] is not None:  # measured where the run ended
+            cell["points"][top]["held_out_ratio"] = pre["held_out_ratio"]
+        if pre.get("monitor"):
+            cell["monitor"] = pre["monitor"]
+        done_file.write_text(json.dumps(cell, indent=2))
+    if tune:
+        cell["finetunes"][top] = finetune(study, last, seed)
+        done_file.write_text(json.dumps(cell, indent=2))
+    if not keep_checkpoints:  # the record is cell.json; the rest is tens of MB a cell
+        for path in [*folder.glob("m*"), folder / "run"]:
+            shutil.rmtree(path, ignore_errors=True)
+    return cell

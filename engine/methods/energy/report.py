@@ -1,0 +1,26 @@
+"""The energy method's held-out report: the restoration error per step, or with N = 0 (nothing restored) how
+often the energy ranks the clean image below the corrupted one."""
+from dataclasses import dataclass
+
+from pretexts.engine.methods.report import HeldOut
+
+
+@dataclass
+class RestorationHeldOut(HeldOut):
+    """`HeldOut` whose outputs are the N restoration steps; with N = 0 `extra` holds 'ranked_right' (the share of
+    images whose clean energy is below the corrupted one's) and 'energy_gap' (the mean difference)."""
+
+    def format(self) -> str:
+        if self.restored_mse:
+            return super().format()
+        return (f"held-out on {self.images} images (N = 0, nothing restored): the energy ranks the clean image "
+                f"below the corrupted one for {100 * self.extra['ranked_right']:.1f}% (mean gap "
+                f"{self.extra['energy_gap']:.4g})")
+
+
+def restoration_report(images: int, corrupted_mse: float, restored_mse: list[float], trivial_mse=None,
+                       trivial_restorer=None, **extra) -> RestorationHeldOut:
+    """The report of `restoration_error`: one output per step, 'step 1' ... 'step N'."""
+    return RestorationHeldOut(images, corrupted_mse, restored_mse, tuple(f"step {j}" for j in
+                                                                          range(1, len(restored_mse) + 1)),
+                              trivial_mse=trivial_mse, trivial_restorer=trivial_restorer, extra=extra)

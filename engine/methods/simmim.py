@@ -1,0 +1,137 @@
+"""The SimMIM baseline (`--method simmim`, Xie et al. 2022) on any backbone: masked image modelling with a mask
+token in the encoder's input and a light pixel head, so a ConvNeXt or ResNet has a decoder-based peer too.
+SimMIM masks its own 32-px patches (scaled with the image), as MAE does: `--task` is not used."""
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from pretexts.backbones import create_backbone
+from pretexts.backbones.normalisation import normalisation
+from pretexts.params import Param
+
+from pretexts.engine.methods import register_method
+from pretexts.engine.methods.base import Method
+from pretexts.engine.methods.report import HeldOut, with_figure_numbers
+from pretexts.engine.methods.simmim_model import SimMIMModel, feature_map, mask_patch_size, random_mask
+from pretexts.engine.modules.decoders import PyramidDecoder
+from pretexts.engine.modules.eval_mode import eval_mode
+from pretexts.engine.modules.features import is_plain_vit
+
+PYRAMID_DIM = 128  # the AE's pyramid decoder width at 32 px (engine/methods/autoencoder.py)
+
+
+@dataclass
+class MaskedImages:
+    """Clean images [B,3,H,W] in [0, 1] and SimMIM's mask [B, h, w] in the stem's cells (1 = masked)."""
+
+    images: torch.Tensor
+    mask: torch.Tensor
+
+
+@register_method("simmim")
+class SimMIMMethod(Method):
+    summary = ("SimMIM (Xie et al. 2022): a mask token at masked positions, the encoder sees all, a light head "
+               "predicts their pixels, L1 (any backbone)")
+    method_params = {
+        "mask_ratio": Param(0.6, float, 0.05, 0.95, help="share of mask patches masked (SimMIM: 0.6)"),
+        "mask_patch": Param(0, int, 0, 4096, help="mask patch side in px; 0: SimMIM's 32 px at 224, scaled with "
+                                                  "the image and rounded to whole stem cells (4 px at 32 px)"),
+    }
+    figure_name = "reconstruction"
+    uses_task = False
+
+    def build_model(self) -> torch.nn.Module:
+        cfg = self.cfg
+        backbone = create_backbone(cfg.backbone, img_size=cfg.img_size)
+        mean, std = normalisation(backbone)
+        decoder = None
+        if not is_plain_vit(backbone) and last_map_side(backbone, cfg.img_size) == 1:
+            # a 1x1 map cannot be pixel-shuffled into a picture: UperNet's PPM + FPN over the stages (the AE's)
+            decoder = PyramidDecoder(backbone, cfg.img_size, PYRAMID_DIM)
+        model = SimMIMModel(backbone, cfg.img_size, mean, std, decoder)
+        self.patch = self.args["mask_patch"] or mask_patch_size(cfg.img_size, model.stem_stride)
+        if cfg.img_size % self.patch or self.patch % model.stem_stride:
+            raise ValueError(f"method simmim: mask_patch {self.patch} must divide the image ({cfg.img_size} px) and "
+                             f"be a multiple of the stem's stride {model.stem_stride}; e.g. mask_patch="
+                             f"{mask_patch_size(cfg.img_size, model.stem_stride)}.")
+        return model
+
+    def corruption(self) -> str:
+        return f"SimMIM masking ({self.args['mask_ratio']:.0%} of {self.patch}-px patches; --task unused)"
+
+    def corrupt(self, images: torch.Tensor, generator: torch.Generator) -> MaskedImages:
+        if images.dtype == torch.uint8:
+            images = images.float() / 255
+        mask = random_mask(images.shape[0], images.shape[-1], self.model.stem_stride, self.patch,
+                           self.args["mask_ratio"], generator, images.device)
+        return MaskedImages(images, mask)
+
+    def loss(self, sample: MaskedImages) -> torch.Tensor:
+        return self.model(sample.images, sample.mask)[1]
+
+    def held_out_error(self, batches) -> HeldOut:
+        return masked_pixel_error(self, batches)
+
+    def figure_columns(self, images: torch.Tensor) -> dict:
+        # the same seeded masks as the columns: the title's numbers are the figure's own images
+        self.figure_error = masked_pixel_error(self, [images])
+        generator = torch.Generator(device=images.device).manual_seed(self.cfg.seed)
+        with eval_mode(self.model), torch.no_grad():
+            sample = self.corrupt(images, generator)
+            prediction = self.model.unnormalise(self.model(sample.images, sample.mask)[0])
+        pixels = self.pixel_mask(sample.mask)
+        return {"masked": images * (1 - pixels), "reconstruction": images * (1 - pixels) + prediction * pixels,
+                "original": images}
+
+    def figure_title(self) -> str:
+        return with_figure_numbers(f"SimMIM on {self.cfg.backbone}", getattr(self, "figure_error", None))
+
+    def probe_forward(self, images: torch.Tensor) -> None:
+        self.model(images, torch.zeros(images.shape[0], self.model.grid, self.model.grid, device=images.device))
+
+    def pixel_mask(self, mask: torch.Tensor) -> torch.Tensor:
+        """[B, h, w] stem cells -> [B, 1, H, W] pixels."""
+        stride = self.model.stem_stride
+        return mask.repeat_interleave(stride, 1).repeat_interleave(stride, 2).unsqueeze(1)
+
+
+def last_map_side(backbone: torch.nn.Module, img_size: int) -> int:
+    """The side of the backbone's last feature map at `img_size` (a no-grad probe on one blank image)."""
+    was = backbone.training
+    backbone.eval()
+    with torch.no_grad():
+        side = feature_map(backbone.forward_features(torch.zeros(1, 3, img_size, img_size)), backbone).shape[-1]
+    backbone.train(was)
+    return side
+
+
+def masked_pixel_error(method: SimMIMMethod, batches) -> HeldOut:
+    """MSE in [0, 1] pixels on the masked pixels only (what SimMIM learns to fill): of the reconstruction, and of
+    the visible-mean fill (each image's visible pixels' mean colour), SimMIM's baseline and trivial restorer."""
+    model, device = method.model, method.device
+    generator = torch.Generator(device=device).manual_seed(method.cfg.seed)
+    fill = restored = 0.0
+    count = 0
+    with eval_mode(model), torch.no_grad():
+        for images in batches:
+            sample = method.corrupt(images.to(device), generator)
+            images = sample.images
+            pixels = method.pixel_mask(sample.mask)
+            visible = 1 - pixels
+            mean = (images * visible).sum((2, 3), keepdim=True) / visible.sum((2, 3), keepdim=True).clamp_min(1)
+            prediction = model.unnormalise(model(images, sample.mask)[0])
+            fill += masked_mse(mean.expand_as(images), images, pixels).sum().item()
+            restored += masked_mse(prediction, images, pixels).sum().item()
+            count += images.shape[0]
+    if count == 0:
+        raise ValueError("no held-out images to evaluate")
+    name = "visible-mean fill"
+    return HeldOut(count, fill / count, [restored / count], ("reconstructed",), result="reconstructed",
+                   measure="masked-pixel MSE", baseline=name, against=f"the {name}", method="simmim",
+                   trivial_mse=fill / count, trivial_restorer=name)
+
+
+def masked_mse(guess: torch.Tensor, images: torch.Tensor, pixels: torch.Tensor) -> torch.Tensor:
+    """Per image: the MSE over its masked pixels and channels."""
+    return (F.mse_loss(guess, images, reduction="none") * pixels).sum((1, 2, 3)) / (pixels.sum((1, 2, 3)) * 3)

@@ -1,0 +1,85 @@
+"""One optimiser step, the same for pretraining, fine-tuning and segmentation.
+
+The whole block around `optimizer.step()` lives here once: the loss over micro-batches (gradient accumulation,
+DDP's all-reduce on the last one only), fp16 loss scaling, the gradient norm (clipped under --clip-grad), the
+non-finite policy (`NonFiniteGuard`: stop with a clear message, or skip and count under --skip-nonfinite) and
+the per-step learning-rate schedule. MAE's `NativeScalerWithGradNormCount` does the scaling part of it.
+"""
+import math
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from pretexts.engine.training import distributed
+from pretexts.engine.training.nonfinite import NonFiniteGuard
+
+
+@dataclass
+class StepStats:
+    loss: float  # the batch's mean loss (over every rank under DDP); a skipped step's is the non-finite value seen
+    lr: float  # the first group's lr after the schedule moved on, i.e. the next step's
+    grad_norm: float | None  # before clipping; None where not measured (fp16 without clipping: the scaler checks)
+    skipped: bool
+
+
+class OptimizerStep:
+    """`step(loss_of, micro_batches, number)` runs optimiser step `number` (1-based) and returns its `StepStats`.
+
+    `micro_batches` split one batch (tensors, or tuples whose first tensor counts the images); `loss_of(micro)`
+    returns its mean loss, under autocast if the run asks for it and, under DDP, through `ddp`'s forward, which
+    arms the gradient all-reduce. Each micro-batch's gradient is weighted by its share of the batch, so K
+    micro-batches give the whole batch's step. Every call moves the schedule one step, a skipped one too, so
+    the lr follows the step count. `scaler` is the run's `GradScaler` (`precision.grad_scaler`; checkpoints
+    carry its state), `nonfinite` the run's guard (its count is saved too).
+    """
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler,
+                 scaler: torch.amp.GradScaler, nonfinite: NonFiniteGuard, clip_grad: float | None = None,
+                 ddp: torch.nn.parallel.DistributedDataParallel | None = None, world: int = 1):
+        self.model, self.optimizer, self.scheduler, self.scaler = model, optimizer, scheduler, scaler
+        self.nonfinite, self.clip_grad, self.ddp, self.world = nonfinite, clip_grad, ddp, world
+
+    def __call__(self, loss_of: Callable[..., torch.Tensor], micro_batches: Sequence, number: int) -> StepStats:
+        self.optimizer.zero_grad(set_to_none=True)
+        total = sum(images_in(micro) for micro in micro_batches)
+        value = 0.0
+        for i, micro in enumerate(micro_batches):
+            last = i == len(micro_batches) - 1
+            with self.ddp.no_sync() if self.ddp is not None and not last else nullcontext():
+                loss = loss_of(micro)
+                part = distributed.global_mean(loss, self.world)  # every rank decides on the same number
+                if self.nonfinite.should_skip(part, number):
+                    return self.skip(part, number)
+                weight = images_in(micro) / total
+                self.scaler.scale(loss * weight if len(micro_batches) > 1 else loss).backward()
+            value += part * weight
+        norm = self.unscale_and_clip()
+        if norm is not None and not self.scaler.is_enabled() and \
+                self.nonfinite.should_skip(norm, number, "gradient norm"):
+            return self.skip(value, number, norm)
+        self.scaler.step(self.optimizer)  # under fp16 the scaler itself skips a step with inf gradients
+        self.scaler.update()
+        self.scheduler.step_update(num_updates=number)
+        return StepStats(value, self.optimizer.param_groups[0]["lr"], norm, False)
+
+    def unscale_and_clip(self) -> float | None:
+        """The gradient norm before clipping, measured in one pass with the clip (max_norm inf only measures it);
+        None under fp16 without clipping, where the scaler finds inf gradients itself."""
+        if not self.clip_grad and self.scaler.is_enabled():
+            return None
+        self.scaler.unscale_(self.optimizer)
+        # under DDP the gradients are all-reduced by now, so every rank measures the same norm
+        return torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad or math.inf).item()
+
+    def skip(self, loss: float, number: int, norm: float | None = None) -> StepStats:
+        """No update, but the step counts, so the schedule and the log stay aligned."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step_update(num_updates=number)
+        return StepStats(loss, self.optimizer.param_groups[0]["lr"], norm, True)
+
+
+def images_in(micro) -> int:
+    """The images of one micro-batch: a tensor's first dimension, or that of a tuple's first tensor."""
+    return (micro[0] if isinstance(micro, (tuple, list)) else micro).shape[0]

@@ -1,0 +1,44 @@
+"""`pretexts compare`: which pretext and method give the best features on my data. Each (task, method) pair is
+pretrained for the same budget, scored by kNN, the linear probe and (if asked) fine-tuning, beside random init;
+one ranked table (mean +- std over seeds) and one plot."""
+import click
+
+from . import main, single_process
+from .config_file import build_config, config_options, defaults_from, options_from
+
+CONFIG = "pretexts.engine.compare.config:CompareConfig"
+LISTS = ("--tasks", "--methods", "--budget", "--seeds")  # each takes several values: `--seeds 0 1 2`
+
+
+def spread_lists(args: list[str]) -> list[str]:
+    """`--seeds 0 1 2` -> `--seeds 0 --seeds 1 --seeds 2` for the list options (click's own are one value per
+    use); the values run up to the next option."""
+    spread, current = [], None
+    for arg in args:
+        if arg.startswith("-") and not arg.lstrip("-").replace(".", "", 1).isdigit():
+            current = arg if arg in LISTS else None
+            spread.append(arg)
+        elif current and spread[-1] != current:
+            spread += [current, arg]
+        else:
+            spread.append(arg)
+    return spread
+
+
+class CompareCommand(defaults_from(CONFIG)):
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, spread_lists(args))
+
+
+@main.command("compare", cls=CompareCommand)
+@options_from(CONFIG)
+@config_options
+def compare_command(config, sets, **options) -> None:
+    """Pretrain every --tasks x --methods pair for --budget minutes and rank the features they leave; writes
+    OUT/compare.md, OUT/compare.png, OUT/compare.json and a cached cell per pair and seed (a rerun resumes)."""
+    single_process("compare")
+    from pretexts.engine.compare.run import compare
+    from pretexts.engine.compare.config import CompareConfig
+
+    cfg = build_config(CompareConfig, options, config, sets)
+    compare(cfg, echo=click.echo)

@@ -1,0 +1,81 @@
+"""`pretexts compare`: every pair pretrained for the budget and scored beside random init, one ranked table, cells
+cached so an interrupted comparison resumes, and bad requests refused in one line."""
+import json
+
+import pytest
+
+from cli_runs import fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (a fixture)
+from pretexts.engine.compare import cells as compare_cells
+
+# tiny and fast: a 0.2M-parameter ConvNeXt, 32 training images, budgets of about one second of CPU
+BASE = ["compare", "--backbone", "test_convnext", "--batch-size", "8", "--budget", "0.015", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    data = tiny_image_folder(root / "data")
+    out = root / "out"
+    result, error = run_cli([*BASE, "--data", data, "--tasks", "random-mask,colorization", "--methods", "energy",
+                             "simmim", "--seeds", "0", "1", "--out", out])  # lists as `--seeds 0 1` or repeated
+    assert result.exit_code == 0, error or result.output
+    return data, out, result.output
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in markdown.splitlines()[2:]]
+
+
+def test_every_pair_and_random_init_are_ranked_by_the_chosen_score(comparison):
+    _, out, output = comparison
+    rows = table_rows((out / "compare.md").read_text())
+    names = [row[1] for row in rows]
+    # simmim masks on its own: one row whatever the tasks
+    assert sorted(names) == ["energy on colorization", "energy on random-mask", "random init", "simmim"]
+    assert [row[0] for row in rows] == ["1", "2", "3", "4"]
+    linear = [float(row[7].split(" +- ")[0]) for row in rows]  # rank, name, minutes, seeds, steps, kNN, std, linear
+    assert linear == sorted(linear, reverse=True)
+    assert all(row[3] == "2" for row in rows)  # both seeds in every row
+    random_row = rows[names.index("random init")]
+    assert random_row[2] == "0" and random_row[4] == "0"
+    assert (out / "compare.png").stat().st_size > 0 and "wrote" in output.splitlines()[-1]
+    record = json.loads((out / "compare.json").read_text())
+    assert len(record["cells"]) == 8 and record["config"]["rank_by"] == "linear"
+
+
+def test_a_rerun_reads_every_cell_back_instead_of_pretraining(comparison, monkeypatch):
+    data, out, _ = comparison
+    before = (out / "compare.md").read_text()
+
+    def no_pretraining(*args, **kwargs):
+        raise AssertionError("a cached cell was pretrained again")
+
+    monkeypatch.setattr(compare_cells, "pretrain", no_pretraining)
+    monkeypatch.setattr(compare_cells, "untrained", no_pretraining)
+    result, error = run_cli([*BASE, "--data", data, "--tasks", "random-mask,colorization", "--methods",
+                             "energy,simmim", "--seeds", "0", "--seeds", "1", "--out", out])
+    assert result.exit_code == 0, error or result.output
+    assert result.output.count("(cached)") == 8
+    assert (out / "compare.md").read_text() == before
+
+
+def test_a_cell_measured_under_other_settings_is_not_mixed_in(comparison):
+    data, out, _ = comparison
+    fails_cleanly([*BASE[:3], "--batch-size", "16", *BASE[5:], "--data", data, "--methods", "simmim", "--seeds", "0",
+                   "--out", out], "measured with other settings (batch_size)", "--force")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--methods", "enrgy"], ["unknown method 'enrgy'", "energy"]),
+    (["--tasks", "random-msk"], ["unknown pretext task 'random-msk'", "random-mask"]),
+    (["--budget", "0"], ["budget must be minutes > 0"]),
+    (["--rank-by", "finetune"], ["--rank-by finetune needs --finetune-epochs"]),
+])
+def test_bad_requests_are_refused_in_one_line(args, expected, tmp_path):
+    fails_cleanly([*BASE, *args, "--out", tmp_path / "out"], *expected)
+
+
+def test_a_folder_holding_another_run_is_refused_without_force(tmp_path):
+    (tmp_path / "checkpoint.pt").write_bytes(b"a pretraining run")
+    fails_cleanly([*BASE, "--out", tmp_path], "already holds a run", "--force")
+    assert (tmp_path / "checkpoint.pt").read_bytes() == b"a pretraining run"

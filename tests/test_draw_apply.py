@@ -1,0 +1,138 @@
+"""Kornia's split: a task draws its per-image parameters from the generator, then applies them. The same seed gives
+the corruptions the tasks gave before the split; drawn parameters replay on other images; a plugin that overrides
+only `corrupt` still works, in a mixture too."""
+import hashlib
+import json
+
+import pytest
+import torch
+
+from pretexts import Corrupted, Pretext, create_pretext, list_pretexts, registry
+from pretexts.base import rand, splits_draw_and_apply
+from pretexts.engine.methods.states import state_adapter
+from pretext_images import cifar_batch, tiny_vit
+
+# Measured with the tasks as they were before the split (8 CIFAR images, seed 7): exact digests of the discrete
+# draws (masks, permutations, task choices), sums of the float outputs (to 1e-5: other CPUs may round the last bit).
+BEFORE = {
+    'gridded-mask {"grid": 8}': {'state_sum': 11684.262816255447, 'state_sq': 6139.228445745874, 'mask': '4278b4664cc3e6ed'},
+    'gridded-mask {"fill": "noise", "grid": 8}': {'state_sum': 11673.850063686725, 'state_sq': 7548.91437499882, 'mask': '4278b4664cc3e6ed'},
+    'gridded-mask {"fill": "mean", "grid": 4}': {'state_sum': 9506.886459833011, 'state_sq': 4264.017669058612, 'mask': '1f6e832d2bcf201e'},
+    'random-mask {}': {'state_sum': 11321.617750831414, 'state_sq': 5962.000184582064, 'mask': '6fbf9920ef20660c'},
+    'random-mask {"fill": "noise"}': {'state_sum': 11269.547880717088, 'state_sq': 7027.79016212448, 'mask': '6fbf9920ef20660c'},
+    'random-mask {"fill": "black"}': {'state_sum': 4561.117750831414, 'state_sq': 2581.750184582065, 'mask': '6fbf9920ef20660c'},
+    'super-resolution {"scale": 4}': {'state_sum': 9836.47453930974, 'state_sq': 5084.095626097014, 'low_sum': 614.7796587068588},
+    'denoising {}': {'state_sum': 6385.987176401541, 'state_sq': 16361.134647205512, 'gamma_sum': 3.5444730520248413},
+    'colorization {}': {'state_sum': 10283.719329145679, 'state_sq': 5740.632792620731},
+    'patch-sorting {}': {'state_sum': 12804.035447424743, 'state_sq': 12288.000060481572, 'edge': 'c601b7d1d35fe25a', 'image_sum': 9850.466890299693, 'keep': 'fb630927df28ab2b', 'perm': 'ed7306df9502ca6b'},
+    'patch-sorting {"drop": 0.0, "edge_max": 1}': {'state_sum': 12804.035447424743, 'state_sq': 12288.000060481572, 'edge': '4bceb969a21579c6', 'image_sum': 9850.466890299693, 'perm': 'ed7306df9502ca6b'},
+    'mixed {}': {'state_sum': 9775.48255730531, 'state_sq': 7652.9580329212495, 'parts.0.mask': '3c12156c0285d67a', 'parts.1.low_sum': 5.60162952542305, 'parts.2.gamma_sum': 0.21081125736236572, 'task': 'a8ec2935d5931ef4'},
+    'mixed {"fill": "noise", "tasks": ["gridded-mask", "denoising", "random-mask:small"]}': {'state_sum': 9190.066744446754, 'state_sq': 10270.8059446585, 'parts.0.mask': '9cc4de8a9eea37d8', 'parts.1.gamma_sum': 1.283842921257019, 'parts.2.mask': '6a8f510425ba3b63', 'task': '45ee20d4429aa3f4'},
+}  # noqa: E501
+
+
+def seeded(seed=7):
+    return torch.Generator().manual_seed(seed)
+
+
+def prepared(name, **kwargs):
+    return state_adapter(create_pretext(name, **kwargs), tiny_vit()).prepare()
+
+
+def tensors(info, prefix=""):
+    for key, value in sorted(info.items(), key=lambda item: str(item[0])):
+        if isinstance(value, dict):
+            yield from tensors(value, f"{prefix}{key}.")
+        elif isinstance(value, torch.Tensor):
+            yield f"{prefix}{key}", value
+
+
+def fingerprint(sample: Corrupted) -> dict:
+    found = {"state_sum": sample.state.double().sum().item(), "state_sq": sample.state.double().pow(2).sum().item()}
+    for key, value in tensors(sample.info):
+        if value.dtype in (torch.bool, torch.int64):
+            found[key] = hashlib.sha256(value.contiguous().numpy().tobytes()).hexdigest()[:16]
+        else:
+            found[key + "_sum"] = value.double().sum().item()
+    return found
+
+
+@pytest.mark.parametrize("case", BEFORE)
+def test_the_same_seed_gives_the_corruptions_of_before_the_split(case):
+    name, _, kwargs = case.partition(" ")
+    found = fingerprint(prepared(name, **json.loads(kwargs))(cifar_batch(8), seeded()))
+    expected = BEFORE[case]
+    assert found.keys() == expected.keys()
+    for key, value in expected.items():
+        assert found[key] == (pytest.approx(value, rel=1e-5) if isinstance(value, float) else value), key
+
+
+def same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+
+
+@pytest.mark.parametrize("name", list_pretexts())
+def test_draw_then_apply_is_the_seeded_corruption(name):
+    task, images = prepared(name), cifar_batch(8)
+    params = task.draw(images, seeded(3))
+    assert all(v.device == images.device for _, v in tensors(params))
+    split, whole = task.apply(images, params), task(images, seeded(3))
+    assert torch.equal(split.state, whole.state) and torch.equal(split.target, whole.target)
+    assert (split.context is None) == (whole.context is None)
+    assert split.context is None or torch.equal(split.context, whole.context)
+    assert same(split.info, whole.info)
+
+
+@pytest.mark.parametrize("name", ["gridded-mask", "random-mask", "denoising", "patch-sorting", "mixed"])
+def test_drawn_parameters_replay_on_other_images(name):
+    """One draw corrupts two batches alike: the same masks, noise, permutation and task per image."""
+    task, images = prepared(name), cifar_batch(8)
+    params = task.draw(images, seeded())
+    first, other = task.apply(images, params), task.apply(images.flip(-1), params)
+    for key in ("mask", "perm", "edge", "keep", "task", "gamma"):
+        if key in first.info:
+            assert torch.equal(first.info[key], other.info[key]), key
+    image_of = (lambda s: s.context) if task.state_kind == "positions" else (lambda s: s.state)
+    assert not torch.equal(image_of(first), image_of(other))  # the images differ, the draws do not
+    if name == "denoising":  # the noise is a parameter too: the corruption is linear in the image
+        g = params["gamma"].view(-1, 1, 1, 1)
+        assert torch.allclose(first.state - other.state, g.sqrt() * (images - images.flip(-1)), atol=1e-6)
+
+
+class Inverted(Pretext):
+    """Invert the image and add a little generator noise: a plugin that overrides `corrupt` alone."""
+
+    def corrupt(self, images, generator=None):
+        noise = rand(images.shape[:1], generator, images.device).view(-1, 1, 1, 1)
+        return Corrupted(state=1 - images + 0.01 * noise, target=images, info={"noise": noise})
+
+
+@pytest.fixture
+def inverted():
+    registry.register("test-inverted")(Inverted)
+    try:
+        yield
+    finally:
+        registry.TASKS.table.pop("test-inverted", None)
+
+
+def test_a_plugin_that_overrides_only_corrupt_works_alone_and_mixed(inverted):
+    images = cifar_batch(8)
+    task = create_pretext("test-inverted")
+    assert not splits_draw_and_apply(task) and splits_draw_and_apply(create_pretext("denoising"))
+    alone = task(images, seeded())
+    assert torch.allclose(alone.state, 1 - images, atol=0.01)
+    mixed = create_pretext("mixed", tasks="denoising,test-inverted")
+    sample = mixed(images, seeded())
+    assert same(mixed.apply(images, mixed.draw(images, seeded())).info, sample.info)
+    which = sample.info["task"]
+    assert 0 < (which == 1).sum() < 8  # both tasks drawn at this seed
+    group = which == 1
+    assert torch.allclose(sample.state[group], 1 - images[group], atol=0.01)
+    # each task draws in its turn: denoising's group right after the task choice, as before the split
+    generator = seeded()
+    torch.randint(2, (8,), generator=generator)
+    expected = create_pretext("denoising")(images[~group], generator)
+    assert torch.equal(sample.state[~group], expected.state)
