@@ -34,7 +34,7 @@ def pretrain(method: str, args, out: Path, seed: int) -> Path:
 
 def spread(values: list) -> str:
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{100 * statistics.mean(values):.1f} +- {100 * sd:.1f}"
+    return f"{statistics.mean(values):.1f} +- {sd:.1f}"
 
 
 def main() -> None:
@@ -61,8 +61,8 @@ def main() -> None:
                                 backbone=args.backbone if ckpt is None else None, img_size=32 if ckpt is None else None,
                                 head=args.head, max_steps=args.steps, batch_size=16, lr=args.lr, device="cpu", seed=seed)
             r = run(cfg, log=lambda s: None)
-            rows[name].append((r["miou"], r["pixel_acc"]))
-            print(f"seed {seed} {name}: mIoU {100 * r['miou']:.1f}, pixel acc {100 * r['pixel_acc']:.1f}", flush=True)
+            rows[name].append((r["miou_percent"], r["pixel_acc_percent"]))  # percentages
+            print(f"seed {seed} {name}: mIoU {r['miou_percent']:.1f}%, pixel acc {r['pixel_acc_percent']:.1f}%", flush=True)
     print(f"\n| backbone init ({args.backbone}, {args.head}, {args.steps} steps, {len(args.seeds)} seeds) | mIoU | "
           f"pixel acc |\n|---|---|---|")
     for name, results in rows.items():

@@ -2,6 +2,8 @@
 
     python benchmarks/throughput.py --backbone vit_tiny --size 32 --batch 32 --repeats 5
     python benchmarks/throughput.py --backbone vit_small --size 224 --batch 64 --device cuda --compile inductor
+    python benchmarks/throughput.py --only "energy N=2 exact (*" --only "energy N=2 finite-difference" \
+        --only "AE baseline (*" --only "*compile*" --compile inductor --repeats 5 --threads 1
 
 Rows are timed interleaved (one step of each row, then again, `repeats` times; the median is shown),
 so load from other processes hits all rows alike. Peak memory is measured in a separate pass, at the
@@ -78,6 +80,12 @@ def corruption(args, device, task):
     return (lambda images: task(images, generator)), None
 
 
+# eager row -> its config: with --compile each gets a compiled twin (the energy method's restoration step through
+# torch.func + torch.compile, engine/methods/energy/compiled.py; the AE's backbone forward, as every other method)
+COMPILED_PAIRS = {ENERGY: {"steps": 2}, "energy N=2 finite-difference": {"steps": 2, "grad_mode": "finite-difference"},
+                  "AE baseline (method ae)": {"method": "ae"}}
+
+
 def trainer_row(unfused: bool = False, **overrides):
     def build(args, device, task):
         cfg = PretrainConfig(**with_method_args(dict(  # the energy method's steps and grad_mode into method_args
@@ -106,13 +114,18 @@ def rows(args) -> dict:
         "energy N=2 finite-difference + grad checkpointing": trainer_row(grad_checkpointing=True, **fd),
         "energy N=2 exact + channels_last": trainer_row(channels_last=True),
         "energy N=2 exact + bf16 autocast": trainer_row(amp="bf16"),
+        "energy N=2 exact, fp32 (amp off)": trainer_row(amp="off"),  # on CUDA the default (amp auto) is bf16
         "energy N=2 finite-difference + bf16 autocast": trainer_row(amp="bf16", **fd),
     }
-    if args.compile:
-        table[f"energy N=2 finite-difference + compile ({args.compile})"] = trainer_row(compile=args.compile, **fd)
+    METHODS.load()
     if "ae" in METHODS.table:
         table["AE baseline (method ae)"] = trainer_row(method="ae")
-    return {k: v for k, v in table.items() if fnmatch.fnmatch(k, args.only)}
+    if args.compile:  # each compiled row beside its eager one (COMPILED_PAIRS); compilation is in the warm-up
+        for eager, overrides in COMPILED_PAIRS.items():
+            if eager in table:
+                table[f"{eager} + compile ({args.compile})"] = trainer_row(compile=args.compile, **overrides)
+    patterns = args.only or ["*"]
+    return {k: v for k, v in table.items() if any(fnmatch.fnmatch(k, p) for p in patterns)}
 
 
 def resident_bytes(model) -> int:
@@ -128,9 +141,10 @@ def main(argv=None) -> None:
     parser.add_argument("--task", default="colorization", help="a pixel task (the bare loop moves pixels)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--compile", default=None, help="also time finite-difference with this torch.compile backend")
+    parser.add_argument("--compile", default=None, help="also time the energy steps (exact, finite-difference) and the AE "
+                                                        "compiled with this torch.compile backend (e.g. inductor)")
     parser.add_argument("--fit-gib", type=float, default=80.0, help="memory budget for the largest-batch estimate")
-    parser.add_argument("--only", default="*", help="wildcard over row names")
+    parser.add_argument("--only", action="append", help="wildcard over row names (repeat for several)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (1 is steadiest on a shared machine)")
     args = parser.parse_args(argv)
     pin_mmap_threshold()
@@ -182,6 +196,11 @@ def measure(args) -> None:
         print(f"| {name} | {ms * 1e3:.1f} | {ms / base:.2f} | " + " | ".join(cells) + " |", flush=True)
     for name, why in skipped.items():
         print(f"| {name} | skipped: {why} | | | | |")
+    for eager in COMPILED_PAIRS:
+        compiled = f"{eager} + compile ({args.compile})"
+        if eager in times and compiled in times:
+            ratio = statistics.median(times[compiled]) / statistics.median(times[eager])
+            print(f"compiled / eager, {eager}: {ratio:.3f}")
     if ENERGY in times and BARE in times:
         ratio = statistics.median(times[ENERGY]) / statistics.median(times[BARE])
         print(f"\n{ENERGY} / {BARE}: {ratio:.3f} (target <= {TARGET}): {'ok' if ratio <= TARGET else 'MISSED'}")

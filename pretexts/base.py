@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from .errors import ParameterError, suggest
-from .params import Param
+from .params import AUTO, Param
 
 
 @dataclass
@@ -60,10 +60,28 @@ class Pretext:
                 raise ParameterError(
                     f"{self.name}: unknown parameter '{key}'; valid parameters: {valid}.{suggest(key, self.params)}")
         values.update(kwargs)
+        given = {**(self.presets[preset] if preset is not None else {}), **kwargs}
+        # scaled parameters left unset (or "auto") follow the images: resolved by `fit`, None until then
+        self.auto = {k for k, p in self.params.items() if p.scaled and given.get(k, AUTO) in (AUTO, None)}
         for key, value in values.items():
-            setattr(self, key, self.params[key].convert(self.name, key, value))
+            setattr(self, key, None if key in self.auto else self.params[key].convert(self.name, key, value))
         self.preset = preset
+        self.fitted: tuple[int, int] | None = None
         self.check()
+
+    def fit(self, images: Tensor | int) -> "Pretext":
+        """Size the task to `images` (a batch, or a side in pixels): each scaled parameter left unset takes the
+        paper's value at 224 px scaled to this size, and one given must fit it (a one-line ParameterError naming
+        a value that does). Tasks with scaled parameters call it at every draw and apply; it is cheap."""
+        size = (images, images) if isinstance(images, int) else tuple(images.shape[-2:])
+        if size != self.fitted:
+            for key, param in self.params.items():
+                if key in self.auto:
+                    setattr(self, key, param.scaled_default(min(size)))
+                elif param.scaled:
+                    param.check_size(self.name, key, getattr(self, key), *size)
+            self.fitted = size
+        return self
 
     def check(self) -> None:
         """Cross-parameter checks; raise ParameterError. Single ranges live in `params`."""
@@ -104,10 +122,14 @@ class Pretext:
         return state.clamp(0, 1)
 
     def values(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.params}
+        """The task's arguments as declared: a scaled parameter left to follow the images is "auto" (its value
+        at the last size seen is the attribute), so a task compares equal before and after `fit`."""
+        return {k: AUTO if k in self.auto else getattr(self, k) for k in self.params}
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.values().items())
+        args = ", ".join(f"{k}={v!r}" + (f" ({getattr(self, k)} at {self.fitted[0]}x{self.fitted[1]} px)"
+                                         if k in self.auto and self.fitted else "")
+                         for k, v in self.values().items())
         return f"{type(self).__name__}({args})"
 
     @classmethod

@@ -4,6 +4,11 @@ from typing import Any
 
 from .errors import ParameterError
 
+REFERENCE_SIZE = 224  # the paper's image size: a scaled parameter's declared default is its value there
+EXAMPLE_SIZE = 32     # the CLI's default --img-size, the second size the listing names a scaled default at
+MIN_CELLS = 4         # a scaled length fits an image when it leaves at least 4 of its cells per side
+AUTO = "auto"         # the value of a scaled parameter left to follow the image size
+
 
 @dataclass(frozen=True)
 class Param:
@@ -15,9 +20,41 @@ class Param:
     high: float | None = None
     choices: tuple | None = None
     help: str = ""
+    # Non-empty: a length in pixels (a mask's grid cell, a downsampling factor) whose `default` is the paper's
+    # value at 224 px; a task built without it takes that value scaled to its images (`scaled_default`), and an
+    # explicit value must leave at least MIN_CELLS of these per side (`check_size`), e.g. "cells".
+    scaled: str = ""
+
+    def largest(self, size: int) -> int:
+        """The largest scaled value that fits a `size`-pixel side: one that leaves MIN_CELLS whole cells."""
+        return max(1, size // MIN_CELLS)
+
+    def scaled_default(self, size: int) -> int:
+        """The paper's default at 224 px scaled to `size` px, rounded, and kept within [2, `largest(size)`]:
+        16 at 224 px is 2 at 32 px and 5 at 64 px."""
+        return min(max(round(self.default * size / REFERENCE_SIZE), 2), self.largest(size))
+
+    def check_size(self, task: str, name: str, value: int, height: int, width: int) -> None:
+        """Raise a one-line ParameterError naming a value that fits when `value` leaves too few cells."""
+        size = min(height, width)
+        if value > self.largest(size):
+            at = f"{size} px" if height == width else f"{height}x{width} px"
+            # whole cells, as `largest` counts them
+            left = f"leaves {height // value}x{width // value} {self.scaled} at {at}" if value <= size else \
+                f"is larger than the image ({at})"
+            raise ParameterError(
+                f"{task}: {name} {value} {left}; use {name} <= {self.largest(size)} "
+                f"(e.g. {self.scaled_default(size)}, the paper's {self.default} at {REFERENCE_SIZE} px scaled).")
+
+    def default_text(self) -> str:
+        """'16' or, for a scaled parameter, '16 at 224 px, 2 at 32 px' (the plain listing's defaults)."""
+        if not self.scaled:
+            return str(self.default)
+        return (f"{self.default} at {REFERENCE_SIZE} px, {self.scaled_default(EXAMPLE_SIZE)} at {EXAMPLE_SIZE} px")
 
     def describe(self) -> str:
-        """'int in [2, 64], default 16' for `pretexts list --verbose`."""
+        """'int in [2, 64], default 16' for `pretexts list --verbose`; a scaled parameter's default is named at
+        224 px and at 32 px."""
         if self.choices is not None:
             allowed = "one of " + ", ".join(map(str, self.choices))
         elif self.kind is tuple:
@@ -28,6 +65,8 @@ class Param:
             allowed = f"{self.kind.__name__} in [{lo}, {hi}]"
         else:
             allowed = self.kind.__name__
+        if self.scaled:
+            return f"{allowed}, default scaled to the image: {self.default_text()}"
         return f"{allowed}, default {self.default}"
 
     def convert(self, task: str, name: str, value: Any) -> Any:

@@ -93,25 +93,51 @@ class Registry:
     group: str
     builtins: tuple = ()                             # modules to import first; "package.*": all of its modules
     hint: str = ""                                   # ends an unknown name's error; {names} lists the known ones
+    decorator: str = ""                              # the name built-ins register with (read by `entries`)
+    declares: tuple = ()                             # the attributes a listing reads from an entry
     table: dict = field(default_factory=dict)
     broken: dict = field(default_factory=dict)       # entry-point name -> where and why it failed
     tracebacks: dict = field(default_factory=dict)
     shadowed: dict = field(default_factory=dict)     # entry-point name -> which built-in it clashed with
     plugin_of: dict = field(default_factory=dict)    # registered name -> 'package version'
+    declared: dict = field(default_factory=dict)     # built-in name -> its module, read before it is imported
     loaded: bool = False
+    plugins_loaded: bool = False
 
     def register(self, name: str):
-        """Class decorator: makes the class creatable by `name`; a second class of that name is an error."""
+        """Class decorator: makes the class creatable by `name`; a second class of that name is an error (also
+        one a built-in module declares that is not imported yet, `entries`)."""
 
         def wrap(cls):
             old = self.table.get(name)
-            if old is not None and old is not cls:
-                raise DuplicateNameError(f"{self.kind} '{name}' is registered twice: {defined_at(old)} and "
+            builtin = self.declared.get(name) if old is None else None
+            if old is not None and old is not cls or builtin is not None and builtin != cls.__module__:
+                raise DuplicateNameError(f"{self.kind} '{name}' is registered twice: "
+                                         f"{defined_at(old) if old is not None else builtin} and "
                                          f"{defined_at(cls)}. Rename one of them.")
             self.table[name] = cls
             return cls
 
         return wrap
+
+    def entries(self) -> dict:
+        """Name -> entry, built-ins first, then plugins: what `pretexts list` shows. The built-ins are read from
+        their source (`pretexts.declared`: a `Declared` each) when not imported yet, so listing imports no torch;
+        where a built-in's source cannot be read, they are imported. Plugins are imported (third-party code)."""
+        if not self.loaded and self.decorator:
+            from .declared import Unreadable, read_builtins
+
+            try:
+                found = read_builtins(self.builtins, self.decorator, self.declares)
+            except Unreadable:
+                found = None
+            if found is not None:
+                ranked = {d.name: d for d in sorted(found, key=lambda d: self.rank(d.module))}
+                self.declared = {name: d.module for name, d in ranked.items()}
+                self.load_plugins()
+                return {**ranked, **{name: e for name, e in self.table.items() if name not in ranked}}
+        self.load()
+        return dict(self.table)
 
     def load(self, force: bool = False) -> None:
         """Import the built-ins, then every entry point of the group once. A failing one is recorded as broken,
@@ -128,6 +154,13 @@ class Registry:
         ordered = sorted(self.table.items(), key=lambda item: self.rank(item[1].__module__))
         self.table.clear(), self.table.update(ordered)
         self.loaded = True
+        self.load_plugins(force)
+
+    def load_plugins(self, force: bool = False) -> None:
+        """Every entry point of the group, once (see `load`)."""
+        if self.plugins_loaded and not force:
+            return
+        self.plugins_loaded = True
         for ep in plugin_entry_points(self.group):
             package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
             before = dict(self.table)
@@ -171,16 +204,17 @@ class Registry:
 # every module of pretexts/tasks/ ("*"): a new task is one file there; the listed ones set the listing's order
 TASKS = Registry("pretext task", "pretexts.tasks", tuple(f"pretexts.tasks.{m}" for m in (
     "masking", "super_resolution", "denoising", "colorization", "patch_sorting", "mixed", "*")),
-    hint="Run `pretexts list` to see all tasks.")
+    hint="Run `pretexts list` to see all tasks.", decorator="register", declares=("params", "presets"))
 
 
 # every module of engine/methods/ ("*"): a new method is one file there; the listed ones set the listing's order
 METHODS = Registry("method", "pretexts.methods",
                    tuple(f"pretexts.engine.methods.{m}" for m in ("energy", "autoencoder", "mae", "*")),
-                   hint="Methods: {names} (`pretexts list --methods`).")
+                   hint="Methods: {names} (`pretexts list --methods`).", decorator="register_method",
+                   declares=("method_params",))
 
 PROBES = Registry("probe", "pretexts.probes", ("pretexts.engine.evaluation.probe",),
-                  hint="Probes: {names} (`pretexts list --probes`).")
+                  hint="Probes: {names} (`pretexts list --probes`).", decorator="register_probe")
 
 def register(name: str):
     """Class decorator: `@register("colorization")` makes the class creatable by that name."""

@@ -13,10 +13,11 @@ from pretexts.engine.training.checkpoint import save_checkpoint
 
 
 def write_checkpoint(path: Path, backbone: str = "convnext_atto", task: str = "colorization", method: str = "energy",
-                     task_args: dict | None = None, seed: int = 0) -> tuple[Path, torch.nn.Module]:
-    """Write `path` with a seeded, untrained model of `method` at 32 px; returns it and the model."""
+                     task_args: dict | None = None, seed: int = 0, data: str = "sample") -> tuple[Path, torch.nn.Module]:
+    """Write `path` with a seeded, untrained model of `method` at 32 px, its config recording `data`; returns it and
+    the model."""
     torch.manual_seed(seed)
-    cfg = PretrainConfig(backbone=backbone, task=task, method=method, task_args=task_args or {})
+    cfg = PretrainConfig(backbone=backbone, task=task, method=method, task_args=task_args or {}, data=str(data))
     if method == "ae":
         model = AutoencoderModel(backbones.create_backbone(backbone, img_size=32),
                                  pretexts.create_pretext(task, **cfg.task_args), 32, backbone)

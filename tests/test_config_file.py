@@ -71,7 +71,7 @@ def test_probe_and_finetune_take_their_saved_configs(tmp_path):
     assert result.exit_code == 0, result.output
     first, second = (json.loads((p / "results.json").read_text()) for p in (probe, again))
     assert first["knn"] == second["knn"]
-    assert "checkpoint is required" in run_cli(["probe", "--workers", "0"])[1]
+    assert "give --checkpoint CKPT" in run_cli(["probe", "--workers", "0"])[1]  # or --timm-model, --from-scratch
     finetune = tmp_path / "ft"
     result, _ = run_cli(["finetune", "--checkpoint", ckpt, "--epochs", "1", "--max-steps-per-epoch", "1",
                          "--batch-size", "8", "--workers", "0", "--randaug", "none", "--out", finetune])

@@ -137,6 +137,7 @@ def test_push_to_hub_uploads_the_exported_folder(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "pushed to https://huggingface.co/someone/pretexts-convnext/commit/1" in result.output
     assert {"model.safetensors", "config.json", "README.md"} <= {p.name for p in uploaded.iterdir()}
+    assert "license: mit" in (uploaded / "README.md").read_text()  # the project's licence, not timm's default
     model = timm.create_model(f"local-dir:{uploaded}", pretrained=True)
     assert model.pretrained_cfg["input_size"] == (3, 32, 32)
 
@@ -154,3 +155,31 @@ def test_a_failed_upload_keeps_the_local_export_and_says_how_to_fix_it(tmp_path,
                                        "--push-to-hub", "someone/x"])
     assert result.exit_code == 2 and "huggingface-cli login" in result.output and "401" in result.output
     assert timm.create_model(f"local-dir:{out}", pretrained=True).num_classes == 0
+
+
+def test_export_says_mit_and_carries_the_class_names(tmp_path, finetuned_run):
+    """config.json's licence is the project's (timm's architectures say apache-2.0), and a classifier's class names
+    ride as timm's label_names, so the Hub and `model.pretrained_cfg` show them."""
+    ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext")
+    export_backbone(str(ckpt), str(tmp_path / "backbone"))
+    config = json.loads((tmp_path / "backbone" / "config.json").read_text())
+    assert config["pretrained_cfg"]["license"] == "mit" and "label_names" not in config
+    export_backbone(str(finetuned_run / "finetuned.pt"), str(tmp_path / "classifier"))
+    config = json.loads((tmp_path / "classifier" / "config.json").read_text())
+    classes = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    assert config["pretrained_cfg"]["license"] == "mit" and config["label_names"] == classes
+    assert config["num_classes"] == config["pretrained_cfg"]["num_classes"] == 10
+    model = timm.create_model(f"local-dir:{tmp_path / 'classifier'}", pretrained=True)
+    assert model.pretrained_cfg["label_names"] == classes and model.pretrained_cfg["license"] == "mit"
+
+
+def test_best_pt_exports_as_the_best_epochs_classifier(tmp_path, finetuned_run):
+    saved = torch.load(finetuned_run / "best.pt", weights_only=True)
+    out = tmp_path / "best"
+    result = CliRunner().invoke(main, ["export", "--checkpoint", str(finetuned_run / "best.pt"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    info = json.loads((out / "pretexts.json").read_text())
+    assert info["fine_tuned"]["epoch"] == saved["epoch"] == 1 and info["fine_tuned"]["val_top1"] == saved["top1"]
+    exported = timm.create_model(f"local-dir:{out}", pretrained=True)
+    for key, value in exported.state_dict().items():
+        torch.testing.assert_close(value, saved["model"][key], msg=key)

@@ -121,7 +121,8 @@ def test_cli_finetunes_a_checkpoint_and_writes_results(tmp_path):
     result = CliRunner().invoke(main, ["finetune", "--checkpoint", str(path), "--epochs", "1", "--batch-size", "16",
                                        "--max-steps-per-epoch", "2", "--workers", "0", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "epoch 1/1: train loss" in result.output and "val top-1" in result.output
+    epoch_lines = [line for line in result.stderr.splitlines() if line.startswith("epoch 1/1  step 2/2  loss ")]
+    assert len(epoch_lines) == 1 and " img/s  eta " in epoch_lines[0] and "  val top-1 " in epoch_lines[0]
     results = json.loads((out / "results.json").read_text())
     assert results["optimizer_steps"] == 2 and 0 <= results["final_top1"] <= 100
     assert results["pretraining"]["task"] == "colorization" and (out / "finetuned.pt").is_file()
@@ -176,3 +177,80 @@ def test_resume_refuses_a_pretraining_checkpoint(tmp_path):
     cfg = FinetuneConfig(checkpoint=str(path), resume=str(path), out=str(tmp_path / "ft"), **SMALL_DATA)
     with pytest.raises(CheckpointError, match="is a pretraining checkpoint"):
         Finetuner(cfg, echo=lambda line: None).run()
+
+
+def test_finetune_without_data_uses_the_data_the_checkpoint_was_pretrained_on(tmp_path):
+    from cli_runs import tiny_image_folder
+
+    data = tiny_image_folder(tmp_path / "data")  # 2 classes, not the 10-class embedded sample
+    ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext", data=str(data))
+    out = tmp_path / "ft"
+    result = CliRunner().invoke(main, ["finetune", "--checkpoint", str(ckpt), "--epochs", "1", "--batch-size", "8",
+                                       "--max-steps-per-epoch", "1", "--workers", "0", "--randaug", "none", "--quiet",
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith(f"fine-tuning {ckpt} on '{data}' (the data the weights were trained on"), first
+    assert "32 train, 2 val images, 2 classes" in first
+    assert json.loads((out / "results.json").read_text())["classes"] == 2
+    assert json.loads((out / "config.json").read_text())["data"] == str(data)  # what was used, for --resume too
+    # from scratch there is no recorded data: the embedded sample, and the line says why
+    cfg = FinetuneConfig(from_scratch=True, backbone="test_convnext", out=str(tmp_path / "s"), **SMALL_DATA)
+    scratch = Finetuner(cfg, echo=lambda line: None)
+    assert (cfg.data, scratch.data_origin, len(scratch.classes)) == ("sample", "sample", 10)
+
+
+def test_a_recorded_data_that_cannot_serve_labels_is_named_with_the_fix(tmp_path):
+    ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext", data=str(tmp_path / "gone"))
+    result = CliRunner().invoke(main, ["finetune", "--checkpoint", str(ckpt), "--out", str(tmp_path / "ft")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"the checkpoint's pretraining data '{tmp_path / 'gone'}' was taken" in result.output
+    assert "Give --data DIR" in result.output
+
+
+def test_best_pt_keeps_the_best_epochs_weights_beside_the_final_ones(tmp_path, monkeypatch):
+    """Val top-1 scripted 50, 70, 60: best.pt holds epoch 2's weights, finetuned.pt epoch 3's, and the last line
+    and results.json say both."""
+    import copy
+
+    from pretexts.engine.evaluation import finetune as module
+
+    scripted, states = iter([50.0, 70.0, 60.0]), []
+
+    def top1(model, *args):
+        states.append(copy.deepcopy(model.state_dict()))
+        return next(scripted)
+
+    monkeypatch.setattr(module, "top1_accuracy", top1)
+    ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext")
+    out = tmp_path / "ft"
+    result = CliRunner().invoke(main, ["finetune", "--checkpoint", str(ckpt), "--epochs", "3", "--batch-size", "16",
+                                       "--max-steps-per-epoch", "1", "--workers", "0", "--randaug", "none",
+                                       "--warmup-epochs", "0", "--quiet", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    assert (results["best_epoch"], results["best_top1"], results["final_top1"]) == (2, 70.0, 60.0)
+    assert results["weights"] == {"final": "finetuned.pt", "best": "best.pt"}
+    assert (f"top-1 on val/ (80 images, 10 classes): final 60.00% (epoch 3, {out}/finetuned.pt), best 70.00% "
+            f"(epoch 2, {out}/best.pt)") in result.output
+    for name, epoch in (("best.pt", 2), ("finetuned.pt", 3)):
+        saved = torch.load(out / name, weights_only=True)
+        assert saved["kind"] == "finetuned" and saved["epoch"] == epoch
+        for key, value in states[epoch - 1].items():
+            torch.testing.assert_close(saved["model"][key], value, msg=f"{name} {key}")
+    assert not all(torch.equal(states[1][k], states[2][k]) for k in states[1])  # the epochs differ
+
+
+def test_a_folder_holding_only_a_best_pt_is_a_run(tmp_path):
+    """best.pt is a run's file: never silently replaced, and --force removes it with the rest."""
+    ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext")
+    out = tmp_path / "ft"
+    out.mkdir()
+    (out / "best.pt").write_bytes(b"an earlier run's best weights")
+    args = ["finetune", "--checkpoint", str(ckpt), "--epochs", "1", "--batch-size", "16", "--max-steps-per-epoch",
+            "1", "--workers", "0", "--randaug", "none", "--quiet", "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "already holds a run (best.pt)" in result.output
+    assert (out / "best.pt").read_bytes() == b"an earlier run's best weights"
+    assert CliRunner().invoke(main, [*args, "--force"]).exit_code == 0
+    assert torch.load(out / "best.pt", weights_only=True)["epoch"] == 1

@@ -21,7 +21,7 @@ def blanked(state):
     return (state == 0).all(1)  # [B, H, W]
 
 
-@pytest.mark.parametrize("grid, ratio, size", [(8, 0.3, 64), (16, 0.7, 32), (24, 0.5, 64), (5, 0.9, 32)])
+@pytest.mark.parametrize("grid, ratio, size", [(8, 0.3, 64), (16, 0.7, 64), (24, 0.5, 96), (5, 0.9, 32)])
 def test_gridded_mask_hits_its_ratio_within_one_cell(grid, ratio, size):
     images = positive_images(6, size)
     sample = create_pretext("gridded-mask", grid=grid, ratio=ratio, fill="black")(images,
@@ -46,8 +46,16 @@ def test_gridded_mask_draws_different_cells_per_image():
 
 
 def test_gridded_mask_larger_than_the_image_is_a_clear_error():
-    with pytest.raises(ParameterError, match=r"'grid' is 48 but the images are 32x32; use grid <= 32"):
+    with pytest.raises(ParameterError, match=r"grid 48 is larger than the image \(32 px\); use grid <= 8"):
         create_pretext("gridded-mask", grid=48)(positive_images(1))
+
+
+def test_a_grid_of_2x2_cells_is_refused_and_the_default_grid_follows_the_image():
+    with pytest.raises(ParameterError, match=r"^gridded-mask: grid 16 leaves 2x2 cells at 32 px; use grid <= 8 "):
+        create_pretext("gridded-mask", grid=16)(positive_images(1))
+    task = create_pretext("gridded-mask")
+    assert task(positive_images(1, 32)).info["blanked_cells"] == round(0.7 * 16 * 16) and task.grid == 2
+    assert task(positive_images(1, 224)).info["blanked_cells"] == round(0.7 * 14 * 14) and task.grid == 16
 
 
 def expected_coverage(count, low, high, size, aspect=(0.5, 2.0), draws=20000, seed=0):

@@ -197,3 +197,112 @@ def test_list_probes_names_broken_and_clashing_probe_plugins(probe_plugins):
     assert "faiss-knn          BROKEN plugin: probe_broken 1.0" in listed and "needs faiss" in listed
     assert "knn                IGNORED plugin (the built-in 'knn' wins): probe_dup 1.0" in listed
     assert PROBES.table["knn"].__module__ == "pretexts.engine.evaluation.probe"
+
+
+# ---- what is probed, on which data --------------------------------------------------------------
+def probe_cli(*args) -> tuple:
+    """(click's result, results.json) of a kNN probe; the last arg pair is the --out."""
+    result = CliRunner().invoke(main, ["probe", "--probe", "knn", "--knn-k", "5", "--workers", "0", "--quiet",
+                                       *map(str, args)])
+    assert result.exit_code == 0, result.output
+    out = args[list(args).index("--out") + 1]
+    return result, json.loads((out / "results.json").read_text())
+
+
+def test_probe_without_data_uses_the_data_the_checkpoint_was_pretrained_on(tmp_path):
+    from cli_runs import tiny_image_folder
+
+    data = tiny_image_folder(tmp_path / "data")  # 2 classes, 32 train and 2 val images: not the 10-class sample
+    ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext", data=str(data))
+    result, results = probe_cli("--checkpoint", ckpt, "--out", tmp_path / "p")
+    first = result.output.splitlines()[0]
+    assert first.startswith(f"probing checkpoint '{ckpt}' on '{data}' (the data the weights were trained on"), first
+    assert "32 train, 2 val images, 2 classes" in first
+    assert results["classes"] == 2 and results["data"] == str(data) and results["data_origin"] == "recorded"
+    assert json.loads((tmp_path / "p" / "config.json").read_text())["data"] == str(data)  # the data used, recorded
+    _, given = probe_cli("--checkpoint", ckpt, "--data", "sample", "--out", tmp_path / "s")
+    assert given["classes"] == 10 and given["data_origin"] == "given"
+
+
+def test_probe_from_scratch_is_the_seeded_random_init_baseline(tmp_path):
+    result, first = probe_cli("--from-scratch", "--backbone", "test_convnext", "--out", tmp_path / "a")
+    assert result.output.startswith("probing test_convnext at random init (seed 0) on 'sample' (the embedded sample")
+    _, again = probe_cli("--from-scratch", "--backbone", "test_convnext", "--out", tmp_path / "b")
+    _, other = probe_cli("--from-scratch", "--backbone", "test_convnext", "--seed", "1", "--out", tmp_path / "c")
+    assert first["knn"] == again["knn"] and first["checkpoint"] is None and first["backbone"] == "test_convnext"
+    assert other["knn"] != first["knn"]  # another seed, another random backbone
+
+
+def test_probe_takes_exports_and_timm_weights_and_gets_the_checkpoints_features(tmp_path):
+    """An export (folder or .safetensors) and the same weights as a timm model with a weights file probe exactly as
+    the pretraining checkpoint they came from."""
+    import timm
+    from safetensors.torch import save_file
+
+    from pretexts.engine import export_backbone
+
+    ckpt, model = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext")
+    _, reference = probe_cli("--checkpoint", ckpt, "--out", tmp_path / "ref")
+    export_backbone(str(ckpt), str(tmp_path / "folder"))
+    export_backbone(str(ckpt), str(tmp_path / "file.safetensors"))
+    for source in (tmp_path / "folder", tmp_path / "file.safetensors"):
+        result, results = probe_cli("--checkpoint", source, "--out", tmp_path / f"p-{source.stem}")
+        assert result.output.startswith(f"probing export '{source}' on 'sample'")
+        assert results["knn"] == reference["knn"] and results["img_size"] == 32
+    result, folder = probe_cli("--timm-model", f"local-dir:{tmp_path / 'folder'}", "--out", tmp_path / "local")
+    assert folder["knn"] == reference["knn"]
+    # a timm model with a weights file: timm's own preprocessing (test_convnext: 160 px), nothing downloaded
+    save_file(model.backbone.state_dict(), tmp_path / "weights.safetensors")
+    result, results = probe_cli("--timm-model", "test_convnext", "--checkpoint", tmp_path / "weights.safetensors",
+                                "--out", tmp_path / "timm")
+    assert results["backbone"] == "test_convnext" and results["img_size"] == 160
+    assert timm.create_model("test_convnext").pretrained_cfg["input_size"] == (3, 160, 160)
+
+
+def test_timm_weights_are_read_from_the_hub_cache_and_never_downloaded(tmp_path, monkeypatch):
+    """The default weights of a timm name come from the Hugging Face cache on disk; absent, one line says so."""
+    import huggingface_hub
+    import timm
+    from safetensors.torch import save_file
+
+    from pretexts.engine.evaluation.weights import cached_weights
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    assert cached_weights("test_convnext") is None
+    result = CliRunner().invoke(main, ["probe", "--timm-model", "test_convnext", "--out", str(tmp_path / "p")])
+    assert result.exit_code == 2 and "not on disk, and nothing is downloaded" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    # the Hub cache's layout: refs/main names the snapshot holding the file
+    repo = tmp_path / "hub" / "models--timm--test_convnext.r160_in1k"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    torch.manual_seed(3)
+    save_file(timm.create_model("test_convnext").state_dict(), repo / "snapshots" / "abc123" / "model.safetensors")
+    assert cached_weights("test_convnext") == repo / "snapshots" / "abc123" / "model.safetensors"
+    result, results = probe_cli("--timm-model", "test_convnext", "--out", tmp_path / "cached")
+    assert f"probing timm test_convnext ('{repo}" in result.output and results["feature_dim"] == 64
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], "give --checkpoint CKPT (of `pretexts train`, or an export), --timm-model NAME, or --from-scratch"),
+    (["--from-scratch"], "--from-scratch needs --backbone NAME"),
+    (["--checkpoint", "x.pt", "--backbone", "resnet18"], "--backbone goes with --from-scratch"),
+    (["--from-scratch", "--backbone", "resnet18", "--checkpoint", "x.pt"], "leave out --checkpoint and --timm-model"),
+    (["--timm-model", "resnet1"], "'resnet1' is no timm model. Did you mean: resnet18"),
+    (["--timm-model", "hf-hub:timm/resnet18.a1_in1k"], "nothing is downloaded"),
+])
+def test_a_probe_without_one_clear_backbone_is_one_line(tmp_path, args, expected):
+    result = CliRunner().invoke(main, ["probe", *args, "--out", str(tmp_path / "p")])
+    assert result.exit_code == 2 and expected in result.output and len(result.output.strip().splitlines()) == 1, \
+        result.output
+
+
+def test_a_weights_file_without_its_export_json_asks_for_the_timm_model(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(1)}, tmp_path / "w.safetensors")
+    result = CliRunner().invoke(main, ["probe", "--checkpoint", str(tmp_path / "w.safetensors"),
+                                       "--out", str(tmp_path / "p")])
+    assert result.exit_code == 2 and "give --timm-model NAME with it" in result.output

@@ -16,11 +16,11 @@ def clean_registry():
     registry.list_pretexts()  # the built-ins load on first use: snapshot them too
     tasks = registry.TASKS
     tables = [tasks.table, tasks.broken, tasks.tracebacks, tasks.shadowed, tasks.plugin_of]
-    saved, loaded = [dict(table) for table in tables], registry.TASKS.loaded
+    saved, loaded = [dict(table) for table in tables], (registry.TASKS.loaded, registry.TASKS.plugins_loaded)
     yield
     for table, before in zip(tables, saved):
         table.clear(), table.update(before)
-    registry.TASKS.loaded = loaded
+    registry.TASKS.loaded, registry.TASKS.plugins_loaded = loaded
 
 
 def test_import_pretexts_loads_no_torch_until_a_task_is_used():

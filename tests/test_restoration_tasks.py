@@ -8,7 +8,8 @@ from pretext_images import cifar_batch
 
 @pytest.mark.parametrize("scale", [2, 4, 8, 16, 32])
 def test_super_resolution_is_constant_on_each_block(scale):
-    images = cifar_batch(4)
+    # 128 px, so the paper's scales at 224 px still leave at least 4 x 4 low-resolution pixels
+    images = torch.nn.functional.interpolate(cifar_batch(4), scale_factor=4, mode="bilinear").clamp(0, 1)
     state = create_pretext("super-resolution", scale=scale)(images).state
     blocks = state.unfold(2, scale, scale).unfold(3, scale, scale)  # [B, 3, H/s, W/s, s, s]
     assert torch.equal(blocks, blocks[..., :1, :1].expand_as(blocks))
@@ -20,17 +21,32 @@ def test_super_resolution_is_constant_on_each_block(scale):
 
 def test_super_resolution_of_an_indivisible_size_keeps_top_left_blocks():
     images = torch.rand(2, 3, 30, 30)
-    state = create_pretext("super-resolution", scale=8)(images).state
+    state = create_pretext("super-resolution", scale=7)(images).state
     assert state.shape == images.shape
-    full = state[..., :24, :24].unfold(2, 8, 8).unfold(3, 8, 8)
+    full = state[..., :28, :28].unfold(2, 7, 7).unfold(3, 7, 7)
     assert torch.equal(full, full[..., :1, :1].expand_as(full))
-    edge = state[..., 24:, :8]  # the last row of blocks is cut short to 6 pixels
+    edge = state[..., 28:, :7]  # the last row of blocks is cut short to 2 pixels
     assert torch.equal(edge, edge[..., :1, :1].expand_as(edge))
 
 
 def test_super_resolution_scale_larger_than_the_image_is_a_clear_error():
-    with pytest.raises(ParameterError, match="'scale' is 64 but the images are 32x32"):
+    with pytest.raises(ParameterError, match=r"scale 64 is larger than the image \(32 px\); use scale <= 8"):
         create_pretext("super-resolution", scale=64)(cifar_batch(1))
+
+
+def test_super_resolution_scale_that_leaves_a_2x2_image_is_refused_naming_one_that_fits():
+    with pytest.raises(ParameterError, match=r"^super-resolution: scale 16 leaves 2x2 low-resolution pixels at 32 px; "
+                                             r"use scale <= 8 \(e.g. 2, the paper's 16 at 224 px scaled\)\.$"):
+        create_pretext("super-resolution", scale=16)(cifar_batch(1))
+    assert create_pretext("super-resolution", scale=8)(cifar_batch(1)).info["low"].shape[-1] == 4
+
+
+@pytest.mark.parametrize("size, scale", [(224, 16), (32, 2), (64, 5), (16, 2)])
+def test_super_resolution_default_is_the_papers_16_at_224_px_scaled_to_the_image(size, scale):
+    task = create_pretext("super-resolution")
+    sample = task(torch.rand(2, 3, size, size), torch.Generator().manual_seed(0))
+    assert task.scale == scale and sample.info["low"].shape[-1] == -(-size // scale)
+    assert task.values() == {"scale": "auto"} == create_pretext("super-resolution", scale="auto").values()
 
 
 def test_colorization_has_three_equal_channels():

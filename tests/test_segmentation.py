@@ -25,8 +25,8 @@ def test_miou_hand_computed_with_ignore():
     pred = torch.tensor([0, 1, 1, 1, 0, 2])
     # class 0: tp 1, union 3 -> 1/3; class 1: tp 2, union 3 -> 2/3; class 2: tp 0, union 1 -> 0. Ignored pixel dropped.
     s = scores(confusion(pred, truth, 3))
-    assert s["miou"] == pytest.approx((1 / 3 + 2 / 3 + 0) / 3)
-    assert s["pixel_acc"] == pytest.approx(3 / 5)
+    # percentages, as every accuracy pretexts reports (the old `miou` / `pixel_acc` keys held fractions)
+    assert s == {"miou_percent": pytest.approx(100 * (1 / 3 + 2 / 3 + 0) / 3), "pixel_acc_percent": pytest.approx(60.0)}
 
 
 @pytest.mark.parametrize("name", ["vit_tiny", "convnext_atto", "resnet18"])
@@ -84,15 +84,15 @@ def test_fixed_batch_overfits(tmp_path):
     batch = [torch.stack(t) for t in zip(*[data[i] for i in range(8)])]
     model = Segmenter(backbones.create_backbone("resnet18", img_size=32), "upernet", 5, 32)
     opt = optimizer_for(model, SegmentConfig(data="", out="", lr=3e-3, layer_decay=0.9))
-    before = evaluate(model, [batch], 5, 32, "whole", "cpu")["miou"]
+    before = evaluate(model, [batch], 5, 32, "whole", "cpu")["miou_percent"]
     for _ in range(30):
         model.train()
         loss = torch.nn.functional.cross_entropy(model(batch[0]), batch[1], ignore_index=IGNORE)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    after = evaluate(model, [batch], 5, 32, "whole", "cpu")["miou"]
-    assert after > before + 0.2, (before, after)
+    after = evaluate(model, [batch], 5, 32, "whole", "cpu")["miou_percent"]
+    assert after > before + 20, (before, after)  # points
 
 
 def test_a_nan_loss_stops_or_is_skipped_as_in_pretraining(tmp_path, monkeypatch):

@@ -12,7 +12,12 @@ def test_segment_from_pretraining_checkpoint(tmp_path):
                              "--out", out, "--max-steps", "3", "--batch-size", "8", "--eval-mode", "slide"])
     assert result.exit_code == 0, result.output
     results = json.loads((out / "results.json").read_text())
-    assert 0 <= results["miou"] <= 1 and 0 <= results["pixel_acc"] <= 1 and results["steps"] == 3
+    assert 0 <= results["miou_percent"] <= 100 and 0 <= results["pixel_acc_percent"] <= 100 and results["steps"] == 3
+    assert "miou" not in results  # the fraction's old key is gone, not silently rescaled
+    # each printed number says what it is, in percent, as results.json records it
+    last = result.output.strip().splitlines()[-2]
+    assert last == (f"on {results['val_images']} validation images ({results['num_classes']} classes, slide eval): "
+                    f"mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%"), last
     assert (out / "predictions.png").stat().st_size > 0
     assert len((out / "log.jsonl").read_text().splitlines()) == 1
 

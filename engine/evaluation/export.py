@@ -22,14 +22,22 @@ from pretexts.engine.training.run_folder import RunLock, claim_output_dir, claim
 from pretexts.engine.evaluation.pretrained import create_classifier, timm_spec
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
-# the architecture's own pretrained tag (e.g. augreg_in21k) would claim weights these are not
-HUB_CONFIG = {"pretrained_cfg": {"tag": "pretexts"}}
+# the architecture's own pretrained tag (e.g. augreg_in21k) and licence (timm's weights are mostly apache-2.0)
+# would claim weights these are not: these are pretexts' own, under the project's MIT licence
+LICENSE = "mit"
+HUB_CONFIG = {"pretrained_cfg": {"tag": "pretexts", "license": LICENSE}}
+
+
+def hub_config(classes: list | None) -> dict:
+    """timm's model_config: the tag and licence, and a classifier's class names as timm's `label_names` (the
+    Hub shows them; `model.pretrained_cfg["label_names"]` after loading)."""
+    return {**HUB_CONFIG, "label_names": list(classes)} if classes else HUB_CONFIG
 
 
 def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
     """(timm model in eval mode, timm name, its kwargs, where it came from) for any checkpoint pretexts writes:
     a pretraining checkpoint (the backbone, no classifier), a fine-tuning run's checkpoint.pt or finetuned.pt
-    (the classifier with its head)."""
+    (the classifier with its head; best.pt, the best epoch's, alike)."""
     ckpt = load_checkpoint(checkpoint, kinds=("pretrain", "finetune", "finetuned"))
     if ckpt.get("kind") in ("finetune", "finetuned"):
         spec = ckpt.get("timm")
@@ -38,13 +46,15 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
                                   f"entry); export its pretraining checkpoint, or fine-tune again.")
         model = timm.create_model(spec["name"], pretrained=False, **spec["kwargs"])
         load_weights(model, ckpt["model"], checkpoint, spec["name"], "was it written by another version?")
-        provenance = {"fine_tuned": {k: ckpt["config"].get(k) for k in ("checkpoint", "data", "epochs")},
+        provenance = {"fine_tuned": {**{k: ckpt["config"].get(k) for k in ("checkpoint", "data", "epochs")},
+                                     "epoch": ckpt.get("epoch"), "val_top1": ckpt.get("top1")},
                       "classes": spec.get("classes")}
         return model.eval(), spec["name"], spec["kwargs"], provenance
     model, saved = create_classifier(checkpoint, num_classes=0)
     timm_name, kwargs = timm_spec(saved["backbone"], saved["img_size"], model)
     kwargs = {**kwargs, "num_classes": 0}
-    pretraining = {k: saved.get(k) for k in ("method", "method_args", "task", "task_args", "backbone", "img_size")}
+    pretraining = {k: saved.get(k) for k in ("method", "method_args", "task", "task_args", "backbone", "img_size",
+                                             "data")}
     return model.eval(), timm_name, kwargs, {"pretraining": pretraining}
 
 
@@ -100,14 +110,16 @@ def export_to(checkpoint: str, path: Path, push_to_hub: str | None, private: boo
         else:
             atomic_save(state, path)
     else:
-        write_folder(model, path, kwargs, data)
+        write_folder(model, path, kwargs, data, provenance.get("classes"))
     info = {"file": str(path), "timm_name": timm_name, "kwargs": kwargs, "tensors": len(state),
             "parameters": sum(p.numel() for p in model.parameters()), "input_size": list(data["input_size"]),
+            "mean": list(data["mean"]), "std": list(data["std"]), "license": LICENSE,
             "load": load_line(timm_name, kwargs, str(path), data), "checkpoint": str(checkpoint), **provenance}
     write_json(path.with_suffix(".json") if is_file else path / "pretexts.json", info)
     if push_to_hub:
         try:
-            info["hub"] = str(push_to_hf_hub(model, push_to_hub, model_config=HUB_CONFIG, model_args=kwargs,
+            info["hub"] = str(push_to_hf_hub(model, push_to_hub, model_config=hub_config(provenance.get("classes")),
+                                             model_card={"license": LICENSE}, model_args=kwargs,
                                              data_config=data, private=private,
                                              commit_message=f"pretexts export of {Path(checkpoint).name}",
                                              safe_serialization=True))
@@ -118,12 +130,12 @@ def export_to(checkpoint: str, path: Path, push_to_hub: str | None, private: boo
     return info
 
 
-def write_folder(model: torch.nn.Module, path: Path, kwargs: dict, data: dict) -> None:
+def write_folder(model: torch.nn.Module, path: Path, kwargs: dict, data: dict, classes: list | None = None) -> None:
     """timm's `save_for_hf` into a temporary sibling, then moved into place: a failed export leaves no half folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        save_for_hf(model, str(staging), model_config=HUB_CONFIG, model_args=kwargs, data_config=data,
+        save_for_hf(model, str(staging), model_config=hub_config(classes), model_args=kwargs, data_config=data,
                     safe_serialization=True)
         path.mkdir(exist_ok=True)
         for item in staging.iterdir():

@@ -17,12 +17,12 @@ from torch.utils.data import DataLoader
 from pretexts.backbones.normalisation import normalisation
 from pretexts.errors import DataError
 
-from pretexts.engine.training.checkpoint import save_checkpoint
+from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.interrupt import StopSignals
-from pretexts.engine.training.progress import progress
+from pretexts.engine.training.progress import ProgressLines, progress, stderr_line
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
-from pretexts.engine.data.labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform, labelled_splits,
-                            labels_of, train_transform)
+from pretexts.engine.data.labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform,
+                                                labels_of, train_transform)
 from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
 from pretexts.engine.training.optimizer_step import OptimizerStep
 from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
@@ -31,7 +31,8 @@ from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_
 from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
-from pretexts.engine.evaluation.pretrained import create_classifier, timm_spec
+from pretexts.engine.evaluation.pretrained import (classifier_from, create_classifier, downstream_data,
+                                                  downstream_splits, timm_spec)
 
 
 def build_finetune_optimizer(model: torch.nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:
@@ -64,20 +65,28 @@ def top1_accuracy(model: torch.nn.Module, loader, device, dtype=None) -> float:
     return 100.0 * correct / max(total, 1)
 
 
+FINAL, BEST = "finetuned.pt", "best.pt"  # the last epoch's weights; the best epoch's by val top-1
+
+
 class Finetuner:
     """One fine-tuning run: `Finetuner(cfg).run()` returns the results (also in OUT/results.json)."""
 
-    def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = print):
+    def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line):
         self.cfg, self.echo = cfg, echo
         self.device = resolve_device(cfg.device)
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
         np.random.seed(cfg.seed)  # Mixup from numpy's
-        train, val = labelled_splits(cfg.data, cfg.img_size or 32, cfg.seed)  # the size matters to 'synthetic' only
+        # the checkpoint's config first: its data is the default when --data is not given
+        ckpt = load_checkpoint(cfg.checkpoint, kinds=("pretrain",)) if cfg.checkpoint else None
+        cfg.data, self.data_origin = downstream_data(cfg.data, ckpt and ckpt["config"].get("data"))
+        # the size matters to 'synthetic' only
+        train, val = downstream_splits(cfg.data, self.data_origin, cfg.img_size or 32, cfg.seed)
         self.classes = class_names(train)
-        self.model, self.pretraining = create_classifier(
-            cfg.checkpoint, cfg.backbone, cfg.img_size, num_classes=len(self.classes), drop_path_rate=cfg.drop_path)
+        build = dict(num_classes=len(self.classes), drop_path_rate=cfg.drop_path)
+        self.model, self.pretraining = classifier_from(ckpt, cfg.checkpoint, cfg.backbone, cfg.img_size, **build) \
+            if ckpt else create_classifier(None, cfg.backbone, cfg.img_size, **build)
         self.model.to(self.device)
         self.img_size = self.pretraining.get("img_size") or cfg.img_size or 32
         self.backbone_name = self.pretraining.get("backbone") or cfg.backbone
@@ -111,6 +120,8 @@ class Finetuner:
                                             cfg.clip_grad)
         self.global_step, self.epoch, self.history = 0, 0, []
         self.stop = StopSignals()
+        # one line per epoch (on stderr by default: `echo`), its top-1 appended; none under --quiet
+        self.lines = ProgressLines(cfg.epochs, total, quiet=cfg.quiet, on_terminal=True, write=echo)
 
     def loader(self, dataset, train: bool) -> DataLoader:
         generator = torch.Generator().manual_seed(self.cfg.seed + self.global_step)
@@ -128,6 +139,7 @@ class Finetuner:
         self.model.train()
         losses = []
         bar = progress(self.steps_per_epoch, f"epoch {self.epoch + 1}/{self.cfg.epochs}", self.cfg.quiet)
+        self.lines.restart_clock()
         for batch, (images, labels) in enumerate(self.loader(self.train_set, train=True)):
             if batch >= self.steps_per_epoch or self.stop.requested:
                 break
@@ -138,6 +150,7 @@ class Finetuner:
             micro_batches = list(zip(images.chunk(self.cfg.accum_iter), labels.chunk(self.cfg.accum_iter)))
             stats = self.optimizer_step(self.compute_loss, micro_batches, self.global_step + 1)
             self.global_step += 1
+            self.lines.step(stats.loss, len(images))
             if not stats.skipped:  # a skipped step's loss is NaN or inf: it stays out of the epoch's mean
                 losses.append(stats.loss)
             bar.set_postfix(loss=f"{stats.loss:.4f}")
@@ -160,6 +173,7 @@ class Finetuner:
         cfg = self.cfg
         start = time.time()
         val_loader = self.loader(self.val_set, train=False)
+        self.lines.begin(self.global_step)
         with open_log(self.out / "log.jsonl", truncate=not cfg.resume) as log, self.stop:
             while self.epoch < cfg.epochs:
                 loss = self.train_epoch()
@@ -173,18 +187,22 @@ class Finetuner:
                 self.history.append(row)
                 log.write(json.dumps(row) + "\n")
                 check_finite_weights(self.model, self.global_step, self.out)
+                if top1 > max((r["top1"] for r in self.history[:-1]), default=-1.0):  # ties keep the earlier epoch
+                    self.save(BEST)
                 self.save_checkpoint()
-                self.echo(f"epoch {self.epoch}/{cfg.epochs}: train loss {loss:.4f}, val top-1 {top1:.2f}%")
+                self.lines.epoch_line(self.epoch, self.global_step, row["lr"], result=f"val top-1 {top1:.2f}%")
         history = self.history
+        best = max(history, key=lambda r: r["top1"])  # the first of equals, as best.pt keeps it
         results = {"top1": [r["top1"] for r in history], "final_top1": history[-1]["top1"],
-                   "best_top1": max(r["top1"] for r in history), "epochs": cfg.epochs,
+                   "best_top1": best["top1"], "best_epoch": best["epoch"], "epochs": cfg.epochs,
+                   "weights": {"final": FINAL, "best": BEST}, "accuracy": "top-1 in percent on val/",
                    "optimizer_steps": self.global_step, "skipped_nonfinite_steps": self.nonfinite.skipped,
                    "seconds": time.time() - start,
                    "train_images": len(self.train_set), "val_images": len(self.val_set), "classes": len(self.classes),
                    "backbone": self.backbone_name, "checkpoint": cfg.checkpoint,
                    "pretraining": {k: self.pretraining.get(k) for k in ("method", "task", "task_args")}
                    if self.pretraining else None}
-        self.save()
+        self.save(FINAL)
         write_json(self.out / "results.json", results)
         return results
 
@@ -210,16 +228,17 @@ class Finetuner:
         timm_name, kwargs = timm_spec(self.backbone_name, self.img_size, self.model)
         return {"name": timm_name, "kwargs": {**kwargs, "num_classes": len(self.classes)}, "classes": self.classes}
 
-    def save(self) -> Path:
-        """OUT/finetuned.pt: timm state dict under 'model' (timm's load_checkpoint reads it) and how to build it."""
+    def save(self, name: str = FINAL) -> Path:
+        """OUT/finetuned.pt (the final weights) or OUT/best.pt (the best epoch's, by val top-1): timm state dict
+        under 'model' (timm's load_checkpoint reads it), how to build it, and the epoch and top-1 it holds."""
         spec = self.timm_spec()
-        path = self.out / "finetuned.pt"
+        path = self.out / name
         save_checkpoint({"kind": "finetuned", "model": self.model.state_dict(),
                      "timm": spec, "timm_name": spec["name"], "timm_kwargs": spec["kwargs"], "classes": self.classes,
-                     "config": self.cfg.to_dict()}, path)
+                     "config": self.cfg.to_dict(), "epoch": self.epoch, "top1": self.history[-1]["top1"]}, path)
         return path
 
 
-def finetune(cfg: FinetuneConfig, echo: Callable[[str], None] = print) -> dict:
+def finetune(cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line) -> dict:
     """Run a fine-tuning job described by `cfg`; returns its results (also in OUT/results.json)."""
     return Finetuner(cfg, echo).run()

@@ -14,7 +14,8 @@ class FinetuneConfig:
     """Everything `engine.finetune` needs; the CLI builds one of these, so does the Python API.
 
     `checkpoint` is a `pretexts train` checkpoint; `from_scratch` runs the same recipe on a randomly
-    initialised `backbone` instead (the supervised baseline). Epochs and warm-up follow MAE's
+    initialised `backbone` instead (the supervised baseline). `data` left out is the checkpoint's pretraining
+    data, or the embedded sample from scratch (a random backbone records none); `Finetuner` fills it in. Epochs and warm-up follow MAE's
     fine-tuning of the paper's models (100 and 5); the batch is smaller than the paper's 1024 so the
     default fits small data, and the lr keeps the paper's scaling rule base_lr x batch / 256.
     """
@@ -23,8 +24,9 @@ class FinetuneConfig:
     from_scratch: bool = setting(False, 'Same recipe on a random backbone (the baseline).')
     backbone: str | None = setting(None, 'With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.')
     img_size: int | None = setting(None, "With --from-scratch. Default 32; a checkpoint's own otherwise.")
-    # "sample", "synthetic", an ImageFolder dir with train/ and val/
-    data: str = setting("sample", "'sample' (embedded, default) or a folder with train/ and val/ class folders.")
+    # None: the checkpoint's pretraining data (its config records it); the embedded sample with --from-scratch
+    data: str | None = setting(None, "A folder with train/ and val/ class folders, or 'sample' (embedded). Default: "
+                                     "the data the checkpoint was pretrained on; 'sample' with --from-scratch.")
     label_fraction: float | None = setting(None, 'Fine-tune on a class-balanced seeded subset: 0.01 or 0.1 (the '
                                                  "paper's semi-supervised rows).")
     epochs: int = setting(100, 'Fine-tuning epochs (paper, Table A).')
@@ -57,7 +59,7 @@ class FinetuneConfig:
                                choices=('auto', 'bf16', 'fp16', 'off'))
     seed: int = setting(0, 'Seeds the data order, the augmentation and the head.')
     workers: int = setting(2, 'Data loader worker processes.')
-    quiet: bool = setting(False, 'No progress bars (off anyway when the output is not a terminal).')
+    quiet: bool = setting(False, 'No progress bars, no per-epoch lines.')
     device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
     max_steps_per_epoch: int | None = setting(None, 'Cap the optimiser steps of each epoch.')
     out: str = setting("runs/finetune", 'Output folder.')

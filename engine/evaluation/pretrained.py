@@ -3,9 +3,10 @@ from torch import nn
 
 from pretexts import backbones
 from pretexts.backbones.factory import set_fused_attention
-from pretexts.errors import CheckpointError, ParameterError, UnknownNameError
+from pretexts.errors import CheckpointError, DataError, ParameterError, UnknownNameError
 from pretexts.registry import METHODS, get_pretext_class
 
+from pretexts.engine.data.labelled_data import labelled_splits
 from pretexts.engine.training.checkpoint import check_shapes, load_checkpoint
 
 PREFIX = "backbone."
@@ -79,7 +80,12 @@ def create_classifier(checkpoint: str | None, backbone: str | None = None, img_s
     """
     if checkpoint is None:
         return set_fused_attention(backbones.create_backbone(backbone, img_size=img_size or 32, **kwargs), True), {}
-    ckpt = load_checkpoint(checkpoint, kinds=("pretrain",))
+    return classifier_from(load_checkpoint(checkpoint, kinds=("pretrain",)), checkpoint, backbone, img_size, **kwargs)
+
+
+def classifier_from(ckpt: dict, checkpoint, backbone: str | None = None, img_size: int | None = None,
+                    **kwargs) -> tuple[nn.Module, dict]:
+    """`create_classifier` from a pretraining checkpoint already loaded (its config read first, e.g. for its data)."""
     saved = ckpt["config"]
     if backbone is not None and backbone != saved.get("backbone"):
         raise ParameterError(f"checkpoint '{checkpoint}' holds a {saved.get('backbone')} backbone, not {backbone}; "
@@ -90,3 +96,34 @@ def create_classifier(checkpoint: str | None, backbone: str | None = None, img_s
     model = backbones.create_backbone(saved["backbone"], img_size=saved.get("img_size"), **kwargs)
     return set_fused_attention(load_pretrained(model, ckpt, checkpoint), True), saved
 
+
+
+GIVEN, RECORDED, SAMPLE = "given", "recorded", "sample"
+
+
+def downstream_data(data: str | None, recorded: str | None) -> tuple[str, str]:
+    """(data, where it came from): `--data` when given, else the data the weights were pretrained on (the
+    checkpoint's config records it), else the embedded sample (a random backbone records none)."""
+    if data is not None:
+        return data, GIVEN
+    if recorded:
+        return recorded, RECORDED
+    return "sample", SAMPLE
+
+
+def describe_data(data: str, origin: str) -> str:
+    """How the first output line names the data: which, and why that one."""
+    return {GIVEN: f"'{data}'", RECORDED: f"'{data}' (the data the weights were trained on, as the checkpoint "
+                                          f"records; --data to change)",
+            SAMPLE: f"'{data}' (the embedded sample: no data recorded; --data DIR to change)"}[origin]
+
+
+def downstream_splits(data: str, origin: str, img_size: int, seed: int):
+    """`labelled_splits` of the data; when it is the checkpoint's and cannot serve labels, the error says so."""
+    try:
+        return labelled_splits(data, img_size, seed)
+    except DataError as err:
+        if origin != RECORDED:
+            raise
+        raise DataError(f"--data was not given, so the checkpoint's pretraining data '{data}' was taken, but: "
+                        f"{str(err).rstrip('.')}. Give --data DIR with train/ and val/ class folders.") from None

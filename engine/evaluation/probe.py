@@ -20,11 +20,12 @@ from pretexts.registry import PROBES
 from pretexts.engine.evaluation.probe_config import HEAD_PARAMS, KNN_PARAMS, MLP_PARAMS, ProbeConfig
 from pretexts.engine.measures.health import standardise
 from pretexts.engine.measures.knn import knn_accuracy
-from pretexts.engine.data.labelled_data import LabelledImages, class_names, eval_transform, labelled_splits
+from pretexts.engine.data.labelled_data import LabelledImages, class_names, eval_transform
 from pretexts.engine.training.preflight import check_output_dir
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json
 from pretexts.engine.training.preflight import resolve_device
-from pretexts.engine.evaluation.pretrained import create_classifier
+from pretexts.engine.evaluation.pretrained import describe_data, downstream_data, downstream_splits
+from pretexts.engine.evaluation.weights import load_backbone
 from pretexts.engine.training.progress import progress
 
 
@@ -90,27 +91,34 @@ def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     """Extract features once, then evaluate every probe in `cfg.probes`; writes OUT/results.json. OUT is locked and
     claimed first: never over another run's results or the checkpoint probed."""
     with RunLock(cfg.out, "probe"):
-        claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data], resumable=False)
+        local = cfg.timm_model[len("local-dir:"):] if (cfg.timm_model or "").startswith("local-dir:") else None
+        claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data, local], resumable=False)
         return probe_features(cfg, echo)
 
 
 def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
+    """The first line names the backbone and the data (`cfg.data`, else the data the weights were trained on),
+    then each probe's line; config.json records the data used."""
     device = resolve_device(cfg.device)
-    torch.manual_seed(cfg.seed)
-    backbone, saved = create_classifier(cfg.checkpoint, num_classes=0)
-    backbone.to(device)
+    weights = load_backbone(cfg.checkpoint, cfg.timm_model, cfg.backbone, cfg.img_size, cfg.seed)
+    backbone = weights.model.to(device)
     check_output_dir(Path(cfg.out), 1 << 20)  # before the features are extracted, not after
-    train_source, val_source = labelled_splits(cfg.data, saved["img_size"], cfg.seed)
+    cfg.data, origin = downstream_data(cfg.data, weights.data)
+    train_source, val_source = downstream_splits(cfg.data, origin, weights.img_size, cfg.seed)
     classes = class_names(train_source)
-    transform = eval_transform(saved["img_size"], *normalisation(backbone), cfg.crop_pct)
+    echo(f"probing {weights.source} on {describe_data(cfg.data, origin)}: {len(train_source)} train, "
+         f"{len(val_source)} val images, {len(classes)} classes, {weights.img_size} px")
+    transform = eval_transform(weights.img_size, *normalisation(backbone), cfg.crop_pct)
+    torch.manual_seed(cfg.seed)
     start = time.time()
     train = extract_features(backbone, LabelledImages(train_source, transform), device, workers=cfg.workers,
                              desc="train features", quiet=cfg.quiet)
     val = extract_features(backbone, LabelledImages(val_source, transform), device, workers=cfg.workers,
                            desc="val features", quiet=cfg.quiet)
-    results = {"checkpoint": cfg.checkpoint, "backbone": saved["backbone"], "feature_dim": train[0].shape[1],
-               "train_images": train[0].shape[0], "val_images": val[0].shape[0], "classes": len(classes),
-               "feature_seconds": time.time() - start}
+    results = {"checkpoint": cfg.checkpoint, "source": weights.source, "backbone": weights.backbone,
+               "data": cfg.data, "data_origin": origin, "img_size": weights.img_size,
+               "feature_dim": train[0].shape[1], "train_images": train[0].shape[0], "val_images": val[0].shape[0],
+               "classes": len(classes), "feature_seconds": time.time() - start, "accuracy_unit": "percent"}
     echo(f"features: {train[0].shape[0]} train, {val[0].shape[0]} val images, {train[0].shape[1]} dims")
     for name in cfg.probes:
         results[name], line = PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))
@@ -118,6 +126,11 @@ def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dic
     write_json(Path(cfg.out) / "config.json", asdict(cfg))
     write_json(Path(cfg.out) / "results.json", results)
     return results
+
+
+def on_val(val: tuple, num_classes: int) -> str:
+    """What a probe's top-1 is measured on, for its line."""
+    return f"on {val[1].shape[0]} val images, {num_classes} classes"
 
 
 @register_probe("linear", HEAD_PARAMS)
@@ -137,7 +150,8 @@ def head_probe(kind: str, train: tuple, val: tuple, num_classes: int, cfg: Probe
     """A seeded `probe_head` of `kind` (and `shape`), trained by `train_head` with `options`; its top-1."""
     torch.manual_seed(cfg.seed)
     top1 = train_head(probe_head(kind, train[0].shape[1], num_classes, **shape), train, val, cfg.seed, **options)
-    return {"top1": top1, "epochs": options["epochs"]}, f"{kind} probe top-1: {top1:.2f}%"
+    return {"top1": top1, "epochs": options["epochs"]}, (f"{kind} probe top-1: {top1:.2f}% "
+                                                         f"({on_val(val, num_classes)})")
 
 
 @register_probe("knn", KNN_PARAMS)
@@ -145,7 +159,7 @@ def knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, k
               knn_temperature: float) -> tuple[dict, str]:
     """Cosine kNN, votes weighted exp(similarity / T), for each k in `knn_k`."""
     results = {f"k={k}": knn_accuracy(*train, *val, num_classes, k, knn_temperature) for k in knn_k}
-    line = "kNN top-1: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
+    line = "kNN top-1: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items()) + f" ({on_val(val, num_classes)})"
     return {**results, "temperature": knn_temperature}, line
 
 
@@ -157,6 +171,7 @@ def standardised_knn_probe(train: tuple, val: tuple, num_classes: int, cfg: Prob
     bank, query = standardise(train[0], val[0])
     results = {f"k={k}": knn_accuracy(bank, train[1], query, val[1], num_classes, k, knn_temperature)
                for k in knn_k}
-    line = "kNN top-1 on standardised features: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
+    line = ("kNN top-1 on standardised features: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
+            + f" ({on_val(val, num_classes)})")
     return {**results, "temperature": knn_temperature}, line
 

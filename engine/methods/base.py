@@ -1,6 +1,8 @@
 """`Method`: what a pretraining method owns. The loop (engine.training.loop.Pretrainer) runs every method
 the same way: `setup()` once, then per step corrupt -> loss -> optimiser step, and at the end of an
 epoch the held-out report and the figure. A method is one subclass in one file, `@register_method(name)`."""
+import sys
+
 import torch
 import torch.nn.functional as F
 from timm.optim import param_groups_weight_decay
@@ -62,7 +64,13 @@ class Method:
         if cfg.channels_last:
             model = model.to(memory_format=torch.channels_last)
         if cfg.compile:
-            backbone.compile(backend=cfg.compile)
+            model = self.compile_model(model)
+        return model
+
+    def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """--compile: the backbone's forward through torch.compile (in place: the state_dict keeps its keys). A
+        method whose loss needs a double backward compiles its own step instead (the energy method)."""
+        compile_forward(getattr(model, "backbone", model), self.cfg.compile, self.cfg.backbone)
         return model
 
     def build_model(self) -> torch.nn.Module:
@@ -138,3 +146,36 @@ def trivial_sum(task, sample) -> float | None:
     if restored is None:
         return None
     return F.mse_loss(restored.float(), sample.target.float()).item() * sample.target.shape[0]
+
+
+def compile_forward(module: torch.nn.Module, backend: str, name: str) -> None:
+    """torch.compile, in place, what methods call on a timm backbone: `forward_features` and
+    `forward_intermediates` (`forward` runs through the first), or `forward` where it has neither. Each call
+    lowers its backward at once, so a backbone that does not compile says so in one line, at the call that
+    compiles, and runs eagerly from then on."""
+    names = [n for n in ("forward_features", "forward_intermediates") if hasattr(module, n)] or ["forward"]
+    eager = {n: getattr(module, n) for n in names}
+
+    def guarded(entry: str):
+        compiled = torch.compile(eager[entry], backend=backend)
+
+        def call(*args, **kwargs):
+            if module.__dict__.get(entry) is not call:  # an earlier failure restored the eager methods
+                return eager[entry](*args, **kwargs)
+            try:
+                with torch._functorch.config.patch(force_non_lazy_backward_lowering=True):
+                    return compiled(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001 - any compiler failure: one line, then eager
+                for n in names:
+                    module.__dict__.pop(n, None)
+                print(f"--compile: backbone '{name}' did not compile ({first_line(err)}); it runs eagerly.",
+                      file=sys.stderr, flush=True)
+                return eager[entry](*args, **kwargs)
+        return call
+    for entry in names:
+        setattr(module, entry, guarded(entry))
+
+
+def first_line(err: Exception) -> str:
+    """`Type: the first line of the message`, short enough for a one-line note."""
+    return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"

@@ -72,10 +72,12 @@ class PretrainConfig:
     weight_decay: float | None = setting(None, "AdamW's (norms, biases and alpha get none). Default: the recipe's.")
     # None: the recipe's (both: 0.9, 0.95, Table A)
     betas: tuple | None = setting(None, "AdamW's betas. Default: the recipe's.", metavar='B1 B2', nargs=2)
-    amp: str = setting("auto", '"auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off".',
+    amp: str = setting("auto", '"auto" (bf16 on CUDA, off on CPU), "bf16" (on a CPU too: the same held-out error, '
+                               'faster with native bf16, docs/scale-and-speed.md), "fp16", "off".',
                                choices=('auto', 'bf16', 'fp16', 'off'))
-    compile: str | None = setting(None, 'torch.compile the backbone (default backend inductor); the energy method: '
-                                        'with --grad-mode finite-difference only.', flag_value='inductor',
+    compile: str | None = setting(None, 'torch.compile (default backend inductor): the energy method\'s restoration '
+                                        'step (both grad modes, exact gradients), other methods\' backbone; what does '
+                                        'not compile runs eagerly.', flag_value='inductor',
                                   metavar='[BACKEND]')
     grad_checkpointing: bool = setting(False, 'Recompute activations in the backward (non-reentrant): less memory, '
                                               'more time.')
@@ -89,10 +91,15 @@ class PretrainConfig:
     force: bool = setting(False, 'Start over in an --out that already holds a run (its checkpoint and log are '
                                  'removed).')
     workers: int = setting(2, 'Data loader worker processes.')
-    quiet: bool = setting(False, 'No progress bars (off anyway when the output is not a terminal).')
+    quiet: bool = setting(False, 'No progress bars on a terminal, no progress lines off one.')
+    # off a terminal (nohup, a cluster job) the loop prints one line per epoch on stderr; these add step lines
+    log_every: int | None = setting(None, 'Off a terminal, also print a progress line every this many optimiser '
+                                          'steps (loss, lr, img/s, ETA).')
     device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
     max_steps_per_epoch: int | None = setting(None, 'Cap the optimiser steps of each epoch.')
     figure_images: int = setting(8, "Images in each epoch's restoration figure.")
+    figure_every: int = setting(1, 'Draw the restoration figure (and monitor.png, and the logger\'s image) every '
+                                   'this many epochs and at the last; 0: at the last epoch only.')
     eval_images: int = setting(256, 'Held-out images for the restoration-error report.')
     eval_every: int | None = setting(None, 'Also log the held-out error every this many steps.')
     logger: str = setting("jsonl", 'Also log scalars, held-out error and figures to tensorboard (OUT/tensorboard) or '
@@ -110,8 +117,8 @@ class PretrainConfig:
         check_field_types(self)
         apply_recipe(self)
         check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "max_steps_per_epoch", "clip_grad",
-                                     "eval_every", "eval_images", "figure_images", "monitor_images"),
-                     non_negative=("workers", "warmup_epochs", "weight_decay", "monitor_every"),
+                                     "eval_every", "eval_images", "figure_images", "monitor_images", "log_every"),
+                     non_negative=("workers", "warmup_epochs", "weight_decay", "monitor_every", "figure_every"),
                      within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
         check_optimizer(self)
         if self.amp not in ("auto", "bf16", "fp16", "off"):

@@ -31,7 +31,7 @@ from pretexts.engine.training.optimizer_step import OptimizerStep
 from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
 from pretexts.engine.training.preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes,
                                        resolve_device)
-from pretexts.engine.training.progress import progress
+from pretexts.engine.training.progress import ProgressLines, held_out_ratio, progress
 from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json, write_text
 from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
@@ -95,6 +95,9 @@ class Pretrainer:
         self.stop = StopSignals()
         self.experiment = NoLog()
         self.monitor, self.monitor_state = None, None
+        self.lines = ProgressLines(cfg.epochs, total, quiet=cfg.quiet, enabled=self.rank == 0, every=cfg.log_every)
+        self.measured: HeldOut | None = None  # the held-out report measured since the last progress line
+        self.last_stats: dict = {}  # the last step's, for the epoch's progress line
 
     def compute_loss(self, sample) -> torch.Tensor:
         """The method's loss of one sample, under autocast when the run asks for it (the step's loss function)."""
@@ -148,6 +151,7 @@ class Pretrainer:
     def train_and_report(self) -> dict:
         cfg = self.cfg
         start = time.time()
+        self.lines.begin(self.global_step)
         with self.stop:
             while self.epoch < cfg.epochs and not self.stop_requested():
                 self.train_epoch()
@@ -157,6 +161,7 @@ class Pretrainer:
                 if self.rank == 0:
                     self.save()
                     self.end_of_epoch_outputs()
+                    self.progress_line(self.epoch, end_of_epoch=True)
         results = {"epochs": self.epoch, "optimizer_steps": self.global_step, "seconds": time.time() - start,
                    "skipped_nonfinite_steps": self.nonfinite.skipped}
         if self.stop_requested() and self.epoch < cfg.epochs:
@@ -190,24 +195,45 @@ class Pretrainer:
             self.save(self.out / "best.pt")
         return stats
 
+    def figure_due(self) -> bool:
+        """`--figure-every N`: after every Nth epoch and always after the last (0: the last only)."""
+        every = self.cfg.figure_every
+        return self.epoch == self.cfg.epochs or bool(every) and self.epoch % every == 0
+
     def end_of_epoch_outputs(self) -> None:
-        """The epoch's figure (named by the method); with a logging backend, also the figure and the held-out error
-        there."""
+        """The epoch's figure (named by the method) and monitor.png when `figure_due`; with a logging backend, also
+        the figure there, and the held-out error every epoch."""
         path = self.out / f"{self.method.figure_name}_epoch{self.epoch:03d}.png"
-        self.figure(path)
-        if self.monitor and self.monitor.history:
-            monitor_figure(self.monitor.history, self.out / "monitor.png", f"{self.cfg.method}: {self.cfg.task} on "
-                           f"{self.cfg.backbone}, held-out features")
+        if self.figure_due():
+            self.figure(path)
+            if self.monitor and self.monitor.history:
+                monitor_figure(self.monitor.history, self.out / "monitor.png", f"{self.cfg.method}: {self.cfg.task} "
+                               f"on {self.cfg.backbone}, held-out features")
         if not isinstance(self.experiment, NoLog):
-            self.experiment.image(self.method.figure_name, path, self.global_step)
+            if self.figure_due():
+                self.experiment.image(self.method.figure_name, path, self.global_step)
             if self.val_set is not None:
                 self.held_out_now()
+
+    def progress_line(self, epoch: int, end_of_epoch: bool, stats: dict | None = None) -> None:
+        """The plain progress line (off a terminal): at the end of an epoch, or a `--log-every` step line; the
+        held-out ratio where it was measured since the previous line."""
+        stats = self.last_stats if stats is None else stats
+        shown = {k: stats[k] for k in self.method.step_stats() if k in stats}
+        lr = self.optimizer.param_groups[0]["lr"]
+        if end_of_epoch:
+            result = held_out_ratio(self.measured) if self.measured is not None else ""
+            self.measured = None
+            self.lines.epoch_line(epoch, self.global_step, lr, shown, result)
+        else:
+            self.lines.step_line(epoch, self.global_step, lr, shown)
 
     def held_out_now(self) -> HeldOut:
         """The method's held-out report at this step, measured once however many outputs ask for it (after
         `run`, the final one: `held_out_now().format()` is the line `pretexts train` prints)."""
         if getattr(self, "_held_out", (None,))[0] != self.global_step:
             self._held_out = (self.global_step, self.held_out_error())
+            self.measured = self._held_out[1]
             self.experiment.scalars({"held_out": self._held_out[1].to_dict()}, self.global_step)
         return self._held_out[1]
 
@@ -225,6 +251,7 @@ class Pretrainer:
         loader = make_loader(self.train_set, cfg.batch_size // self.world, self.sampler, cfg.workers)
         bar = progress(self.batches_per_epoch, f"epoch {self.epoch + 1}/{cfg.epochs}", cfg.quiet, self.batch,
                        enabled=self.rank == 0)
+        self.lines.restart_clock()
         with open_log(self.out / "log.jsonl") if self.rank == 0 else nullcontext() as log, bar, \
                 batches(loader) as images_and_labels:
             for images, _ in images_and_labels:
@@ -233,18 +260,24 @@ class Pretrainer:
                 stats = self.train_step(to_device(images, self.device))
                 self.batch += 1
                 self.history.append((self.global_step, stats["loss"]))
+                self.lines.step(stats["loss"], cfg.batch_size // self.world * self.world)
+                self.last_stats = stats
                 shown = ("loss", *self.method.step_stats()) if "skipped" not in stats else ("loss",)
                 bar.set_postfix({k: f"{stats[k]:.4f}" for k in shown if k in stats})
                 bar.update()
                 if log is not None:
                     if cfg.eval_every and self.global_step % cfg.eval_every == 0 and self.val_set is not None:
-                        stats["held_out"] = self.held_out_error().to_dict()
+                        self.measured = self.held_out_error()
+                        stats["held_out"] = self.measured.to_dict()
                     if self.monitor and self.monitor.due(self.global_step, cfg.monitor_every,
                                                          self.batch == self.batches_per_epoch,
                                                          self.epoch == cfg.epochs - 1):
                         stats["monitor"] = self.monitor_now()
                     log.write(json.dumps({"step": self.global_step, "epoch": self.epoch, **stats}) + "\n")
                     self.experiment.scalars(stats, self.global_step)
+                    if self.lines.step_due(self.global_step) and self.batch < self.batches_per_epoch:
+                        self.progress_line(self.epoch + 1, end_of_epoch=False, stats=stats)
+                self.lines.restart_clock()  # img/s counts loading and stepping, not the evaluations above
                 if self.stop_requested():
                     break
 

@@ -102,8 +102,9 @@ class Monitor:
             step, share = recent[-1]["step"], recent[-1]["top_pc_share"]
             print(f"warning: at step {step} the top principal component holds {100 * share:.0f}% of the features' "
                   f"variance (over {100 * COLLAPSE_SHARE:.0f}% twice in a row): the representation is collapsing onto one "
-                  f"direction, usually a shortcut in the pretext (black mask boxes teach brightness); see "
-                  f"OUT/monitor.png, and try another --task-arg fill or task.", file=sys.stderr, flush=True)
+                  f"direction, usually a shortcut the pretext leaves open (the energy method learnt brightness "
+                  f"from black mask boxes); see OUT/monitor.png, and try another task, --task-arg fill or method.",
+                  file=sys.stderr, flush=True)
 
 
 def better(metric: str, value: float, best: float | None) -> bool:

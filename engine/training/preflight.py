@@ -70,11 +70,17 @@ def too_large(err: BaseException, img_size: int, device: torch.device) -> Parame
 
 
 def check_task_fits(task, img_size: int, device: torch.device) -> None:
-    """Corrupt two blank images once, so a parameter that does not fit the image size (a mask grid or
-    a super-resolution scale larger than the image) fails now; each sub-task of a mixture is tried."""
+    """Corrupt two blank images once, so a parameter that does not fit the image size (a mask grid or a
+    super-resolution scale that leaves fewer than 4 cells per side) fails now, and the scaled defaults are
+    resolved for `img_size` (`Pretext.fit`); each sub-task of a mixture is tried, its error naming the mixture."""
     images = torch.zeros(2, 3, img_size, img_size, device=device)
     for part in task.subtasks or [task]:
-        part(images, torch.Generator(device=device).manual_seed(0))
+        try:
+            part(images, torch.Generator(device=device).manual_seed(0))
+        except ParameterError as err:
+            if part is task:
+                raise
+            raise ParameterError(f"{task.name}: sub-task {err}") from None
 
 
 def checkpoint_bytes(model: torch.nn.Module) -> int:

@@ -10,7 +10,7 @@ from pretexts.errors import CheckpointError
 PRETRAIN_MAY_CHANGE = frozenset({
     "epochs", "out", "resume", "force", "workers", "quiet", "device", "figure_images", "eval_images", "eval_every",
     "logger", "skip_nonfinite", "accum_iter", "grad_checkpointing", "channels_last", "compile",
-    "monitor_every", "monitor_images", "keep_best"})
+    "monitor_every", "monitor_images", "keep_best", "log_every", "figure_every"})
 FINETUNE_MAY_CHANGE = frozenset({"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter",
                                  "skip_nonfinite"})
 

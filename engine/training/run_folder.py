@@ -15,7 +15,7 @@ from pretexts.errors import OutputError, ParameterError
 
 # what a command leaves in its folder: a folder holding one of these holds a run (or an export)
 RUN_FILES = ("checkpoint.pt", "log.jsonl", "config.json", "results.json", "finetuned.pt", "segmenter.pt",
-             "model.safetensors", "pretexts.json")
+             "model.safetensors", "pretexts.json", "best.pt")
 LOCK_FILE = ".lock"
 NEW_LOCK_GRACE_S = 5.0  # a lock file this young may still be being written by its owner
 

@@ -12,23 +12,27 @@ from .config_file import build_config, config_options, defaults_from, options_fr
 @config_options
 def finetune_command(config, sets, **options) -> None:
     """Fine-tune with AdamW, layer-wise lr decay, RandAugment, mixup/cutmix and label smoothing (paper, Table A);
-    reports top-1 on val/ each epoch and writes OUT/finetuned.pt and OUT/results.json."""
+    reports top-1 on val/ each epoch and writes OUT/finetuned.pt (the final weights), OUT/best.pt (the best epoch's)
+    and OUT/results.json. Without --data it fine-tunes on the checkpoint's pretraining data."""
     single_process("finetune")
     from pretexts.engine import FinetuneConfig, Finetuner
+    from pretexts.engine.evaluation.pretrained import describe_data
     from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, resumed_values
 
     cfg = build_config(FinetuneConfig, options, config, sets,
                        resume=lambda values: resumed_values(FinetuneConfig, values, "finetune", FINETUNE_MAY_CHANGE))
-    finetuner = Finetuner(cfg, echo=click.echo)
+    finetuner = Finetuner(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
     source = cfg.checkpoint or f"{cfg.backbone} from scratch"
-    click.echo(f"fine-tuning {source} on '{cfg.data}' ({len(finetuner.train_set)} images) for {cfg.epochs} epochs "
-               f"-> {cfg.out}")
+    click.echo(f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
+               f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
+               f"classes, for {cfg.epochs} epochs -> {cfg.out}")
     results = finetuner.run()
     if "interrupted" in results:
         kept = (f"{cfg.out}/checkpoint.pt holds epoch {results['epochs']}. Continue with the same command and "
                 f"--resume." if results["epochs"] else "no epoch had finished, so there is nothing to resume.")
         click.echo(f"stopped by {results['interrupted']} in epoch {results['epochs'] + 1}; {kept}", err=True)
         sys.exit(results["exit_code"])
-    click.echo(f"val top-1: final {results['final_top1']:.2f}%, best {results['best_top1']:.2f}% "
-               f"({results['classes']} classes)")
+    click.echo(f"top-1 on val/ ({results['val_images']} images, {results['classes']} classes): final "
+               f"{results['final_top1']:.2f}% (epoch {results['epochs']}, {cfg.out}/{results['weights']['final']}), "
+               f"best {results['best_top1']:.2f}% (epoch {results['best_epoch']}, {cfg.out}/{results['weights']['best']})")
     click.echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

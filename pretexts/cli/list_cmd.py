@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import click
 
+from ..declared import Declared
 from ..registry import METHODS, PROBES, TASKS, Registry
 from . import main
 
@@ -49,10 +50,10 @@ def list_registry(listing: Listing, pattern: str, verbose: bool, debug: bool = F
     range, default and help; or, in a plain listing of a registry without `full_params`, one line of defaults)
     and, verbose, its presets. Then every broken plugin (`debug`: with its traceback) and shadowed one."""
     registry = listing.registry
-    registry.load()
-    names = [name for name in registry.table if fnmatch.fnmatch(name, pattern)]
+    entries = registry.entries()  # the built-ins read from their source: no torch
+    names = [name for name in entries if fnmatch.fnmatch(name, pattern)]
     for name in sorted(names) if listing.sort else names:
-        entry = registry.table[name]
+        entry = entries[name]
         source = registry.plugin_of.get(name)
         click.echo(f"{name:<18} {summary_of(entry)}" + (f" [plugin {source}]" if source else ""))
         params = getattr(entry, listing.params, None) or {}
@@ -60,7 +61,8 @@ def list_registry(listing: Listing, pattern: str, verbose: bool, debug: bool = F
             for key, param in params.items():
                 click.echo(f"{'':<18}   {listing.option} {key}=...  {param.describe()}. {param.help}".rstrip())
         elif params:
-            click.echo(f"{'':<18}   " + ", ".join(f"{k}={p.default}" for k, p in params.items()))
+            click.echo(f"{'':<18}   " + ", ".join(f"{k}=auto ({p.default_text()})" if getattr(p, "scaled", "")
+                                                  else f"{k}={p.default}" for k, p in params.items()))
         if verbose:
             for preset, values in (getattr(entry, "presets", None) or {}).items():
                 click.echo(f"{'':<18}   --preset {preset}: {', '.join(f'{k}={v}' for k, v in values.items())}")
@@ -73,7 +75,10 @@ def list_registry(listing: Listing, pattern: str, verbose: bool, debug: bool = F
 
 
 def summary_of(entry) -> str:
-    """A task's `summary()`, a method's own `summary` line, else the first line of the docstring (a probe's)."""
+    """A task's `summary()`, a method's own `summary` line, else the first line of the docstring (a probe's); a
+    built-in read from its source (`Declared`) has it already."""
+    if isinstance(entry, Declared):
+        return entry.summary
     summary = getattr(entry, "summary", None)
     if callable(summary):
         return summary()

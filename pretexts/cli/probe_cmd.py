@@ -28,7 +28,9 @@ def builtin_probe_options(command):
 @builtin_probe_options
 @config_options
 def probe_command(probe_args, config, sets, **options) -> None:
-    """Evaluate a pretrained backbone's frozen features; writes OUT/results.json."""
+    """Evaluate a backbone's frozen features: a pretraining checkpoint, an export, a timm model's weights on disk,
+    or a seeded random init (--from-scratch); without --data, on the data the weights were trained on. Writes
+    OUT/results.json."""
     single_process("probe")
     from pretexts.engine import ProbeConfig, run_probe
     from pretexts.engine.evaluation.probe_config import BUILTIN_PROBE_PARAMS, with_probe_args

@@ -19,6 +19,7 @@ def segment_command(from_scratch, config, sets, **options) -> None:
     cfg = build_config(SegmentConfig, options, config, sets)
     if from_scratch == (cfg.checkpoint is not None):
         raise ParameterError("give exactly one of --checkpoint CKPT and --from-scratch.")
-    results = run(cfg, log=click.echo)
-    click.echo(f"mIoU {results['miou']:.4f}  pixel acc {results['pixel_acc']:.4f}")
+    results = run(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
+    click.echo(f"on {results['val_images']} validation images ({results['num_classes']} classes, {results['eval_mode']} "
+               f"eval): mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%")
     click.echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

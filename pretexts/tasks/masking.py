@@ -82,15 +82,6 @@ class MaskingTask(Pretext):
         return torch.where(mask, visible_mean(state, mask).to(state.dtype), state)
 
 
-def check_fits(task: str, name: str, value: int, images: Tensor) -> None:
-    """Raise when a size parameter (grid cell, SR factor) is larger than the image."""
-    height, width = images.shape[-2:]
-    if value > min(height, width):
-        raise ParameterError(
-            f"{task}: parameter '{name}' is {value} but the images are {height}x{width}; "
-            f"use {name} <= {min(height, width)}.")
-
-
 @register("gridded-mask")
 class GriddedMask(MaskingTask):
     """Blank a fixed fraction of the square cells of a grid (paper, Table 1: Gridded 16/24/32).
@@ -99,18 +90,21 @@ class GriddedMask(MaskingTask):
     short when the size is not a multiple of `grid`) and exactly round(ratio * cells) of them, chosen
     uniformly per image, are filled (`fill`, see MaskingTask: gray 0.5 by default, black 0 as the paper's
     blank). Grid 16 with a patch-16 ViT is the paper's like-for-like comparison with MAE; ratio 0.7 is the
-    best column of Table 1 for every grid size. info["mask"] [B, H, W] is True on the masked pixels.
+    best column of Table 1 for every grid size. The paper's grids are for 224 px images: unset, `grid` is the
+    paper's 16 scaled to the images (16 at 224 px, 2 at 32 px: a 16 x 16 grid of cells either way), and a
+    given grid must leave at least 4 x 4 cells. info["mask"] [B, H, W] is True on the masked pixels.
     """
 
     params = {
-        "grid": Param(16, int, 1, 1024, help="cell side in pixels (paper: 16, 24, 32)"),
+        "grid": Param(16, int, 1, 1024, scaled="cells",
+                      help="cell side in pixels (paper at 224 px: 16, 24, 32); auto: the paper's 16 scaled"),
         "ratio": Param(0.7, float, 0.0, 1.0, help="fraction of cells blanked (paper: 0.1 to 0.9)"),
         "fill": fill_param(),
     }
 
     def draw(self, images: Tensor, generator=None) -> dict:
         """"cells": [B, rows, cols] True on the blanked cells (and the fill's "noise")."""
-        check_fits(self.name, "grid", self.grid, images)
+        self.fit(images)
         batch, _, height, width = images.shape
         rows, cols = math.ceil(height / self.grid), math.ceil(width / self.grid)
         # The rank of a uniform score picks exactly `blanked` cells per image, without a loop.
@@ -119,6 +113,7 @@ class GriddedMask(MaskingTask):
         return {"cells": cells, **self.draw_fill(images, generator)}
 
     def apply(self, images: Tensor, params: dict) -> Corrupted:
+        self.fit(images)
         height, width = images.shape[-2:]
         cells = params["cells"].unsqueeze(1)
         mask = cells.repeat_interleave(self.grid, 2).repeat_interleave(self.grid, 3)[..., :height, :width]

@@ -34,8 +34,10 @@ class Mixed(Pretext):
     """One task per image, drawn uniformly from `tasks` (paper, Table 3: Ours Mixed, 81.2 top-1 for ViT-S).
 
     The default mixes masking, super-resolution, denoising and colorization, as the paper's mixed runs
-    (Section 4.2). Each entry is a task name, or `name:preset` (e.g. `random-mask:small`); sub-tasks
-    take their defaults, but for `fill`, which is passed to every sub-task that declares one (the masks).
+    (Section 4.2). Each entry is a task name, optionally followed by a preset and parameters, each after a
+    ':' (`random-mask:small`, `super-resolution:scale=4`, `gridded-mask:grid=4:ratio=0.5`); sub-tasks take
+    their defaults otherwise, but for `fill`, which is passed to every sub-task that declares one (the masks)
+    unless the entry gives its own.
     Only pixel tasks mix, since their states share one shape. Images are grouped by task; `draw` draws which
     task each image gets, then each task's parameters for its group (task by task, in `tasks` order), and
     `apply` applies each group's task with its drawn parameters in one call. info["task"] holds each image's
@@ -43,18 +45,20 @@ class Mixed(Pretext):
     task's; none when a sub-task has none.
     """
 
-    params = {"tasks": Param(DEFAULT_TASKS, tuple, help="task names (or name:preset) to draw from"),
+    params = {"tasks": Param(DEFAULT_TASKS, tuple, help="task names to draw from, each optionally with :PRESET "
+                                                       "and :KEY=VALUE parts (e.g. super-resolution:scale=4)"),
               "fill": fill_param("passed to the sub-tasks that declare a fill (the masks): ")}
 
     def check(self) -> None:
         self.subtasks = []
         for entry in self.tasks:
-            name, _, preset = entry.partition(":")
+            name, preset, args = self.parse_entry(entry)
             if name == self.name:
                 raise ParameterError(f"{self.name}: cannot mix '{self.name}' into itself.")
             try:
                 cls = get_pretext_class(name)
-                task = cls(preset=preset or None, **({"fill": self.fill} if "fill" in cls.params else {}))
+                fill = {"fill": self.fill} if "fill" in cls.params else {}
+                task = cls(preset=preset, **{**fill, **args})  # a sub-task's own fill wins over the mixture's
             except PretextsError as err:
                 raise ParameterError(f"{self.name}: parameter 'tasks': {err}") from None
             if not is_pixel_task(task):
@@ -63,6 +67,18 @@ class Mixed(Pretext):
             self.subtasks.append(task)
         restorers = [task.trivial_restorer for task in self.subtasks]
         self.trivial_restorer = None if None in restorers else "each task's own"
+
+    def parse_entry(self, entry: str) -> tuple[str, str | None, dict[str, str]]:
+        """'super-resolution:scale=4' -> ('super-resolution', None, {'scale': '4'}); 'random-mask:small' ->
+        ('random-mask', 'small', {}): the name, then ':'-separated parts, each a preset or KEY=VALUE."""
+        name, *parts = [part.strip() for part in entry.split(":")]
+        presets = [part for part in parts if "=" not in part]
+        args = dict(part.split("=", 1) for part in parts if "=" in part)
+        if len(presets) > 1 or "" in presets or "" in args:
+            raise ParameterError(f"{self.name}: parameter 'tasks': '{entry}' is not NAME, NAME:PRESET or "
+                                 f"NAME:KEY=VALUE[:KEY=VALUE...] (e.g. super-resolution:scale=4).")
+        return name, (presets[0] if presets else None), {k.strip().replace("-", "_"): v.strip()
+                                                         for k, v in args.items()}
 
     def draw(self, images: Tensor, generator=None) -> dict:
         """"task" [B]: each image's index into `tasks`; "parts"[index]: that task's parameters for its images."""

@@ -6,7 +6,6 @@ from kornia.geometry.transform import rescale, resize
 from torch import Tensor
 
 from ..base import Corrupted, Pretext
-from .masking import check_fits
 from ..params import Param
 from ..registry import register
 
@@ -15,7 +14,9 @@ from ..registry import register
 class SuperResolution(Pretext):
     """Bicubic downsampling by `scale`, nearest-neighbour upsampling back (paper, Table 2: SR 16x best).
 
-    Table 2 tries scales 8, 14, 16, 24 and 32; 16 gives 79.6 top-1. Downsampling is Kornia's bicubic
+    Table 2 tries scales 8, 14, 16, 24 and 32 at 224 px; 16 gives 79.6 top-1. Unset, `scale` is that 16 scaled
+    to the images (2 at 32 px: a 16 x 16 low-resolution image, as 14 x 14 at 224 px), and a given scale must
+    leave at least a 4 x 4 low-resolution image (scale <= 8 at 32 px). Downsampling is Kornia's bicubic
     resize with antialiasing (a Gaussian pre-blur of sigma (scale - 1) / 2, then a bicubic sample, so each
     low-resolution pixel summarises its block rather than aliasing), clamped to [0, 1] against bicubic overshoot. For a size not divisible by `scale` the
     low-resolution image has ceil(size / scale) pixels; it is upsampled by exactly `scale` and
@@ -26,10 +27,12 @@ class SuperResolution(Pretext):
 
     trivial_restorer = "bicubic upsampling"
 
-    params = {"scale": Param(16, int, 1, 1024, help="downsampling factor (paper: 8, 14, 16, 24, 32)")}
+    params = {"scale": Param(16, int, 1, 1024, scaled="low-resolution pixels",
+                             help="downsampling factor (paper at 224 px: 8, 14, 16, 24, 32); auto: the paper's 16 "
+                                  "scaled")}
 
     def apply(self, images: Tensor, params: dict) -> Corrupted:
-        check_fits(self.name, "scale", self.scale, images)
+        self.fit(images)
         height, width = images.shape[-2:]
         small = (math.ceil(height / self.scale), math.ceil(width / self.scale))
         low = resize(images, small, interpolation="bicubic", antialias=True).clamp(0, 1)
@@ -40,6 +43,7 @@ class SuperResolution(Pretext):
         """The low-resolution image upsampled by `scale` with bicubic interpolation (torch, half-pixel centres,
         so each low pixel sits at the centre of its block), cropped as the state is, clamped to [0, 1]."""
         low = sample.info["low"]
+        self.fit(sample.state)
         height, width = sample.state.shape[-2:]
         size = (low.shape[-2] * self.scale, low.shape[-1] * self.scale)
         up = F.interpolate(low.float(), size=size, mode="bicubic", align_corners=False)[..., :height, :width]

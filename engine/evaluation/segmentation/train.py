@@ -13,6 +13,7 @@ from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weig
 from pretexts.engine.training.optimizer_step import OptimizerStep
 from pretexts.engine.training.precision import grad_scaler
 from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.progress import ProgressLines, stderr_line
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
 from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.errors import ParameterError
@@ -22,7 +23,7 @@ from .data import SegmentationFolder
 from .figure import save_figure
 from .generate import write_generated
 from .heads import Segmenter
-from .metrics import IGNORE, confusion, scores
+from .metrics import IGNORE, MIOU, PIXEL_ACC, confusion, scores
 
 
 def optimizer_for(model: Segmenter, cfg: SegmentConfig) -> torch.optim.Optimizer:
@@ -59,7 +60,7 @@ def evaluate(model, loader, num_classes: int, crop: int, mode: str, device) -> d
     return scores(conf)
 
 
-def run(cfg: SegmentConfig, log=print) -> dict:
+def run(cfg: SegmentConfig, log=stderr_line) -> dict:
     """Lock and claim OUT (never over another run or the inputs), then train; 'generated' data is written into OUT."""
     with RunLock(cfg.out, "segment"):
         claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data], resumable=False)
@@ -68,7 +69,7 @@ def run(cfg: SegmentConfig, log=print) -> dict:
         return train_segmenter(cfg, log)
 
 
-def train_segmenter(cfg: SegmentConfig, log=print) -> dict:
+def train_segmenter(cfg: SegmentConfig, log=stderr_line) -> dict:
     if cfg.checkpoint is None and cfg.backbone is None:
         raise ParameterError("give --checkpoint CKPT, or --from-scratch with --backbone NAME.")
     if cfg.head not in ("upernet", "linear"):
@@ -102,28 +103,32 @@ def train_segmenter(cfg: SegmentConfig, log=print) -> dict:
 
     write_json(out / "config.json", cfg.to_dict())
     step, history, loss = 0, [], float("nan")
+    lines = ProgressLines(epochs, total, on_terminal=True, write=log)  # one line per evaluation, its mIoU appended
     with open_log(out / "log.jsonl", truncate=True) as log_file:
         for epoch in range(epochs):
             model.train()
+            lines.restart_clock()
             for images, masks in loader:
                 if step >= total:
                     break
                 stats = optimizer_step(loss_of, [(images.to(device), masks.to(device))], step + 1)
                 step += 1
                 loss = loss if stats.skipped else stats.loss  # the last step taken
+                lines.step(stats.loss, len(images))
             metrics = evaluate(model, val_loader, k, size, cfg.eval_mode, device)
             row = {"epoch": epoch + 1, "step": step, "loss": loss, **metrics}
             history.append(row)
             log_file.write(json.dumps(row) + "\n")
             check_finite_weights(model, step, out, checkpoint="segmenter.pt")
-            log(f"epoch {epoch + 1}/{epochs}  step {step}  loss {loss:.4f}  mIoU {metrics['miou']:.4f}  "
-                f"pixel acc {metrics['pixel_acc']:.4f}")
+            lines.epoch_line(epoch + 1, step, max(g["lr"] for g in opt.param_groups),
+                             result=f"val mIoU {metrics[MIOU]:.2f}%, pixel acc {metrics[PIXEL_ACC]:.2f}%")
             save_checkpoint({"kind": "segmenter", "model": model.state_dict(), "config": cfg.to_dict(),
                              "epoch": epoch + 1}, out / "segmenter.pt")
     images, masks = next(iter(val_loader))
     pred = predict(model, images.to(device), size, cfg.eval_mode).argmax(1).cpu()
     save_figure(images, pred, masks, out / "predictions.png")
     results = {"config": cfg.to_dict(), "num_classes": k, "img_size": size, "steps": step,
+               "val_images": len(val_set), "eval_mode": cfg.eval_mode,
                "skipped_nonfinite_steps": nonfinite.skipped, **history[-1]}
     write_json(out / "results.json", results)
     return results

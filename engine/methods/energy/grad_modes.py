@@ -65,10 +65,7 @@ class FiniteDifferenceGradient(torch.autograd.Function):
         (state,) = ctx.saved_tensors
         wanted = [p for p, need in zip(ctx.params, ctx.needs_input_grad[3:]) if need]
         w = w.detach().float()
-        # eps per image, so the estimate of an image does not depend on the rest of its batch (or on how
-        # DDP splits the batch); tensors, not .item(), so the backward never waits on the device
-        norms = w.flatten(1).norm(dim=1).clamp_min(1e-30)
-        eps = ctx.fd_delta * math.sqrt(w[0].numel()) / norms
+        eps = per_image_eps(w, ctx.fd_delta)
         total = None
         float32 = torch.autocast(state.device.type, enabled=False)
         for sign in (1.0, -1.0):
@@ -78,6 +75,13 @@ class FiniteDifferenceGradient(torch.autograd.Function):
             total = grads if total is None else [a if b is None else a + b for a, b in zip(total, grads)]
         total = iter(total)
         return (None, None, None, *[next(total) if need else None for need in ctx.needs_input_grad[3:]])
+
+
+def per_image_eps(w: Tensor, fd_delta: float) -> Tensor:
+    """eps_b with eps_b * w_b of RMS `fd_delta`: per image, so the estimate of an image does not depend on the
+    rest of its batch (or on how DDP splits the batch); a tensor, not .item(), so the backward never waits."""
+    norms = w.flatten(1).norm(dim=1).clamp_min(1e-30)
+    return fd_delta * math.sqrt(w[0].numel()) / norms
 
 
 def unsupported_layers(model: nn.Module) -> list[str]:

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from timm.optim import param_groups_weight_decay
 
+from .compiled import CompiledRestore
 from .model import create_energy_model
 from pretexts.backbones.factory import set_fused_attention
 from pretexts.backbones.vit_tokens import sincos_positions
@@ -42,12 +43,13 @@ class EnergyMethod(Method):
         "energy_scale": Param(1.0, float, help="Multiplier of the energy."),
         "grad_mode": Param("exact", str, choices=GRAD_MODES,
                            help="exact: double backward (paper). finite-difference: two first-order passes per step, "
-                                "allows fused attention and --compile; smooth backbones only (ViT, Swin, ConvNeXt)."),
+                                "allows fused attention; smooth backbones only (ViT, Swin, ConvNeXt)."),
         "fd_delta": Param(FD_DELTA, float, help="Finite-difference perturbation (RMS per element)."),
     }
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (README)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
     resume_may_change = frozenset({"grad_mode"})  # both modes train the same model (to O(fd_delta^2))
+    compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
 
     @classmethod
     def parse_args(cls, cfg) -> dict:
@@ -60,9 +62,6 @@ class EnergyMethod(Method):
                 raise ParameterError(f"{name} must be a finite number, got {value}.")
             if value is not None and value <= 0:
                 raise ParameterError(f"{name} must be > 0, got {value}.")
-        if cfg.compile and args["grad_mode"] == "exact":
-            raise ParameterError("torch.compile has no double backward; use compile with "
-                                 "--grad-mode finite-difference, or leave it off.")
         return args
 
     def build_model(self) -> torch.nn.Module:
@@ -85,13 +84,26 @@ class EnergyMethod(Method):
             model.math_attention = False
         return super().apply_speedups(model)
 
+    def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """--compile: the whole restoration step through torch.func + torch.compile (compiled.py), which keeps the
+        exact mode's double backward; N = 0 takes no step and compiles the backbone's forward as every method."""
+        if self.args["steps"] == 0:
+            return super().compile_model(model)
+        self.compiled = CompiledRestore(model, self.cfg.compile, self.args["grad_mode"], self.args["fd_delta"],
+                                        self.cfg.backbone)
+        return model
+
     def loss(self, sample) -> torch.Tensor:
         """The restoration loss of one corrupted batch (paper, eq. 5)."""
         args = self.args
         if args["steps"] == 0:  # the paper's N = 0 point: corrupted images as negatives
             return contrastive_loss(self.model, self.task, sample)
-        states = restore(self.model, self.task, sample, args["steps"], grad_mode=args["grad_mode"],
-                         fd_delta=args["fd_delta"])
+        states = None
+        if self.compiled is not None and torch.is_grad_enabled() and self.model.training:
+            states = self.compiled(self.task, sample, args["steps"])  # None: it did not compile, run eagerly
+        if states is None:
+            states = restore(self.model, self.task, sample, args["steps"], grad_mode=args["grad_mode"],
+                             fd_delta=args["fd_delta"])
         return restoration_loss(states, sample.target, args["loss"])
 
     def held_out_error(self, batches) -> RestorationHeldOut:

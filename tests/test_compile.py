@@ -1,0 +1,102 @@
+"""--compile: the energy method's restoration step through torch.func + torch.compile gives eager's gradients in
+both gradient modes; other methods compile the backbone; a backbone that does not compile runs eagerly."""
+import pytest
+import torch
+from torch._dynamo import register_backend
+
+import pretexts
+from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, restoration_loss, restore
+from pretexts.engine.methods.energy.compiled import CompiledRestore
+from pretexts.engine.methods.energy.model import create_energy_model
+
+# AOTAutograd without inductor's code generation: the same traced double backward, seconds instead of minutes
+BACKEND = "aot_eager"
+
+
+@register_backend
+def refusing_backend(gm, example_inputs):
+    raise RuntimeError("this backend compiles nothing")
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Dynamo caches compiled code per code object: without a reset a later test would reuse an earlier backend."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def tiny_vit():
+    torch.manual_seed(0)
+    return create_energy_model("vit_tiny", img_size=32, patch_size=8, depth=2)
+
+
+def parameter_gradients(model, states_of, target) -> torch.Tensor:
+    model.zero_grad(set_to_none=True)
+    restoration_loss(states_of(), target).backward()
+    return torch.cat([torch.zeros(p.numel()) if p.grad is None else p.grad.flatten() for p in model.parameters()])
+
+
+@pytest.mark.parametrize("mode", ["exact", "finite-difference"])
+def test_compiled_restoration_step_gives_eagers_gradients(mode, real_images):
+    model = tiny_vit()
+    task = pretexts.create_pretext("colorization")
+    sample = task(real_images[:8], torch.Generator().manual_seed(0))
+    eager = parameter_gradients(model, lambda: restore(model, task, sample, 2, grad_mode=mode), sample.target)
+    compiled = CompiledRestore(model, BACKEND, mode, 1e-2, "vit_tiny")
+    got = parameter_gradients(model, lambda: compiled(task, sample, 2), sample.target)
+    assert not compiled.failed
+    # a first-order-only step would leave the backbone without gradient: far outside this tolerance
+    backbone = sum(p.numel() for p in model.backbone.parameters())
+    assert eager[:backbone].norm() > 0
+    assert (got - eager).norm() <= 1e-5 * eager.norm()
+
+
+class TinyVit(EnergyMethod):
+    def build_model(self):
+        return tiny_vit()
+
+
+@pytest.mark.parametrize("mode", ["exact", "finite-difference"])
+def test_a_compiled_run_trains_the_same_weights_as_eager(mode, tmp_path, real_images):
+    def step(compile_):
+        cfg = PretrainConfig(backbone="vit_tiny", method_args={"grad_mode": mode}, compile=compile_, batch_size=8,
+                             workers=0, lr=1e-3, warmup_epochs=0, out=str(tmp_path / str(compile_)))
+        trainer = Pretrainer(cfg, method=TinyVit)
+        trainer.train_step(real_images[:8])
+        return trainer
+    eager, compiled = step(None), step(BACKEND)
+    assert compiled.method.compiled is not None and not compiled.method.compiled.failed
+    assert eager.model.state_dict().keys() == compiled.model.state_dict().keys()
+    for key, value in eager.model.state_dict().items():
+        torch.testing.assert_close(compiled.model.state_dict()[key], value, rtol=1e-5, atol=1e-7)
+
+
+def test_a_step_that_does_not_compile_says_so_once_and_runs_eagerly(tmp_path, real_images, capsys):
+    cfg = PretrainConfig(backbone="vit_tiny", compile="refusing_backend", batch_size=8, workers=0, lr=1e-3,
+                         warmup_epochs=0, out=str(tmp_path))
+    trainer = Pretrainer(cfg, method=TinyVit)
+    before = trainer.model.head.weight.clone()
+    trainer.train_step(real_images[:8])
+    trainer.train_step(real_images[:8])
+    lines = [line for line in capsys.readouterr().err.splitlines() if "--compile" in line]
+    assert len(lines) == 1 and "vit_tiny" in lines[0] and "runs eagerly" in lines[0]
+    assert not torch.equal(before, trainer.model.head.weight)
+
+
+def test_other_methods_compile_the_backbone_and_fall_back_to_eager(tmp_path, real_images, capsys):
+    def trainer(compile_):
+        cfg = PretrainConfig(backbone="test_convnext", method="ae", compile=compile_, batch_size=8, workers=0,
+                             lr=1e-3, warmup_epochs=0, out=str(tmp_path / compile_))
+        return Pretrainer(cfg)
+    compiled = trainer(BACKEND)
+    compiled.train_step(real_images[:8])
+    backbone = compiled.model.backbone
+    assert "forward_intermediates" in vars(backbone), "the backbone's feature pass is compiled in place"
+    assert "--compile" not in capsys.readouterr().err
+    torch._dynamo.reset()
+    refused = trainer("refusing_backend")
+    refused.train_step(real_images[:8])
+    refused.train_step(real_images[:8])
+    lines = [line for line in capsys.readouterr().err.splitlines() if "--compile" in line]
+    assert len(lines) == 1 and "test_convnext" in lines[0] and "runs eagerly" in lines[0]
