@@ -8,15 +8,15 @@ import torch.nn.functional as F
 
 from pretexts.backbones import create_backbone
 from pretexts.backbones.normalisation import normalisation
+from pretexts.errors import ParameterError
 from pretexts.params import Param
 
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method
 from pretexts.engine.methods.report import HeldOut, with_figure_numbers
-from pretexts.engine.methods.simmim_model import SimMIMModel, feature_map, mask_patch_size, random_mask
+from pretexts.engine.methods.simmim_model import SimMIMModel, mask_patch_size, random_mask
 from pretexts.engine.modules.decoders import PyramidDecoder
 from pretexts.engine.modules.eval_mode import eval_mode
-from pretexts.engine.modules.features import is_plain_vit
 
 PYRAMID_DIM = 128  # the AE's pyramid decoder width at 32 px (engine/methods/autoencoder.py)
 
@@ -45,14 +45,13 @@ class SimMIMMethod(Method):
         cfg = self.cfg
         backbone = create_backbone(cfg.backbone, img_size=cfg.img_size)
         mean, std = normalisation(backbone)
-        decoder = None
-        if not is_plain_vit(backbone) and last_map_side(backbone, cfg.img_size) == 1:
-            # a 1x1 map cannot be pixel-shuffled into a picture: UperNet's PPM + FPN over the stages (the AE's)
-            decoder = PyramidDecoder(backbone, cfg.img_size, PYRAMID_DIM)
-        model = SimMIMModel(backbone, cfg.img_size, mean, std, decoder)
+        # where the last map is 1x1 (a hierarchical backbone at 32 px) one pixel-shuffled vector cannot place
+        # anything: UperNet's PPM + FPN over the stages (the AE's) predicts instead
+        model = SimMIMModel(backbone, cfg.img_size, mean, std,
+                            lambda: PyramidDecoder(backbone, cfg.img_size, PYRAMID_DIM))
         self.patch = self.args["mask_patch"] or mask_patch_size(cfg.img_size, model.stem_stride)
         if cfg.img_size % self.patch or self.patch % model.stem_stride:
-            raise ValueError(f"method simmim: mask_patch {self.patch} must divide the image ({cfg.img_size} px) and "
+            raise ParameterError(f"method simmim: mask_patch {self.patch} must divide the image ({cfg.img_size} px) and "
                              f"be a multiple of the stem's stride {model.stem_stride}; e.g. mask_patch="
                              f"{mask_patch_size(cfg.img_size, model.stem_stride)}.")
         return model
@@ -94,16 +93,6 @@ class SimMIMMethod(Method):
         """[B, h, w] stem cells -> [B, 1, H, W] pixels."""
         stride = self.model.stem_stride
         return mask.repeat_interleave(stride, 1).repeat_interleave(stride, 2).unsqueeze(1)
-
-
-def last_map_side(backbone: torch.nn.Module, img_size: int) -> int:
-    """The side of the backbone's last feature map at `img_size` (a no-grad probe on one blank image)."""
-    was = backbone.training
-    backbone.eval()
-    with torch.no_grad():
-        side = feature_map(backbone.forward_features(torch.zeros(1, 3, img_size, img_size)), backbone).shape[-1]
-    backbone.train(was)
-    return side
 
 
 def masked_pixel_error(method: SimMIMMethod, batches) -> HeldOut:

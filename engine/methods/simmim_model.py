@@ -48,9 +48,10 @@ def feature_map(features: Tensor, backbone: nn.Module) -> Tensor:
 
 class SimMIMModel(nn.Module):
     """backbone + mask token + head. `forward(images, mask)` -> (prediction [B,3,H,W] of the normalised images,
-    the loss); `mask` [B, h, w] in the stem's cells, 1 = masked."""
+    the loss); `mask` [B, h, w] in the stem's cells, 1 = masked. `decoder_over_stages()`, where given, builds the
+    decoder used when the encoder's last map is 1x1 (the official head needs room to place pixels)."""
 
-    def __init__(self, backbone: nn.Module, img_size: int, mean, std, decoder: nn.Module | None = None):
+    def __init__(self, backbone: nn.Module, img_size: int, mean, std, decoder_over_stages=None):
         super().__init__()
         self.backbone = backbone
         self.stem, self.layout = stem_module(backbone)
@@ -69,9 +70,9 @@ class SimMIMModel(nn.Module):
         self.stride = img_size // last.shape[-1]
         self.mask_token = nn.Parameter(torch.zeros(1, 1, channels))
         nn.init.trunc_normal_(self.mask_token, std=0.02, a=-0.02, b=0.02)  # SimMIM's ViT init
-        self.over_stages = decoder is not None
-        self.decoder = decoder or nn.Sequential(nn.Conv2d(last.shape[1], self.stride ** 2 * 3, kernel_size=1),
-                                                nn.PixelShuffle(self.stride))
+        self.over_stages = decoder_over_stages is not None and last.shape[-1] == 1
+        self.decoder = decoder_over_stages() if self.over_stages else nn.Sequential(
+            nn.Conv2d(last.shape[1], self.stride ** 2 * 3, kernel_size=1), nn.PixelShuffle(self.stride))
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
         self._mask: Tensor | None = None
