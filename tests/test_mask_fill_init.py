@@ -51,3 +51,20 @@ def test_a_fill_of_the_normalisation_mean_explodes_convnext_and_the_nudged_one_d
 
     assert not loss_with(mean) < 1e3  # measured 2.3e8 (5.5e8 in training): zero-variance tokens
     assert loss_with(mean + NEAR_MEAN) < 1  # where the nudge puts such a fill: an ordinary loss
+
+
+def test_gray_is_moved_off_a_normalisation_mean_of_one_half(real_images):
+    # timm's test_convnext normalises with mean 0.5 (as Inception-style configs do): a 0.5 box would be all zeros
+    # after normalisation, the trap above; the gray fill moves to 0.52 for it and stays 0.5 for ImageNet's mean
+    torch.manual_seed(0)
+    model = create_energy_model("test_convnext", img_size=32).train()
+    images = real_images[:4]
+    task = state_adapter(pretexts.create_pretext("random-mask", fill="gray"), model).prepare()
+    assert task.norm_mean == pytest.approx((0.5, 0.5, 0.5))
+    sample = task(images, torch.Generator().manual_seed(0))
+    mask = sample.info["mask"].unsqueeze(1).expand_as(images)
+    assert torch.allclose(sample.state[mask], torch.tensor(0.5 + NEAR_MEAN))
+    assert init_loss(model, task, sample) < 10  # 5.8e4 with the box at 0.5
+    imagenet = state_adapter(pretexts.create_pretext("random-mask", fill="gray"), create_energy_model(
+        "convnext_atto", img_size=32)).prepare()
+    assert (imagenet(images, torch.Generator().manual_seed(0)).state[mask] == 0.5).all()

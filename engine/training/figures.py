@@ -1,4 +1,6 @@
 """PNG figures: corrupted | restored after each step | original, and the loss curve."""
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -21,7 +23,7 @@ def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") 
             ax.set_xticks([])
             ax.set_yticks([])
             if r == 0:
-                ax.set_title(name, fontsize=9)
+                ax.set_title(textwrap.fill(name, 16), fontsize=9)  # a long name on two lines, not over its neighbour
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

@@ -13,15 +13,15 @@ from ..registry import register
 # on 32 px CIFAR-10 black boxes over ~55 % of the image are a shortcut: the scalar energy learns how dark the
 # image is (energy-brightness correlation -0.91) and kNN falls; a mid-gray fill reversed it in one seed.
 FILLS = ("gray", "black", "noise", "mean")
-GRAY = 0.5  # a constant, deliberately not the normalisation mean (see NEAR_MEAN)
-NEAR_MEAN = 0.02  # a `mean` fill whose every channel is closer than this to the normalisation mean is moved off
+GRAY = 0.5  # a constant, kept off the normalisation mean (see NEAR_MEAN)
+NEAR_MEAN = 0.02  # a gray or mean fill whose every channel is closer than this to the normalisation mean is moved off
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # what the energy model subtracts unless its backbone says otherwise
 
 
 def fill_param(prefix: str = "") -> Param:
     """The `fill` parameter of a masking task (and of a mixture, which passes it on)."""
     return Param("gray", str, choices=FILLS,
-                 help=prefix + "what masked pixels hold: gray 0.5 (default); black 0 (the paper's blank pixels); "
+                 help=prefix + "what masked pixels hold: gray 0.5 (default; 0.52 where the model normalises with 0.5); black 0 (the paper's blank pixels); "
                                "noise U(0, 1) per pixel and channel; mean = each image's visible mean colour")
 
 
@@ -41,9 +41,10 @@ class MaskingTask(Pretext):
     constant 0.5 (the default: the one fill measured to remove the brightness shortcut of black boxes);
     `noise` to U(0, 1) per pixel and channel, drawn from the task's generator after the mask (so a seed gives
     the same mask whatever the fill); `mean` to each image's mean colour over its visible pixels (gray when
-    nothing is visible). The `mean` rule: when every channel of that colour lies within NEAR_MEAN (0.02) of
-    the normalisation mean (`norm_mean`: the trained model's, ImageNet's by default), each channel is moved to
-    exactly 0.02 from it, on its own side (up on a tie). A box of the normalisation mean itself is all zeros after
+    nothing is visible). The rule for `gray` and `mean`: when every channel of the colour lies within NEAR_MEAN
+    (0.02) of the normalisation mean (`norm_mean`: the trained model's, ImageNet's by default), each channel is
+    moved to exactly 0.02 from it, on its own side (up on a tie); so gray is 0.52 for a backbone normalised with
+    mean 0.5 (timm's Inception-style configs). A box of the normalisation mean itself is all zeros after
     normalisation: ConvNeXt's post-stem LayerNorm then sees zero-variance tokens, and the loss at init
     explodes (2e8 measured on convnext_atto; 0.02 off it, the loss is that of gray).
     """
@@ -63,17 +64,19 @@ class MaskingTask(Pretext):
         """`images` with the pixels where `mask` [B, 1, H, W] is True replaced by the task's fill."""
         if self.fill == "black":
             return images.masked_fill(mask, 0.0)
-        if self.fill == "gray":
-            return images.masked_fill(mask, GRAY)
         if self.fill == "noise":
             return torch.where(mask, params["noise"], images)
-        colour = visible_mean(images, mask)
-        norm_mean = torch.tensor(self.norm_mean, device=images.device).view(1, 3, 1, 1)
+        colour = torch.full((1, 3, 1, 1), GRAY, device=images.device) if self.fill == "gray" \
+            else visible_mean(images, mask)
+        return torch.where(mask, self.off_norm_mean(colour).to(images.dtype), images)
+
+    def off_norm_mean(self, colour: Tensor) -> Tensor:
+        """`colour` [B or 1, 3, 1, 1], each one moved NEAR_MEAN off the normalisation mean where it lies within
+        NEAR_MEAN of it in every channel."""
+        norm_mean = torch.tensor(self.norm_mean, device=colour.device).view(1, 3, 1, 1)
         offset = colour - norm_mean
         near = (offset.abs() < NEAR_MEAN).all(1, keepdim=True)
-        nudged = norm_mean + torch.where(offset >= 0, NEAR_MEAN, -NEAR_MEAN)
-        colour = torch.where(near, nudged, colour).to(images.dtype)
-        return torch.where(mask, colour, images)
+        return torch.where(near, norm_mean + torch.where(offset >= 0, NEAR_MEAN, -NEAR_MEAN), colour)
 
     def trivial_restore(self, sample: Corrupted) -> Tensor:
         """Each image's visible mean colour in its masked pixels (no nudge: this restores, it is not an input)."""

@@ -147,6 +147,7 @@ class EnergyMethod(Method):
 def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -> RestorationHeldOut:
     """Pixel (or state) MSE to the target of the corrupted input, of each restored step and of the task's
     trivial restorer (where the task has one); with N = 0 how often the energy ranks clean below corrupted.
+    For a masking task `extra['known_kept_mse']` is the last step's with the known pixels put back (`keep_known`).
 
     `batches` yields float [B,3,H,W] in [0,1]. The corruption is seeded, so two models are
     compared on the same corrupted images.
@@ -154,6 +155,7 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
     generator = torch.Generator(device=device).manual_seed(seed)
     corrupted, restored, count = 0.0, [0.0] * steps, 0
     ranked, gap, trivial = 0.0, 0.0, 0.0
+    kept = 0.0 if steps else None  # None once a batch has no known pixels
     with eval_mode(model), torch.no_grad():
         for images in batches:
             images = images.to(device)
@@ -164,6 +166,8 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
             for j, state in enumerate(states):
                 restored[j] += F.mse_loss(state.float(), sample.target.float()).item() * n
             trivial = add_or_none(trivial, trivial_sum(task, sample))
+            if kept is not None:
+                kept = add_or_none(kept, kept_sum(sample, states[-1]))
             if steps == 0:  # N = 0 restores nothing: how well the energy ranks clean below corrupted
                 energy = state_adapter(task, model).energy
                 difference = energy(sample, sample.state) - energy(sample, sample.target)
@@ -172,14 +176,46 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
             count += n
     if count == 0:
         raise ValueError("no held-out images to evaluate")
-    ranking = {"ranked_right": ranked / count, "energy_gap": gap / count} if steps == 0 else {}
+    extra = {"ranked_right": ranked / count, "energy_gap": gap / count} if steps == 0 else {}
+    if kept is not None:
+        extra["known_kept_mse"] = kept / count
     return restoration_report(count, corrupted / count, [r / count for r in restored],
                               None if trivial is None else trivial / count,
-                              None if trivial is None else task.trivial_restorer, **ranking)
+                              None if trivial is None else task.trivial_restorer, **extra)
+
+
+def known_pixels(sample) -> torch.Tensor | None:
+    """[B, 1, H, W], True on the pixels the corruption left as they were, or None where the task names none.
+
+    A masking task says it in `info["mask"]` ([B, H, W], True on the masked pixels). The paper restores every
+    pixel and trains on the whole image (eq. 5), so restoration and loss never use this; only the figure and
+    the report do, to show and measure the restoration with the known pixels put back, as inpainting does.
+    """
+    mask = sample.info.get("mask") if isinstance(sample.info, dict) else None
+    state = sample.state
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or state.ndim != 4 \
+            or mask.shape != (state.shape[0], *state.shape[2:]):
+        return None
+    return ~mask.unsqueeze(1)
+
+
+def keep_known(sample, state: torch.Tensor) -> torch.Tensor | None:
+    """`state` with the known pixels put back from the corrupted input (`known_pixels`), or None."""
+    known = known_pixels(sample)
+    return None if known is None else torch.where(known, sample.state.to(state.dtype), state)
+
+
+def kept_sum(sample, state: torch.Tensor) -> float | None:
+    """The summed-over-the-batch MSE of `state` with the known pixels put back, or None."""
+    restored = keep_known(sample, state)
+    if restored is None:
+        return None
+    return F.mse_loss(restored.float(), sample.target.float()).item() * sample.target.shape[0]
 
 
 def figure_columns(model, task, images: torch.Tensor, steps: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """{'corrupted': ..., 'step 1': ..., ..., 'original': ...} as images for `restoration_figure`."""
+    """{'corrupted': ..., 'step 1': ..., ..., 'original': ...} as images for `restoration_figure`; for a masking task
+    also 'step N, known pixels kept' (before 'original'): the last step with its unmasked pixels put back."""
     generator = torch.Generator(device=images.device).manual_seed(seed)
     with eval_mode(model), torch.no_grad():
         sample = task(images, generator)
@@ -187,5 +223,8 @@ def figure_columns(model, task, images: torch.Tensor, steps: int, seed: int = 0)
     columns = {"corrupted": task.preview(sample, sample.state)}
     for j, state in enumerate(states, 1):
         columns[f"step {j}"] = task.preview(sample, state)
+    kept = keep_known(sample, states[-1]) if states else None
+    if kept is not None:  # the raw steps change the known pixels too (the paper restores all of them)
+        columns[f"step {steps}, known pixels kept"] = task.preview(sample, kept)
     columns["original"] = images
     return columns

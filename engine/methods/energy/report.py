@@ -8,7 +8,8 @@ from pretexts.engine.methods.report import HeldOut
 @dataclass
 class RestorationHeldOut(HeldOut):
     """`HeldOut` whose outputs are the N restoration steps; with N = 0 `extra` holds 'ranked_right' (the share of
-    images whose clean energy is below the corrupted one's) and 'energy_gap' (the mean difference)."""
+    images whose clean energy is below the corrupted one's) and 'energy_gap' (the mean difference); for a masking
+    task 'known_kept_mse', the last step's MSE with the known (unmasked) pixels put back."""
 
     def format(self) -> str:
         if self.restored_mse:
@@ -16,6 +17,16 @@ class RestorationHeldOut(HeldOut):
         return (f"held-out on {self.images} images (N = 0, nothing restored): the energy ranks the clean image "
                 f"below the corrupted one for {100 * self.extra['ranked_right']:.1f}% (mean gap "
                 f"{self.extra['energy_gap']:.4g})")
+
+    def figure_numbers(self) -> str:
+        """`HeldOut.figure_numbers`, with the last step's MSE with the known pixels put back where it was measured:
+        'MSE of these 8: corrupted 0.0355, restored 0.0284 (known pixels kept 0.0262), trivial ...'."""
+        line = super().figure_numbers()
+        kept = self.extra.get("known_kept_mse")
+        if not line or kept is None:
+            return line
+        restored = f", {self.result} {self.restored_mse[-1]:.4f}"
+        return line.replace(restored, f"{restored} (known pixels kept {kept:.4f})", 1)
 
 
 def restoration_report(images: int, corrupted_mse: float, restored_mse: list[float], trivial_mse=None,
