@@ -50,6 +50,24 @@ def test_segment_prints_its_miou_on_each_epoch_line(tmp_path):  # finetune's top
     assert all(re.search(r"  eta \d+:\d\d:\d\d  .*mIoU [\d.]+%?.*pixel acc [\d.]+%?$", line) for line in lines), lines
 
 
+def test_finetune_and_segment_add_step_lines_under_log_every_and_print_none_under_quiet(tmp_path):
+    def epoch_lines(*args):
+        result = CliRunner().invoke(main, [str(a) for a in args])
+        assert result.exit_code == 0, result.output
+        return [line.split("  ")[:2] for line in result.stderr.splitlines() if line.startswith("epoch ")]
+
+    segment = ["segment", "--from-scratch", "--backbone", "test_convnext", "--img-size", "32", "--data", "generated",
+               "--max-steps", "5", "--head", "linear"]  # 4 steps an epoch
+    assert epoch_lines(*segment, "--log-every", "2", "--out", tmp_path / "seg") == [
+        ["epoch 1/2", "step 2/5"], ["epoch 1/2", "step 4/5"], ["epoch 2/2", "step 5/5"]]
+    assert epoch_lines(*segment, "--quiet", "--log-every", "2", "--out", tmp_path / "seg2") == []
+    finetune = ["finetune", "--from-scratch", "--backbone", "test_convnext", "--data", tiny_image_folder(tmp_path / "d"),
+                "--epochs", "2", "--max-steps-per-epoch", "3", "--batch-size", "8", "--workers", "0"]
+    assert epoch_lines(*finetune, "--log-every", "2", "--out", tmp_path / "ft") == [
+        ["epoch 1/2", "step 2/6"], ["epoch 1/2", "step 3/6"], ["epoch 2/2", "step 4/6"], ["epoch 2/2", "step 6/6"]]
+    assert epoch_lines(*finetune, "--quiet", "--log-every", "2", "--out", tmp_path / "ft2") == []
+
+
 def test_a_resumed_run_may_change_how_often_it_reports():
     import dataclasses
 

@@ -1,6 +1,9 @@
 """Labelled images for fine-tuning and probing: timm transforms, class names, class-balanced subsets."""
+import random
 from collections import defaultdict
+from contextlib import contextmanager
 
+import numpy as np
 import torch
 from timm.data import create_transform
 from torch.utils.data import Dataset, Subset
@@ -60,17 +63,43 @@ def class_balanced_subset(labels: list[int], fraction: float, seed: int = 0) -> 
     return sorted(chosen)
 
 
-class LabelledImages(Dataset):
-    """(PIL, label) -> (transformed tensor, label), optionally over a subset of indices."""
+@contextmanager
+def seeded_randomness(seed: int):
+    """Python's, numpy's and torch's global generators seeded by `seed` inside, as they were after: timm's and
+    torchvision's transforms draw from all three."""
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
 
-    def __init__(self, source: Dataset, transform, indices: list[int] | None = None):
-        self.source, self.transform = source, transform
+
+class LabelledImages(Dataset):
+    """(PIL, label) -> (transformed tensor, label), optionally over a subset of indices.
+
+    Given (epoch, i) keys (an `EpochSampler`'s), the transform's randomness is seeded by (seed, epoch, i): an image
+    gets the same augmentation whatever the number of workers or ranks, and after a resume."""
+
+    def __init__(self, source: Dataset, transform, indices: list[int] | None = None, seed: int = 0):
+        self.source, self.transform, self.seed = source, transform, seed
         self.indices = list(range(len(source))) if indices is None else list(indices)
 
     def __len__(self) -> int:
         return len(self.indices)
 
-    def __getitem__(self, i):
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            epoch, i = key
+            with seeded_randomness(hash((self.seed, epoch, i)) & 0x7FFFFFFF):
+                return self.item(i)
+        return self.item(key)
+
+    def item(self, i: int):
         image, label = read_or_substitute(self.source, self.indices[i])  # a file that fails to decode is reported
         return self.transform(image.convert("RGB")), label
 

@@ -1,8 +1,14 @@
-"""Fine-tuning a pretrained (or random) backbone with the paper's recipe (Appendix A, Table A) through timm."""
+"""Fine-tuning a pretrained (or random) backbone with the paper's recipe (Appendix A, Table A) through timm.
+
+Under torchrun every rank trains on its share of each global batch (`--batch-size`), DDP averages the gradients,
+and validation is split over the ranks and summed; rank 0 alone writes. Each image's augmentation is seeded by
+(seed, epoch, index), so without mixup/cutmix (which mix within a rank's share) and drop-path two ranks take the
+same steps as one process."""
 import json
 import math
 import random
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -17,10 +23,12 @@ from torch.utils.data import DataLoader
 from pretexts.backbones.normalisation import normalisation
 from pretexts.errors import DataError
 
+from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.progress import ProgressLines, progress, stderr_line
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
+from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.data.labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform,
                                                 labels_of, train_transform)
 from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
@@ -51,10 +59,11 @@ def build_criterion(cfg: FinetuneConfig) -> torch.nn.Module:
 
 
 @torch.no_grad()
-def top1_accuracy(model: torch.nn.Module, loader, device, dtype=None) -> float:
-    """Top-1 accuracy in percent."""
+def top1_accuracy(model: torch.nn.Module, loader, device, dtype=None, world: int = 1) -> float:
+    """Top-1 accuracy in percent (over every rank's shard of the images under torchrun)."""
     was_training = model.training
     model.eval()
+    distributed.share_buffers(model, world)
     correct = total = 0
     for images, labels in loader:
         with autocast(device, dtype):
@@ -62,6 +71,7 @@ def top1_accuracy(model: torch.nn.Module, loader, device, dtype=None) -> float:
         correct += (logits.argmax(-1).cpu() == labels).sum().item()
         total += labels.numel()
     model.train(was_training)
+    correct, total = distributed.sum_over_ranks(torch.tensor([correct, total]), device, world).tolist()
     return 100.0 * correct / max(total, 1)
 
 
@@ -73,7 +83,8 @@ class Finetuner:
 
     def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line):
         self.cfg, self.echo = cfg, echo
-        self.device = resolve_device(cfg.device)
+        self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size,
+                                                                 cfg.accum_iter)
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
@@ -95,13 +106,14 @@ class Finetuner:
         mean, std = normalisation(self.model)
         indices = class_balanced_subset(labels_of(train), cfg.label_fraction, cfg.seed) if cfg.label_fraction else None
         self.train_set = LabelledImages(train, train_transform(self.img_size, mean, std, cfg.randaug_policy,
-                                                               cfg.crop_min_scale), indices)
+                                                               cfg.crop_min_scale), indices, seed=cfg.seed)
         if len(self.train_set) < cfg.batch_size:
             raise DataError(f"data '{cfg.data}' has {len(self.train_set)} training images"
                             f"{' after --label-fraction' if indices else ''}, fewer than one batch of "
                             f"{cfg.batch_size}; lower --batch-size.")
         self.val_set = LabelledImages(val, eval_transform(self.img_size, mean, std, cfg.crop_pct))
-        self.steps_per_epoch = len(self.train_set) // cfg.batch_size
+        self.sampler = EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
+        self.steps_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
         if cfg.max_steps_per_epoch:
             self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
         total = cfg.epochs * self.steps_per_epoch
@@ -116,32 +128,44 @@ class Finetuner:
         self.dtype = amp_dtype(cfg, self.device)
         self.scaler = grad_scaler(self.device, self.dtype)
         self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
+        # SyncBatchNorm (ResNets): the batch statistics of the global batch, as in one process
+        self.replicated = distributed.replicate(self.model, self.device, sync_batchnorm=True) if self.world > 1 else None
+        if self.world > 1:  # MAE's seed + rank: drop-path and mixup draw differently on each rank
+            torch.manual_seed(cfg.seed + self.rank)
+            np.random.seed(cfg.seed + self.rank)
         self.optimizer_step = OptimizerStep(self.model, self.optimizer, self.scheduler, self.scaler, self.nonfinite,
-                                            cfg.clip_grad)
+                                            cfg.clip_grad, self.replicated, self.world)
         self.global_step, self.epoch, self.history = 0, 0, []
         self.stop = StopSignals()
         # one line per epoch (on stderr by default: `echo`), its top-1 appended; none under --quiet
-        self.lines = ProgressLines(cfg.epochs, total, quiet=cfg.quiet, on_terminal=True, write=echo)
+        self.lines = ProgressLines(cfg.epochs, total, quiet=cfg.quiet, enabled=self.rank == 0, every=cfg.log_every,
+                                   on_terminal=True, write=echo)
 
-    def loader(self, dataset, train: bool) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.cfg.seed + self.global_step)
-        return DataLoader(dataset, batch_size=self.cfg.batch_size if train else 256, shuffle=train,
-                          drop_last=train, num_workers=self.cfg.workers, generator=generator,
-                          pin_memory=torch.cuda.is_available())
+    def train_loader(self) -> DataLoader:
+        """This rank's share of each global batch of the epoch, in the order one process would take them."""
+        self.sampler.set_position(self.epoch)
+        return DataLoader(self.train_set, batch_size=self.cfg.batch_size // self.world, sampler=self.sampler,
+                          drop_last=True, num_workers=self.cfg.workers, pin_memory=self.device.type == "cuda")
+
+    def val_loader(self) -> DataLoader:
+        return DataLoader(distributed.shard(self.val_set, self.rank, self.world), batch_size=256,
+                          num_workers=self.cfg.workers, pin_memory=self.device.type == "cuda")
 
     def compute_loss(self, micro_batch) -> torch.Tensor:
         """The criterion on one micro-batch of (images, labels), under autocast when the run asks for it."""
         images, labels = micro_batch
         with autocast(self.device, self.dtype):
-            return self.criterion(self.model(images), labels)
+            if self.replicated is None:
+                return self.criterion(self.model(images), labels)
+            return self.replicated(lambda x, y: self.criterion(self.model(x), y), images, labels)
 
     def train_epoch(self) -> float:
         self.model.train()
         losses = []
         bar = progress(self.steps_per_epoch, f"epoch {self.epoch + 1}/{self.cfg.epochs}", self.cfg.quiet)
         self.lines.restart_clock()
-        for batch, (images, labels) in enumerate(self.loader(self.train_set, train=True)):
-            if batch >= self.steps_per_epoch or self.stop.requested:
+        for batch, (images, labels) in enumerate(self.train_loader()):
+            if batch >= self.steps_per_epoch or distributed.agreed_stop(self.stop, self.device, self.world):
                 break
             images, labels = images.to(self.device), labels.to(self.device)
             if self.mixup is not None:
@@ -150,7 +174,9 @@ class Finetuner:
             micro_batches = list(zip(images.chunk(self.cfg.accum_iter), labels.chunk(self.cfg.accum_iter)))
             stats = self.optimizer_step(self.compute_loss, micro_batches, self.global_step + 1)
             self.global_step += 1
-            self.lines.step(stats.loss, len(images))
+            self.lines.step(stats.loss, len(images) * self.world)
+            if self.lines.step_due(self.global_step) and batch + 1 < self.steps_per_epoch:
+                self.lines.step_line(self.epoch + 1, self.global_step, stats.lr)
             if not stats.skipped:  # a skipped step's loss is NaN or inf: it stays out of the epoch's mean
                 losses.append(stats.loss)
             bar.set_postfix(loss=f"{stats.loss:.4f}")
@@ -162,34 +188,37 @@ class Finetuner:
         """Train the remaining epochs, saving OUT/checkpoint.pt after each. SIGTERM or Ctrl-C stops the run
         at the next step; the last epoch's checkpoint is kept and `--resume` continues from it."""
         cfg = self.cfg
-        with RunLock(self.out, "finetune"):
+        with RunLock(self.out, "finetune") if self.rank == 0 else nullcontext():  # rank 0 alone writes
             if cfg.resume:
                 self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
-            claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[cfg.checkpoint, cfg.data, cfg.resume])
-            write_json(self.out / "config.json", cfg.to_dict())
+            if self.rank == 0:
+                claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[cfg.checkpoint, cfg.data, cfg.resume])
+                write_json(self.out / "config.json", cfg.to_dict())
             return self.train_and_report()
 
     def train_and_report(self) -> dict:
         cfg = self.cfg
         start = time.time()
-        val_loader = self.loader(self.val_set, train=False)
+        val_loader = self.val_loader()
         self.lines.begin(self.global_step)
-        with open_log(self.out / "log.jsonl", truncate=not cfg.resume) as log, self.stop:
+        writing = self.rank == 0
+        with open_log(self.out / "log.jsonl", truncate=not cfg.resume) if writing else nullcontext() as log, self.stop:
             while self.epoch < cfg.epochs:
                 loss = self.train_epoch()
                 if self.stop.requested:
                     return {"interrupted": self.stop.signal.name, "exit_code": self.stop.exit_code,
                             "epochs": self.epoch, "optimizer_steps": self.global_step}
                 self.epoch += 1
-                top1 = top1_accuracy(self.model, val_loader, self.device, self.dtype)
+                top1 = top1_accuracy(self.model, val_loader, self.device, self.dtype, self.world)
                 row = {"epoch": self.epoch, "step": self.global_step, "loss": loss, "top1": top1,
                        "lr": max(g["lr"] for g in self.optimizer.param_groups)}
                 self.history.append(row)
-                log.write(json.dumps(row) + "\n")
                 check_finite_weights(self.model, self.global_step, self.out)
-                if top1 > max((r["top1"] for r in self.history[:-1]), default=-1.0):  # ties keep the earlier epoch
-                    self.save(BEST)
-                self.save_checkpoint()
+                if writing:
+                    log.write(json.dumps(row) + "\n")
+                    if top1 > max((r["top1"] for r in self.history[:-1]), default=-1.0):  # ties keep the earlier one
+                        self.save(BEST)
+                    self.save_checkpoint()
                 self.lines.epoch_line(self.epoch, self.global_step, row["lr"], result=f"val top-1 {top1:.2f}%")
         history = self.history
         best = max(history, key=lambda r: r["top1"])  # the first of equals, as best.pt keeps it
@@ -199,11 +228,13 @@ class Finetuner:
                    "optimizer_steps": self.global_step, "skipped_nonfinite_steps": self.nonfinite.skipped,
                    "seconds": time.time() - start,
                    "train_images": len(self.train_set), "val_images": len(self.val_set), "classes": len(self.classes),
+                   "processes": self.world,
                    "backbone": self.backbone_name, "checkpoint": cfg.checkpoint,
                    "pretraining": {k: self.pretraining.get(k) for k in ("method", "task", "task_args")}
                    if self.pretraining else None}
-        self.save(FINAL)
-        write_json(self.out / "results.json", results)
+        if writing:
+            self.save(FINAL)
+            write_json(self.out / "results.json", results)
         return results
 
     def save_checkpoint(self) -> Path:
@@ -221,7 +252,8 @@ class Finetuner:
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
-        truncate_log(self.out / "log.jsonl", self.global_step)
+        if self.rank == 0:
+            truncate_log(self.out / "log.jsonl", self.global_step)
 
     def timm_spec(self) -> dict:
         """How timm rebuilds this classifier: `pretexts export` reads it from either checkpoint."""

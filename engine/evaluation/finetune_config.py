@@ -3,8 +3,8 @@ from dataclasses import asdict, dataclass
 
 from pretexts.errors import ParameterError
 
-from pretexts.engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_optimizer,
-                                    check_ranges, setting)
+from pretexts.engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, amp_setting, check_amp, check_field_types,
+                                             check_optimizer, check_ranges, log_every_setting, setting)
 
 RANDAUG_OFF = ("", "none", "off", "0")
 
@@ -55,11 +55,11 @@ class FinetuneConfig:
     clip_grad: float | None = setting(None, 'Clip the gradient norm to this value.')
     skip_nonfinite: bool = setting(False, 'Skip (and count) a step whose loss or gradient norm is NaN or inf, '
                                           'instead of stopping the run.')
-    amp: str = setting("auto", '"auto" (bf16 on CUDA, off on CPU), "bf16", "fp16", "off".',
-                               choices=('auto', 'bf16', 'fp16', 'off'))
+    amp: str = amp_setting()
     seed: int = setting(0, 'Seeds the data order, the augmentation and the head.')
     workers: int = setting(2, 'Data loader worker processes.')
     quiet: bool = setting(False, 'No progress bars, no per-epoch lines.')
+    log_every: int | None = log_every_setting()
     device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
     max_steps_per_epoch: int | None = setting(None, 'Cap the optimiser steps of each epoch.')
     out: str = setting("runs/finetune", 'Output folder.')
@@ -79,7 +79,8 @@ class FinetuneConfig:
             raise ParameterError("--from-scratch needs --backbone NAME (e.g. resnet18, convnext_atto, vit_tiny).")
         if self.label_fraction is not None and not 0 < self.label_fraction <= 1:
             raise ParameterError(f"label_fraction must be in (0, 1] (0.01 or 0.1 in the paper), got {self.label_fraction}.")
-        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "max_steps_per_epoch", "clip_grad"),
+        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "max_steps_per_epoch", "clip_grad",
+                                     "log_every"),
                      non_negative=("smoothing", "mixup", "cutmix", "drop_path", "warmup_epochs", "weight_decay",
                                    "workers"),
                      fractions=("layer_decay", "crop_min_scale", "crop_pct", "mixup_prob", "mixup_switch_prob"),
@@ -98,8 +99,7 @@ class FinetuneConfig:
                                      f"rand-m9-mstd0.5 (the paper's), or none.") from None
         if self.mixing and self.batch_size % 2:
             raise ParameterError(f"mixup/cutmix mix pairs of images and need an even batch size, got {self.batch_size}.")
-        if self.amp not in ("auto", "bf16", "fp16", "off"):
-            raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {self.amp!r}.")
+        check_amp(self)
         self.betas = tuple(self.betas)
 
     @property

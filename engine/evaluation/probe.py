@@ -5,6 +5,7 @@ with `@register_probe(name, params)` (or through the entry-point group `pretexts
 `params` declares its options as tasks and methods do (name -> `pretexts.Param`); they reach it as keyword
 arguments, converted and checked, from `--probe-arg KEY=VALUE` (the built-ins' also from their own flags)."""
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -26,6 +27,7 @@ from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.evaluation.pretrained import describe_data, downstream_data, downstream_splits
 from pretexts.engine.evaluation.weights import load_backbone
+from pretexts.engine.training import distributed
 from pretexts.engine.training.progress import progress
 
 
@@ -49,17 +51,19 @@ def probe_head(method: str, dim: int, num_classes: int, hidden: int = 768) -> nn
 
 @torch.no_grad()
 def extract_features(model: nn.Module, dataset, device, batch_size: int = 256, workers: int = 2,
-                     desc: str = "features", quiet: bool = True) -> tuple[Tensor, Tensor]:
-    """Pooled features [N, D] and labels [N] of a dataset through a frozen model, in eval mode."""
+                     desc: str = "features", quiet: bool = True, rank: int = 0, world: int = 1) -> tuple[Tensor, Tensor]:
+    """Pooled features [N, D] and labels [N] of a dataset through a frozen model, in eval mode. Under torchrun each
+    rank extracts its shard and every rank gets the whole set back, in the dataset's order."""
     model.eval()
     features, labels = [], []
-    loader = DataLoader(dataset, batch_size=batch_size, num_workers=workers)
-    with progress(len(loader), desc, quiet) as bar:
+    loader = DataLoader(distributed.shard(dataset, rank, world), batch_size=batch_size, num_workers=workers)
+    with progress(len(loader), desc, quiet, enabled=rank == 0) as bar:
         for images, target in loader:
             features.append(model(images.to(device)).float().cpu())
             labels.append(target)
             bar.update()
-    return torch.cat(features), torch.cat(labels)
+    return (distributed.gather_shards(torch.cat(features), device, world),
+            distributed.gather_shards(torch.cat(labels), device, world))
 
 
 def train_head(head: nn.Module, train: tuple[Tensor, Tensor], val: tuple[Tensor, Tensor], seed: int, *, epochs: int,
@@ -90,16 +94,20 @@ def train_head(head: nn.Module, train: tuple[Tensor, Tensor], val: tuple[Tensor,
 def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     """Extract features once, then evaluate every probe in `cfg.probes`; writes OUT/results.json. OUT is locked and
     claimed first: never over another run's results or the checkpoint probed."""
-    with RunLock(cfg.out, "probe"):
+    rank, world, device = distributed.setup(resolve_device(cfg.device))
+    with RunLock(cfg.out, "probe") if rank == 0 else nullcontext():  # rank 0 alone writes
         local = cfg.timm_model[len("local-dir:"):] if (cfg.timm_model or "").startswith("local-dir:") else None
-        claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data, local], resumable=False)
-        return probe_features(cfg, echo)
+        if rank == 0:
+            claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data, local], resumable=False)
+        return probe_features(cfg, echo if rank == 0 else lambda line: None, rank, world, device)
 
 
-def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
+def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print, rank: int = 0, world: int = 1,
+                   device: torch.device | None = None) -> dict:
     """The first line names the backbone and the data (`cfg.data`, else the data the weights were trained on),
-    then each probe's line; config.json records the data used."""
-    device = resolve_device(cfg.device)
+    then each probe's line; config.json records the data used. Under torchrun the ranks share the feature
+    extraction and rank 0 alone runs the probes (on cached features, a small cost) and writes."""
+    device = device or resolve_device(cfg.device)
     weights = load_backbone(cfg.checkpoint, cfg.timm_model, cfg.backbone, cfg.img_size, cfg.seed)
     backbone = weights.model.to(device)
     check_output_dir(Path(cfg.out), 1 << 20)  # before the features are extracted, not after
@@ -111,15 +119,17 @@ def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dic
     transform = eval_transform(weights.img_size, *normalisation(backbone), cfg.crop_pct)
     torch.manual_seed(cfg.seed)
     start = time.time()
-    train = extract_features(backbone, LabelledImages(train_source, transform), device, workers=cfg.workers,
-                             desc="train features", quiet=cfg.quiet)
-    val = extract_features(backbone, LabelledImages(val_source, transform), device, workers=cfg.workers,
-                           desc="val features", quiet=cfg.quiet)
+    shared = dict(workers=cfg.workers, quiet=cfg.quiet, rank=rank, world=world)
+    train = extract_features(backbone, LabelledImages(train_source, transform), device, desc="train features", **shared)
+    val = extract_features(backbone, LabelledImages(val_source, transform), device, desc="val features", **shared)
     results = {"checkpoint": cfg.checkpoint, "source": weights.source, "backbone": weights.backbone,
                "data": cfg.data, "data_origin": origin, "img_size": weights.img_size,
                "feature_dim": train[0].shape[1], "train_images": train[0].shape[0], "val_images": val[0].shape[0],
-               "classes": len(classes), "feature_seconds": time.time() - start, "accuracy_unit": "percent"}
+               "classes": len(classes), "feature_seconds": time.time() - start, "processes": world,
+               "accuracy_unit": "percent"}
     echo(f"features: {train[0].shape[0]} train, {val[0].shape[0]} val images, {train[0].shape[1]} dims")
+    if rank != 0:
+        return results
     for name in cfg.probes:
         results[name], line = PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))
         echo(line)

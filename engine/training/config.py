@@ -31,6 +31,23 @@ SEED_RANGE = (0, 2**32 - 1)
 IMG_SIZE_RANGE = (8, 4096)
 
 
+
+def amp_setting(bf16: str = '"bf16"'):
+    """The `--amp` option every training command shares."""
+    return setting("auto", f'"auto" (bf16 on CUDA, off on CPU), {bf16}, "fp16", "off".',
+                   choices=('auto', 'bf16', 'fp16', 'off'))
+
+
+def check_amp(cfg) -> None:
+    if cfg.amp not in ("auto", "bf16", "fp16", "off"):
+        raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {cfg.amp!r}.")
+
+
+def log_every_setting():
+    """The `--log-every` option every training command shares (off a terminal, one line per epoch anyway)."""
+    return setting(None, 'Off a terminal, also print a progress line every this many optimiser steps (loss, lr, '
+                         'img/s, ETA).')
+
 @dataclass
 class PretrainConfig:
     """Everything `engine.pretrain` needs; the CLI builds one of these, so does the Python API."""
@@ -72,9 +89,8 @@ class PretrainConfig:
     weight_decay: float | None = setting(None, "AdamW's (norms, biases and alpha get none). Default: the recipe's.")
     # None: the recipe's (both: 0.9, 0.95, Table A)
     betas: tuple | None = setting(None, "AdamW's betas. Default: the recipe's.", metavar='B1 B2', nargs=2)
-    amp: str = setting("auto", '"auto" (bf16 on CUDA, off on CPU), "bf16" (on a CPU too: the same held-out error, '
-                               'faster with native bf16, docs/scale-and-speed.md), "fp16", "off".',
-                               choices=('auto', 'bf16', 'fp16', 'off'))
+    amp: str = amp_setting('"bf16" (on a CPU too: the same held-out error, faster with native bf16, '
+                           'docs/scale-and-speed.md)')
     compile: str | None = setting(None, 'torch.compile (default backend inductor): the energy method\'s restoration '
                                         'step (both grad modes, exact gradients), other methods\' backbone; what does '
                                         'not compile runs eagerly.', flag_value='inductor',
@@ -93,8 +109,7 @@ class PretrainConfig:
     workers: int = setting(2, 'Data loader worker processes.')
     quiet: bool = setting(False, 'No progress bars on a terminal, no progress lines off one.')
     # off a terminal (nohup, a cluster job) the loop prints one line per epoch on stderr; these add step lines
-    log_every: int | None = setting(None, 'Off a terminal, also print a progress line every this many optimiser '
-                                          'steps (loss, lr, img/s, ETA).')
+    log_every: int | None = log_every_setting()
     device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
     max_steps_per_epoch: int | None = setting(None, 'Cap the optimiser steps of each epoch.')
     figure_images: int = setting(8, "Images in each epoch's restoration figure.")
@@ -121,8 +136,7 @@ class PretrainConfig:
                      non_negative=("workers", "warmup_epochs", "weight_decay", "monitor_every", "figure_every"),
                      within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
         check_optimizer(self)
-        if self.amp not in ("auto", "bf16", "fp16", "off"):
-            raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {self.amp!r}.")
+        check_amp(self)
         check_logger(self.logger)
         if self.keep_best is not None and not self.monitor_every:
             raise ParameterError(f"keep_best {self.keep_best} needs the monitor; give --monitor-every N (N > 0).")

@@ -1,13 +1,16 @@
-"""Data-parallel training under torchrun: process-group setup and teardown, and the DDP wrapper.
+"""Data parallelism under torchrun: process-group setup and teardown, the DDP wrapper, and the collectives the
+commands share (a strided shard of a dataset, its rows gathered back in order, sums and means over ranks).
 
-`torchrun --nproc-per-node K -m pretexts train ...` starts K processes with RANK, WORLD_SIZE and
-LOCAL_RANK set; each joins one process group (nccl on CUDA, one GPU per process; gloo on the CPU).
+`torchrun --nproc-per-node K -m pretexts train|finetune|probe|segment ...` starts K processes with RANK,
+WORLD_SIZE and LOCAL_RANK set; each joins one process group (nccl on CUDA, one GPU per process; gloo on the CPU).
 """
 import os
+import signal
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.utils.data import Dataset, Subset
 from torch.nn.parallel import DistributedDataParallel
 
 from pretexts.errors import ParameterError
@@ -20,10 +23,18 @@ def launched() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def setup(device: torch.device, global_batch: int) -> tuple[int, int, torch.device]:
-    """(rank, world size, this process's device); joins the process group when launched by torchrun."""
+def launched_rank() -> int:
+    """This process's rank under torchrun (0 otherwise), known before and after the process group exists."""
+    return int(os.environ.get("RANK", "0")) if launched() else 0
+
+
+def setup(device: torch.device, global_batch: int | None = None,
+          accum_iter: int = 1) -> tuple[int, int, torch.device]:
+    """(rank, world size, this process's device); joins the process group when launched by torchrun. The global
+    batch must split evenly over the processes, and each process's share into `accum_iter` micro-batches."""
     global _created_here
     if not launched() and not dist.is_initialized():
+        check_batch(global_batch, 1, accum_iter)
         return 0, 1, device
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
@@ -33,10 +44,17 @@ def setup(device: torch.device, global_batch: int) -> tuple[int, int, torch.devi
                                 device_id=device if device.type == "cuda" else None)
         _created_here = True
     rank, world = dist.get_rank(), dist.get_world_size()
-    if global_batch % world:
+    check_batch(global_batch, world, accum_iter)
+    return rank, world, device
+
+
+def check_batch(global_batch: int | None, world: int, accum_iter: int) -> None:
+    if global_batch is not None and global_batch % world:
         raise ParameterError(f"--batch-size {global_batch} is the global batch and must split evenly over "
                              f"{world} processes; use a multiple of {world}.")
-    return rank, world, device
+    if global_batch is not None and (global_batch // world) % accum_iter:
+        raise ParameterError(f"--accum-iter {accum_iter} must divide each process's batch of {global_batch // world} "
+                             f"images into equal micro-batches.")
 
 
 def teardown() -> None:
@@ -64,9 +82,14 @@ class LossInForward(nn.Module):
         return compute(*args)
 
 
-def replicate(model: nn.Module, device: torch.device) -> DistributedDataParallel:
+def replicate(model: nn.Module, device: torch.device, sync_batchnorm: bool = False) -> DistributedDataParallel:
     """DDP around `model` (rank 0's weights are broadcast). static_graph: the set of parameters the
-    loss reaches is the same every step but not all of them (a final norm's bias has no dE/dx)."""
+    loss reaches is the same every step but not all of them (a final norm's bias has no dE/dx). `sync_batchnorm`
+    turns its BatchNorm layers into SyncBatchNorm in place (the same parameters, so an optimiser built before
+    still holds them): statistics over the global batch, as one process computes them (mmsegmentation's SyncBN).
+    PyTorch's SyncBatchNorm runs on GPUs only: on the CPU (gloo) each rank normalises over its own share."""
+    if sync_batchnorm and device.type != "cpu":
+        nn.SyncBatchNorm.convert_sync_batchnorm(model)
     return DistributedDataParallel(LossInForward(model), device_ids=[device.index] if device.type == "cuda" else None,
                                    static_graph=True)
 
@@ -87,3 +110,59 @@ def any_rank(flag: bool, device: torch.device, world: int) -> bool:
     value = torch.tensor(float(flag), device=device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value.item())
+
+
+def agreed_stop(stop, device: torch.device, world: int) -> bool:
+    """True on every rank when SIGTERM or Ctrl-C reached one (a `StopSignals`); checked between optimiser steps,
+    so all ranks stop at the same step. A rank stopped by another records SIGTERM."""
+    requested = any_rank(stop.requested, device, world)
+    if requested and not stop.requested:
+        stop.signal = signal.SIGTERM
+    return requested
+
+
+def share_buffers(model: nn.Module, world: int) -> None:
+    """Rank 0's buffers (BatchNorm running statistics) on every rank: each updates its own in a forward, so before an
+    evaluation split over the ranks they must be the ones rank 0 saves."""
+    if world > 1:
+        for buffer in model.buffers():
+            dist.broadcast(buffer, 0)
+
+
+def barrier(world: int) -> None:
+    """Every rank waits here (for files rank 0 writes) under torchrun."""
+    if world > 1:
+        dist.barrier()
+
+
+def shard(dataset: Dataset, rank: int, world: int) -> Dataset:
+    """Every `world`-th item from `rank` on, in order: evaluation splits unevenly but counts each item once
+    (a DistributedSampler pads with repeats)."""
+    return dataset if world == 1 else Subset(dataset, range(rank, len(dataset), world))
+
+
+def gather_shards(rows: torch.Tensor, device: torch.device, world: int) -> torch.Tensor:
+    """Every rank's rows of a `shard`, interleaved back into the dataset's order, on every rank (sent through
+    `device`: nccl moves CUDA tensors only)."""
+    if world == 1:
+        return rows
+    counts = [torch.zeros((), dtype=torch.long, device=device) for _ in range(world)]
+    dist.all_gather(counts, torch.tensor(rows.shape[0], device=device))
+    counts = [int(count) for count in counts]
+    padded = rows.new_zeros((max(counts), *rows.shape[1:]), device=device)
+    padded[:rows.shape[0]] = rows.to(device)
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded)
+    whole = rows.new_empty((sum(counts), *rows.shape[1:]))
+    for rank, (part, count) in enumerate(zip(parts, counts)):
+        whole[rank::world] = part[:count].to(rows.device)
+    return whole
+
+
+def sum_over_ranks(values: torch.Tensor, device: torch.device, world: int) -> torch.Tensor:
+    """`values` summed element-wise over every rank (counts of correct images, a confusion matrix)."""
+    if world == 1:
+        return values
+    total = values.to(device)
+    dist.all_reduce(total)
+    return total.to(values.device)

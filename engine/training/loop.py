@@ -1,7 +1,6 @@
 """The pretraining loop. It knows neither the task nor the method: corrupt, loss, step, log, checkpoint."""
 import dataclasses
 import json
-import signal
 import sys
 import time
 from contextlib import nullcontext
@@ -56,7 +55,8 @@ class Pretrainer:
 
     def __init__(self, cfg: PretrainConfig, method: type[Method] | None = None):
         self.cfg = cfg
-        self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size)
+        self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size,
+                                                                 cfg.accum_iter)
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
         self.method = (method or METHODS.get(cfg.method))(cfg, pretexts.create_pretext(cfg.task, **cfg.task_args),
@@ -68,9 +68,6 @@ class Pretrainer:
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
         check_task_fits(self.task, cfg.img_size, self.device)
         self.train_set = self._dataset("train", pretrain_transform(cfg.img_size))
-        if (cfg.batch_size // self.world) % cfg.accum_iter:
-            raise ParameterError(f"--accum-iter {cfg.accum_iter} must divide each process's batch of "
-                                 f"{cfg.batch_size // self.world} images into equal micro-batches.")
         if len(self.train_set) < cfg.batch_size:
             raise DataError(f"data '{cfg.data}' has {len(self.train_set)} training images, fewer than one "
                             f"batch of {cfg.batch_size}; lower --batch-size.")
@@ -239,10 +236,7 @@ class Pretrainer:
 
     def stop_requested(self) -> bool:
         """SIGTERM or Ctrl-C arrived; checked between optimiser steps (all ranks must agree under DDP)."""
-        requested = distributed.any_rank(self.stop.requested, self.device, self.world)
-        if requested and not self.stop.requested:
-            self.stop.signal = signal.SIGTERM  # another rank was signalled: stop at the same step
-        return requested
+        return distributed.agreed_stop(self.stop, self.device, self.world)
 
     def train_epoch(self) -> None:
         cfg = self.cfg

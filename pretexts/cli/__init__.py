@@ -84,6 +84,12 @@ def path_message(err: OSError) -> str:
 @click.version_option(package_name="pretexts")
 def main(debug: bool) -> None:
     """Energy-inspired self-supervised pretraining (Wang et al., ICLR 2023): a zoo of pretext tasks."""
+    command = click.get_current_context().invoked_subcommand
+    if command not in DATA_PARALLEL:
+        single_process(command)
+
+
+DATA_PARALLEL = ("train", "finetune", "probe", "segment")  # the commands that run under torchrun
 
 
 def parse_task_args(pairs: tuple[str, ...], option: str = "--task-arg") -> dict[str, str]:
@@ -119,15 +125,20 @@ def written_files(out) -> str:
 
 
 def single_process(command: str) -> None:
-    """Commands other than `train` run in one process: under torchrun rank 0 says so in one line, the others
+    """Commands other than `DATA_PARALLEL` run in one process: under torchrun rank 0 says so in one line, the others
     leave quietly, instead of K full copies writing one folder."""
     import os
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         if int(os.environ.get("RANK", "0")) != 0:
             sys.exit(0)  # a failing rank makes torchrun kill rank 0 before it can print the message
-        raise PretextsError(f"`pretexts {command}` runs in one process; start it without torchrun (`pretexts "
-                            f"train` is the data-parallel command).")
+        raise PretextsError(f"`pretexts {command}` runs in one process; start it without torchrun "
+                            f"({', '.join(DATA_PARALLEL[:-1])} and {DATA_PARALLEL[-1]} are the data-parallel commands).")
+
+
+def rank_zero_echo(rank: int):
+    """click.echo on rank 0, nothing on the others: under torchrun one process speaks."""
+    return click.echo if rank == 0 else lambda *args, **kwargs: None
 
 
 from . import (compare_cmd, energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd,  # noqa: E402,F401

@@ -3,7 +3,7 @@ pretrained for the same budget, scored by kNN, the linear probe and (if asked) f
 one ranked table (mean +- std over seeds) and one plot."""
 import click
 
-from . import main, single_process
+from . import main
 from .config_file import build_config, config_options, defaults_from, options_from
 
 CONFIG = "pretexts.engine.compare.config:CompareConfig"
@@ -36,7 +36,6 @@ class CompareCommand(defaults_from(CONFIG)):
 def compare_command(config, sets, **options) -> None:
     """Pretrain every --tasks x --methods pair for --budget minutes and rank the features they leave; writes
     OUT/compare.md, OUT/compare.png, OUT/compare.json and a cached cell per pair and seed (a rerun resumes)."""
-    single_process("compare")
     from pretexts.engine.compare.run import compare
     from pretexts.engine.compare.config import CompareConfig
 

@@ -1,7 +1,7 @@
 """`pretexts probe`: frozen-feature evaluation (linear probe, the paper's MLP head, kNN, a plugin's probes)."""
 import click
 
-from . import main, parse_task_args, single_process, written_files
+from . import main, parse_task_args, rank_zero_echo, written_files
 from .config_file import build_config, config_options, defaults_from, options_from
 
 PROBE_CONFIG = "pretexts.engine.evaluation.probe_config"
@@ -31,13 +31,17 @@ def probe_command(probe_args, config, sets, **options) -> None:
     """Evaluate a backbone's frozen features: a pretraining checkpoint, an export, a timm model's weights on disk,
     or a seeded random init (--from-scratch); without --data, on the data the weights were trained on. Writes
     OUT/results.json."""
-    single_process("probe")
     from pretexts.engine import ProbeConfig, run_probe
+    from pretexts.engine.training import distributed
     from pretexts.engine.evaluation.probe_config import BUILTIN_PROBE_PARAMS, with_probe_args
 
     given = {key: options.pop(key) for key in BUILTIN_PROBE_PARAMS}
     args = {**{k: v for k, v in given.items() if v not in (None, ())}, **parse_task_args(probe_args, "--probe-arg")}
     cfg = build_config(ProbeConfig, {"probe_args": args, **options}, config, sets, merge=("probe_args",),
                        loose=with_probe_args)
-    run_probe(cfg, echo=click.echo)
-    click.echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")
+    echo = rank_zero_echo(distributed.launched_rank())
+    try:
+        run_probe(cfg, echo=echo)
+    finally:
+        distributed.teardown()
+    echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

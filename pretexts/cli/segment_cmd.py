@@ -1,7 +1,7 @@
 """`pretexts segment`: semantic segmentation fine-tuning (the paper's ADE20K transfer table)."""
 import click
 
-from . import main, single_process, written_files
+from . import main, rank_zero_echo, written_files
 from .config_file import build_config, config_options, defaults_from, options_from
 
 
@@ -13,13 +13,17 @@ def segment_command(from_scratch, config, sets, **options) -> None:
     """Fine-tune a backbone with a segmentation head; writes OUT/log.jsonl, results.json, predictions.png."""
     from pretexts.engine.evaluation.segmentation.config import SegmentConfig
     from pretexts.engine.evaluation.segmentation.train import run
+    from pretexts.engine.training import distributed
     from pretexts.errors import ParameterError
 
-    single_process("segment")
     cfg = build_config(SegmentConfig, options, config, sets)
     if from_scratch == (cfg.checkpoint is not None):
         raise ParameterError("give exactly one of --checkpoint CKPT and --from-scratch.")
-    results = run(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
-    click.echo(f"on {results['val_images']} validation images ({results['num_classes']} classes, {results['eval_mode']} "
-               f"eval): mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%")
-    click.echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")
+    try:
+        results = run(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
+    finally:
+        distributed.teardown()
+    echo = rank_zero_echo(distributed.launched_rank())
+    echo(f"on {results['val_images']} validation images ({results['num_classes']} classes, {results['eval_mode']} "
+         f"eval): mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%")
+    echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

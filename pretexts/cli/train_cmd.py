@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from . import main, parse_task_args, written_files
+from . import main, parse_task_args, rank_zero_echo, written_files
 from .config_file import (build_config, config_options, defaults_from, method_option_values, options_from,
                           with_method_options)
 
@@ -35,7 +35,7 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
                        merge=("task_args", "method_args"), loose=with_method_args,
                        resume=lambda values: resumed_values(PretrainConfig, values, None, PRETRAIN_MAY_CHANGE))
     trainer = Pretrainer(cfg)
-    echo = click.echo if trainer.rank == 0 else lambda *args, **kwargs: None  # under torchrun rank 0 speaks
+    echo = rank_zero_echo(trainer.rank)
     echo(f"pretraining {cfg.backbone} on {trainer.method.corruption()} with data '{cfg.data}' for {cfg.epochs} epochs "
          f"-> {cfg.out}")
     try:

@@ -1,8 +1,8 @@
 """Settings of `pretexts segment`; defaults are MAE's ADE20K recipe (UperNet, AdamW, lr 1e-4, layer decay 0.65)."""
 from dataclasses import MISSING, asdict, dataclass
 
-from pretexts.engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_optimizer,
-                                    check_ranges, setting)
+from pretexts.engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, amp_setting, check_amp, check_field_types,
+                                             check_optimizer, check_ranges, log_every_setting, setting)
 
 
 @dataclass
@@ -27,16 +27,20 @@ class SegmentConfig:
     skip_nonfinite: bool = setting(False, 'Skip (and count) a step whose loss or gradient norm is NaN or inf, '
                                           'instead of stopping the run.')
     eval_mode: str = setting("whole", 'Evaluate on whole images or by sliding window.', choices=('whole', 'slide'))
+    amp: str = amp_setting()
     device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
     seed: int = setting(0, 'Seeds the crops, the order and the head.')
     workers: int = setting(0, 'Data loader worker processes.')
+    quiet: bool = setting(False, 'No per-epoch lines.')
+    log_every: int | None = log_every_setting()
 
     def __post_init__(self):
         check_field_types(self)
-        check_ranges(self, positive=("num_classes", "epochs", "max_steps", "batch_size", "clip_grad"),
+        check_ranges(self, positive=("num_classes", "epochs", "max_steps", "batch_size", "clip_grad", "log_every"),
                      non_negative=("weight_decay", "warmup_steps", "workers"), fractions=("layer_decay",),
                      within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
         check_optimizer(self)
+        check_amp(self)
 
     def to_dict(self) -> dict:
         return asdict(self)

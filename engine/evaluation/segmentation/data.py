@@ -69,7 +69,8 @@ class SegmentationFolder(torch.utils.data.Dataset):
     """
 
     def __init__(self, root, split: str, size: int, train: bool, num_classes: int | None = None,
-                 keep_aspect: bool = False):
+                 keep_aspect: bool = False, seed: int = 0):
+        self.seed = seed
         kind, images, masks = layout(root)
         self.kind, self.items = kind, pairs(images, masks, split)
         self.num_classes = num_classes or (150 if kind == "ade20k" else infer_classes(self.items))
@@ -81,7 +82,12 @@ class SegmentationFolder(torch.utils.data.Dataset):
     def __len__(self):
         return len(self.items)
 
-    def __getitem__(self, i):
+    def __getitem__(self, key):
+        """`key` is an index, or an (epoch, index) key from an `EpochSampler`: the crop and flip are then seeded by
+        (seed, epoch, index), the same whatever the number of workers or ranks."""
+        epoch, i = key if isinstance(key, tuple) else (None, key)
+        if epoch is not None:
+            self.transform.set_random_seed(hash((self.seed, epoch, i)) & 0x7FFFFFFF)
         img_path, mask_path = self.items[i]
         img = Image.open(img_path).convert("RGB")
         mask = read_mask(mask_path, img.size, self.kind, self.num_classes)
