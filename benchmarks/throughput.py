@@ -5,6 +5,13 @@
     python benchmarks/throughput.py --only "energy N=2 exact (*" --only "energy N=2 finite-difference" \
         --only "AE baseline (*" --only "*compile*" --compile inductor --repeats 5 --threads 1
 
+The paper's settings on one GPU (224 px, its batch of 32 per GPU), one table each:
+
+    for b in vit_small vit_base swin_t convnext_t resnet50; do
+        python benchmarks/throughput.py --backbone $b --size 224 --batch 32 --device cuda --repeats 10; done
+
+Every row is float32 unless its name says bf16 autocast; the bf16 / fp32 lines below the table pair them.
+
 Rows are timed interleaved (one step of each row, then again, `repeats` times; the median is shown),
 so load from other processes hits all rows alike. Peak memory is measured in a separate pass, at the
 batch and at half of it; the slope gives memory per image and the largest batch that fits in
@@ -29,6 +36,7 @@ from pretexts.backbones.factory import set_fused_attention
 from corruption import timed
 from pretexts.engine import METHODS, PretrainConfig, Pretrainer
 from pretexts.engine.training.config import with_method_args
+from pretexts.engine.training.precision import autocast
 from peak_memory import peak_bytes, pin_mmap_threshold
 from pretexts.errors import ParameterError
 
@@ -39,8 +47,9 @@ BARE = "paper pseudo code N=2 (bare loop)"
 SUPERVISED = "supervised (CE, linear classifier)"
 
 
-def supervised(args, device, task):
-    """Backbone + linear classifier, cross-entropy, AdamW: a supervised step as one would run it (fused attention)."""
+def supervised(args, device, task, amp: torch.dtype | None = None):
+    """Backbone + linear classifier, cross-entropy, AdamW: a supervised step as one would run it (fused attention),
+    under `amp` autocast if given."""
     torch.manual_seed(0)
     backbone = set_fused_attention(create_backbone(args.backbone, img_size=args.size), True)
     model = nn.Sequential(backbone, nn.Linear(backbone.num_features, 1000)).to(device)
@@ -48,7 +57,8 @@ def supervised(args, device, task):
     labels = torch.randint(1000, (args.batch,), device=device)
 
     def step(images):
-        loss = F.cross_entropy(model(images), labels[: len(images)])
+        with autocast(device, amp):
+            loss = F.cross_entropy(model(images), labels[: len(images)])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -84,13 +94,20 @@ def corruption(args, device, task):
 # torch.func + torch.compile, engine/methods/energy/compiled.py; the AE's backbone forward, as every other method)
 COMPILED_PAIRS = {ENERGY: {"steps": 2}, "energy N=2 finite-difference": {"steps": 2, "grad_mode": "finite-difference"},
                   "AE baseline (method ae)": {"method": "ae"}}
+# fp32 row -> its bf16 twin, for the bf16 / fp32 ratios (a ratio to supervised compares rows of one precision)
+BF16_PAIRS = {SUPERVISED: "supervised + bf16 autocast", ENERGY: "energy N=2 exact + bf16 autocast",
+              "energy N=2 finite-difference": "energy N=2 finite-difference + bf16 autocast",
+              "AE baseline (method ae)": "AE baseline + bf16 autocast",
+              "MAE baseline (method mae)": "MAE baseline + bf16 autocast"}
 
 
 def trainer_row(unfused: bool = False, **overrides):
+    """A Pretrainer's step; float32 unless `amp` is given (not the run's "auto", bf16 on CUDA, so that a row's name
+    says its precision on every device and compares with the float32 supervised and bare-loop rows)."""
     def build(args, device, task):
         cfg = PretrainConfig(**with_method_args(dict(  # the energy method's steps and grad_mode into method_args
             backbone=args.backbone, img_size=args.size, batch_size=args.batch, task=args.task, data="synthetic",
-            workers=0, device=str(device), out=args.out, **overrides)))
+            workers=0, device=str(device), out=args.out, **{"amp": "off", **overrides})))
         trainer = Pretrainer(cfg)
         if unfused:  # what finite differences gain from fused attention
             set_fused_attention(trainer.model.backbone, False)
@@ -103,6 +120,7 @@ def rows(args) -> dict:
     fd = {"grad_mode": "finite-difference"}
     table = {
         SUPERVISED: supervised,
+        "supervised + bf16 autocast": lambda args, device, task: supervised(args, device, task, torch.bfloat16),
         "corruption alone": corruption,
         BARE: bare_loop,
         "energy N=1 exact": trainer_row(steps=1),
@@ -114,12 +132,13 @@ def rows(args) -> dict:
         "energy N=2 finite-difference + grad checkpointing": trainer_row(grad_checkpointing=True, **fd),
         "energy N=2 exact + channels_last": trainer_row(channels_last=True),
         "energy N=2 exact + bf16 autocast": trainer_row(amp="bf16"),
-        "energy N=2 exact, fp32 (amp off)": trainer_row(amp="off"),  # on CUDA the default (amp auto) is bf16
         "energy N=2 finite-difference + bf16 autocast": trainer_row(amp="bf16", **fd),
     }
     METHODS.load()
-    if "ae" in METHODS.table:
-        table["AE baseline (method ae)"] = trainer_row(method="ae")
+    for name, label in (("ae", "AE"), ("mae", "MAE")):  # MAE needs a ViT: on other backbones its rows are skipped
+        if name in METHODS.table:
+            table[f"{label} baseline (method {name})"] = trainer_row(method=name)
+            table[f"{label} baseline + bf16 autocast"] = trainer_row(method=name, amp="bf16")
     if args.compile:  # each compiled row beside its eager one (COMPILED_PAIRS); compilation is in the warm-up
         for eager, overrides in COMPILED_PAIRS.items():
             if eager in table:
@@ -201,6 +220,9 @@ def measure(args) -> None:
         if eager in times and compiled in times:
             ratio = statistics.median(times[compiled]) / statistics.median(times[eager])
             print(f"compiled / eager, {eager}: {ratio:.3f}")
+    for fp32, bf16 in BF16_PAIRS.items():
+        if fp32 in times and bf16 in times:
+            print(f"bf16 / fp32, {fp32}: {statistics.median(times[bf16]) / statistics.median(times[fp32]):.3f}")
     if ENERGY in times and BARE in times:
         ratio = statistics.median(times[ENERGY]) / statistics.median(times[BARE])
         print(f"\n{ENERGY} / {BARE}: {ratio:.3f} (target <= {TARGET}): {'ok' if ratio <= TARGET else 'MISSED'}")
