@@ -106,7 +106,8 @@ def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print, rank: 
                    device: torch.device | None = None) -> dict:
     """The first line names the backbone and the data (`cfg.data`, else the data the weights were trained on),
     then each probe's line; config.json records the data used. Under torchrun the ranks share the feature
-    extraction and rank 0 alone runs the probes (on cached features, a small cost) and writes."""
+    extraction, then every rank runs the probes on the whole gathered set (the same numbers everywhere, so no rank
+    idles at the final barrier past a collective timeout while rank 0 trains a head) and rank 0 alone writes."""
     device = device or resolve_device(cfg.device)
     weights = load_backbone(cfg.checkpoint, cfg.timm_model, cfg.backbone, cfg.img_size, cfg.seed)
     backbone = weights.model.to(device)
@@ -128,13 +129,12 @@ def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print, rank: 
                "classes": len(classes), "feature_seconds": time.time() - start, "processes": world,
                "accuracy_unit": "percent"}
     echo(f"features: {train[0].shape[0]} train, {val[0].shape[0]} val images, {train[0].shape[1]} dims")
-    if rank != 0:
-        return results
     for name in cfg.probes:
         results[name], line = PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))
         echo(line)
-    write_json(Path(cfg.out) / "config.json", asdict(cfg))
-    write_json(Path(cfg.out) / "results.json", results)
+    if rank == 0:
+        write_json(Path(cfg.out) / "config.json", asdict(cfg))
+        write_json(Path(cfg.out) / "results.json", results)
     return results
 
 
