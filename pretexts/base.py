@@ -83,6 +83,12 @@ class Pretext:
             self.fitted = size
         return self
 
+    def sizes(self, side: int) -> dict[str, Any]:
+        """The scaled parameters left to follow the images, as they resolve at `side` px (a checkpoint records them,
+        so a resumed run notices when the scaling rule it was trained under has changed)."""
+        self.fit(side)
+        return {key: getattr(self, key) for key in sorted(self.auto)}
+
     def check(self) -> None:
         """Cross-parameter checks; raise ParameterError. Single ranges live in `params`."""
 

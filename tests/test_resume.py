@@ -66,3 +66,24 @@ def test_missing_and_truncated_checkpoints_are_clear_errors(tmp_path):
     with pytest.raises(CheckpointError, match="truncated"):
         load_checkpoint(tmp_path / "cut.pt")
     assert not list(tmp_path.glob(".*.tmp")), "atomic_save leaves no temporary file behind"
+
+
+def test_a_checkpoint_records_its_scaled_task_parameters_and_a_resume_checks_them(tmp_path, capsys):
+    from pretexts.engine.training.checkpoint import save_checkpoint
+
+    mixed = {"tasks": "gridded-mask,super-resolution:scale=4,denoising"}
+    Pretrainer(config(tmp_path, 1, task="mixed", task_args=mixed, monitor_every=0)).run()
+    path = tmp_path / "checkpoint.pt"
+    ckpt = load_checkpoint(path)
+    assert ckpt["task_sizes"] == {"0:gridded-mask": {"grid": 2}}  # the paper's 16 at 224 px is 2 at 32 px
+    # a scaling rule that has changed since: refused, naming both
+    save_checkpoint({**ckpt, "task_sizes": {"0:gridded-mask": {"grid": 16}}}, path)
+    with pytest.raises(CheckpointError, match=r"scaled parameters \{'0:gridded-mask': \{'grid': 16\}\}.*resolves them "
+                                              r"to \{'0:gridded-mask': \{'grid': 2\}\} at 32 px"):
+        Pretrainer(config(tmp_path, 2, task="mixed", task_args=mixed, monitor_every=0, resume="auto")).run()
+    # written before they were recorded: it continues, and says with what
+    save_checkpoint({k: v for k, v in ckpt.items() if k != "task_sizes"}, path)
+    Pretrainer(config(tmp_path, 2, task="mixed", task_args=mixed, monitor_every=0, resume="auto")).run()
+    assert "does not record its task's scaled parameters; it continues with {'0:gridded-mask': {'grid': 2}}" in \
+        capsys.readouterr().err
+    assert load_checkpoint(path)["global_step"] == 4

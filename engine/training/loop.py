@@ -10,7 +10,7 @@ import torch
 from timm.scheduler import CosineLRScheduler
 
 import pretexts
-from pretexts.errors import DataError, ParameterError
+from pretexts.errors import CheckpointError, DataError, ParameterError
 from pretexts.registry import METHODS
 
 from pretexts.engine.data.datasets import build_source
@@ -30,7 +30,7 @@ from pretexts.engine.training.optimizer_step import OptimizerStep
 from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
 from pretexts.engine.training.preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes,
                                        resolve_device)
-from pretexts.engine.training.progress import ProgressLines, held_out_ratio, progress
+from pretexts.engine.training.progress import ProgressLines, held_out_ratio, progress, stderr_line
 from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json, write_text
 from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
@@ -311,12 +311,15 @@ class Pretrainer:
             "batch": self.batch, "global_step": self.global_step, "history": self.history,
             "nonfinite_skipped": self.nonfinite.skipped,
             "monitor": self.monitor.state() if self.monitor else self.monitor_state,
+            "task_sizes": self.task_sizes(),
         }, path)
         return path
 
     def load(self, path: Path) -> None:
         ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out)
         check_resumable(ckpt["config"], self.cfg, PRETRAIN_MAY_CHANGE, path, self.same_arguments)
+        self.saved_version = ckpt.get("pretexts_version")
+        self.check_task_sizes(ckpt.get("task_sizes"), path)
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
         self.history = list(ckpt.get("history", []))
@@ -325,6 +328,27 @@ class Pretrainer:
         if self.rank == 0:
             truncate_log(self.out / "log.jsonl", self.global_step)
 
+
+    def task_sizes(self) -> dict:
+        """The task's scaled parameters as they resolve at the run's image size (`Pretext.sizes`)."""
+        return pretexts.create_pretext(self.cfg.task, **self.cfg.task_args).sizes(self.cfg.img_size)
+
+    def check_task_sizes(self, saved: dict | None, path: Path) -> None:
+        """A checkpoint's scaled task parameters must resolve as they did when it was written; one written before
+        they were recorded (2026-11-24) is resumed with today's values, said in one line, since runs before
+        2026-11-23 took the paper's 224-px values at any size."""
+        now = self.task_sizes()
+        if saved is None:
+            if now and self.rank == 0:
+                stderr_line(f"warning: {path} does not record its task's scaled parameters; it continues with {now} "
+                            f"at {self.cfg.img_size} px (a run started before 2026-11-23 used the paper's 224-px "
+                            f"values; start such a run again with them given as --task-arg KEY=VALUE).")
+            return
+        if saved != now:
+            raise CheckpointError(f"checkpoint '{path}' was trained with the task's scaled parameters {saved}; "
+                                  f"this version resolves them to {now} at {self.cfg.img_size} px, so it cannot "
+                                  f"continue the run as it was: resume it with the pretexts version that wrote it "
+                                  f"({self.saved_version or 'unknown'}), or start a new run with --out.")
 
     def same_arguments(self, name: str, saved: dict, asked: dict) -> bool:
         """Task and method arguments compared as the task and the method read them ('4' equals 4); those the

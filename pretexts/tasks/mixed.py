@@ -68,6 +68,10 @@ class Mixed(Pretext):
         restorers = [task.trivial_restorer for task in self.subtasks]
         self.trivial_restorer = None if None in restorers else "each task's own"
 
+    def sizes(self, side: int) -> dict:
+        """Each sub-task's `sizes`, under 'N:name'."""
+        return {f"{i}:{task.name}": found for i, task in enumerate(self.subtasks) if (found := task.sizes(side))}
+
     def parse_entry(self, entry: str) -> tuple[str, str | None, dict[str, str]]:
         """'super-resolution:scale=4' -> ('super-resolution', None, {'scale': '4'}); 'random-mask:small' ->
         ('random-mask', 'small', {}): the name, then ':'-separated parts, each a preset or KEY=VALUE."""
