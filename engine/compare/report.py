@@ -71,6 +71,9 @@ def table(rows: list[dict], rank_by: str, clock: str) -> str:
     return "\n".join(lines)
 
 
+PALETTE = [f"C{i}" for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)]  # matplotlib's cycle without its grey (C7): grey is random init
+
+
 def plot(rows: list[dict], rank_by: str, path: Path, title: str) -> None:
     """One panel per score: each arm's mean +- std over seeds at its largest budget, ranked; random init grey."""
     import matplotlib
@@ -79,7 +82,8 @@ def plot(rows: list[dict], rank_by: str, path: Path, title: str) -> None:
 
     last = [r for r in ranked(rows, rank_by) if r["minutes"] == max(x["minutes"] for x in rows if x["arm"] == r["arm"])]
     scores = [s for s in SCORE_COLUMNS if any(r[s] is not None for r in last)]
-    colour = {r["arm"]: "0.65" if r["minutes"] == 0 else f"C{i % 10}" for i, r in enumerate(last)}  # one per arm
+    pretrained = [r["arm"] for r in last if r["minutes"] > 0]
+    colour = {r["arm"]: "0.65" for r in last} | {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(pretrained)}
     fig, axes = plt.subplots(1, len(scores), figsize=(4.2 * len(scores), 0.5 * len(last) + 1.6), squeeze=False)
     for ax, score in zip(axes[0], scores):
         shown = [r for r in last if r[score] is not None][::-1]  # best at the top
@@ -87,6 +91,9 @@ def plot(rows: list[dict], rank_by: str, path: Path, title: str) -> None:
                 color=[colour[r["arm"]] for r in shown])
         ax.set_yticks(range(len(shown)), [f"{r['arm']} ({r['minutes']:g} min)" if r["minutes"] else r["arm"]
                                           for r in shown], fontsize=8)
+        for r in shown:  # random init's level across the panel: what pretraining has to beat
+            if r["minutes"] == 0:
+                ax.axvline(r[score][0], color="0.4", linestyle="--", linewidth=1)
         ax.set_title(SCORE_COLUMNS[score] + (" (ranked by)" if score == rank_by else ""), fontsize=9)
         ax.set_xlabel("top-1 on val/ (%), mean +- std")
         ax.grid(alpha=0.3, axis="x")
