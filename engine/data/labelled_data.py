@@ -12,6 +12,7 @@ from pretexts.errors import DataError
 
 from pretexts.engine.data.datasets import build_source
 from pretexts.engine.data.image_check import read_or_substitute
+from pretexts.engine.data.loader import image_seed
 
 
 def labelled_splits(data: str, img_size: int, seed: int = 0) -> tuple[Dataset, Dataset]:
@@ -95,7 +96,7 @@ class LabelledImages(Dataset):
     def __getitem__(self, key):
         if isinstance(key, tuple):
             epoch, i = key
-            with seeded_randomness(hash((self.seed, epoch, i)) & 0x7FFFFFFF):
+            with seeded_randomness(image_seed(self.seed, epoch, i)):
                 return self.item(i)
         return self.item(key)
 

@@ -20,6 +20,11 @@ def unaugmented_transform(img_size: int) -> A.Compose:
     return A.Compose([A.SmallestMaxSize(max_size=img_size), A.CenterCrop(height=img_size, width=img_size)])
 
 
+def image_seed(seed: int, epoch: int, index: int) -> int:
+    """The seed of one image's augmentation in one epoch: the same whatever the rank, worker or resume."""
+    return hash((seed, epoch, index)) & 0x7FFFFFFF
+
+
 class AugmentedImages(Dataset):
     """(PIL, label) -> (uint8 [H,W,3] tensor, label), augmented with a seed fixed by (seed, epoch, index).
 
@@ -37,7 +42,7 @@ class AugmentedImages(Dataset):
         epoch, index = key if isinstance(key, tuple) else (0, key)
         image, label = read_or_substitute(self.source, index)
         array = np.asarray(image.convert("RGB"), dtype=np.uint8)
-        self.transform.set_random_seed(hash((self.seed, epoch, index)) & 0x7FFFFFFF)
+        self.transform.set_random_seed(image_seed(self.seed, epoch, index))
         return torch.from_numpy(np.array(self.transform(image=array)["image"], copy=True)), label
 
 

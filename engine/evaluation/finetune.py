@@ -155,9 +155,7 @@ class Finetuner:
         """The criterion on one micro-batch of (images, labels), under autocast when the run asks for it."""
         images, labels = micro_batch
         with autocast(self.device, self.dtype):
-            if self.replicated is None:
-                return self.criterion(self.model(images), labels)
-            return self.replicated(lambda x, y: self.criterion(self.model(x), y), images, labels)
+            return distributed.through(self.replicated, lambda x, y: self.criterion(self.model(x), y), images, labels)
 
     def train_epoch(self) -> float:
         self.model.train()

@@ -94,6 +94,11 @@ def replicate(model: nn.Module, device: torch.device, sync_batchnorm: bool = Fal
                                    static_graph=True)
 
 
+def through(replicated: DistributedDataParallel | None, compute, *args):
+    """`compute(*args)`, inside DDP's forward when the run is replicated (that arms the gradient all-reduce)."""
+    return compute(*args) if replicated is None else replicated(compute, *args)
+
+
 def global_mean(value: torch.Tensor, world: int) -> float:
     """The mean of a scalar over all ranks, so every rank logs and decides on the same number."""
     if world == 1:

@@ -116,7 +116,7 @@ class Pretrainer:
             # corrupted in order, chunk by chunk, so the step draws the same corruptions however it is split;
             # under DDP the loss runs inside the wrapper's forward, which arms the gradient all-reduce
             sample = self.method.corrupt(chunk, generator)
-            return self.replicated(self.compute_loss, sample) if self.replicated else self.compute_loss(sample)
+            return distributed.through(self.replicated, self.compute_loss, sample)
 
         stats = self.optimizer_step(loss_of, images.chunk(self.cfg.accum_iter), self.global_step + 1)
         self.global_step += 1
@@ -318,8 +318,7 @@ class Pretrainer:
     def load(self, path: Path) -> None:
         ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out)
         check_resumable(ckpt["config"], self.cfg, PRETRAIN_MAY_CHANGE, path, self.same_arguments)
-        self.saved_version = ckpt.get("pretexts_version")
-        self.check_task_sizes(ckpt.get("task_sizes"), path)
+        self.check_task_sizes(ckpt.get("task_sizes"), path, ckpt.get("pretexts_version"))
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
         self.history = list(ckpt.get("history", []))
@@ -333,7 +332,7 @@ class Pretrainer:
         """The task's scaled parameters as they resolve at the run's image size (`Pretext.sizes`)."""
         return pretexts.create_pretext(self.cfg.task, **self.cfg.task_args).sizes(self.cfg.img_size)
 
-    def check_task_sizes(self, saved: dict | None, path: Path) -> None:
+    def check_task_sizes(self, saved: dict | None, path: Path, version: str | None) -> None:
         """A checkpoint's scaled task parameters must resolve as they did when it was written; one written before
         they were recorded (2026-11-24) is resumed with today's values, said in one line, since runs before
         2026-11-23 took the paper's 224-px values at any size."""
@@ -348,7 +347,7 @@ class Pretrainer:
             raise CheckpointError(f"checkpoint '{path}' was trained with the task's scaled parameters {saved}; "
                                   f"this version resolves them to {now} at {self.cfg.img_size} px, so it cannot "
                                   f"continue the run as it was: resume it with the pretexts version that wrote it "
-                                  f"({self.saved_version or 'unknown'}), or start a new run with --out.")
+                                  f"({version or 'unknown'}), or start a new run with --out.")
 
     def same_arguments(self, name: str, saved: dict, asked: dict) -> bool:
         """Task and method arguments compared as the task and the method read them ('4' equals 4); those the

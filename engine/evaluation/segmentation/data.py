@@ -7,6 +7,7 @@ import torch
 from PIL import Image
 
 from pretexts.backbones.normalisation import IMAGENET_MEAN, IMAGENET_STD
+from pretexts.engine.data.loader import image_seed
 from pretexts.errors import DataError
 
 from .metrics import IGNORE
@@ -87,7 +88,7 @@ class SegmentationFolder(torch.utils.data.Dataset):
         (seed, epoch, index), the same whatever the number of workers or ranks."""
         epoch, i = key if isinstance(key, tuple) else (None, key)
         if epoch is not None:
-            self.transform.set_random_seed(hash((self.seed, epoch, i)) & 0x7FFFFFFF)
+            self.transform.set_random_seed(image_seed(self.seed, epoch, i))
         img_path, mask_path = self.items[i]
         img = Image.open(img_path).convert("RGB")
         mask = read_mask(mask_path, img.size, self.kind, self.num_classes)

@@ -123,9 +123,8 @@ def train_segmenter(cfg: SegmentConfig, log=stderr_line, rank: int = 0, world: i
     def loss_of(batch) -> torch.Tensor:
         images, masks = batch
         with autocast(device, dtype):
-            if replicated is None:
-                return F.cross_entropy(model(images), masks, ignore_index=IGNORE)
-            return replicated(lambda x, y: F.cross_entropy(model(x), y, ignore_index=IGNORE), images, masks)
+            return distributed.through(replicated, lambda x, y: F.cross_entropy(model(x), y, ignore_index=IGNORE),
+                                       images, masks)
 
     writing = rank == 0
     if writing:
