@@ -43,6 +43,10 @@ METHODS = {"energy": ("energy", {}), "energy-fd": ("energy", {"grad_mode": "fini
            "energy-black": ("energy", BLACK), "energy-noise": ("energy", NOISE), "energy-mean": ("energy", MEAN),
            "ae-black": ("ae", BLACK), "energy-fd-black": ("energy", {"grad_mode": "finite-difference", **BLACK}),
            "energy-paper-black": ("energy", {"recipe": "paper", **BLACK}), "simmim": ("simmim", {})}
+# one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
+COLORS = {"energy": "C0", "energy-fd": "C9", "ae": "C2", "mae": "C3", "random": "C7", "energy-paper": "C5",
+          "energy-black": "C1", "energy-noise": "C8", "energy-mean": "C6", "ae-black": "olive",
+          "energy-fd-black": "navy", "energy-paper-black": "saddlebrown", "simmim": "C4"}
 VIT_ONLY = {"mae"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task
 
@@ -76,22 +80,27 @@ def cells(args) -> list:
 
 def summarise(args, results: dict) -> list:
     """Rows (backbone, method, minutes, n, steps, kNN mean/std, linear mean/std, fine-tune mean/std or None,
-    held-out restored/corrupted mean/std or None)."""
+    held-out restored/corrupted mean/std or None, standardised kNN mean/std or None, max top share, fine-tune
+    epochs), for the budgets in --minutes only."""
     rows = []
     for backbone in args.backbones:
         for name in args.methods:
             runs = [results[(backbone, name, s)] for s in args.seeds if (backbone, name, s) in results]
             if not runs:
                 continue
-            for key in sorted({k for r in runs for k in r["points"]}, key=float):  # a budget may have fewer seeds
-                points = [r["points"][key] for r in runs if key in r["points"]]
-                ft = [r["finetunes"][key]["final"] for r in runs if key in r["finetunes"]]
+            asked = {0.0} if name == "random" else set(args.minutes)  # a cell may hold other studies' budgets
+            for key in sorted({k for r in runs for k in r["points"] if float(k) in asked}, key=float):
+                points = [r["points"][key] for r in runs if key in r["points"]]  # a budget may have fewer seeds
+                tunes = [r["finetunes"][key] for r in runs if key in r["finetunes"] and  # this protocol's length
+                         (not args.finetune_epochs or r["finetunes"][key]["epochs"] == args.finetune_epochs)]
+                ft = [t["final"] for t in tunes]
                 held = [p["held_out_ratio"] for p in points if "held_out_ratio" in p]
                 std_knn = [p["knn_std"] for p in points if "knn_std" in p]
                 rows.append((backbone, name, float(key), len(points), statistics.mean(p["steps"] for p in points),
                              *mean_std([p["knn"] for p in points]), *mean_std([p["linear"] for p in points]),
                              *(mean_std(ft) if ft else (None, None)), *(mean_std(held) if held else (None, None)),
-                             *(mean_std(std_knn) if std_knn else (None, None)), top_share(runs)))
+                             *(mean_std(std_knn) if std_knn else (None, None)), top_share(runs),
+                             sorted({t["epochs"] for t in tunes})))
     return rows
 
 
@@ -103,11 +112,13 @@ def top_share(runs: list) -> float | None:
 
 def print_table(rows: list) -> None:
     print("| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | kNN standardised | linear probe top-1 "
-          "| fine-tune top-1 | held-out restored / corrupted | max top-component share |")
+          "| fine-tune top-1 (epochs) | held-out restored / corrupted | max top-component share |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for b, m, minutes, n, steps, knn, knn_sd, lin, lin_sd, ft, ft_sd, held, held_sd, std, std_sd, share in rows:
+    for b, m, minutes, n, steps, knn, knn_sd, lin, lin_sd, ft, ft_sd, held, held_sd, std, std_sd, share, ep in rows:
         cells = [f"{v:.2f} +- {sd:.2f}" if v is not None else "-" for v, sd in ((std, std_sd), (ft, ft_sd),
                                                                              (held, held_sd))]
+        if ft is not None:  # cached fine-tunes may differ in length from --finetune-epochs
+            cells[1] += f" ({'/'.join(map(str, ep))})"
         print(f"| {b} | {m} | {minutes:g} | {n} | {steps:.0f} | {knn:.2f} +- {knn_sd:.2f} | {cells[0]} "
               f"| {lin:.2f} +- {lin_sd:.2f} | {cells[1]} | {cells[2]} | {f'{share:.2f}' if share else '-'} |")
 
@@ -116,19 +127,20 @@ def plot(args, rows: list, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(args.backbones), 3, figsize=(14, 3.6 * len(args.backbones)), squeeze=False)
+    fig, axes = plt.subplots(len(args.backbones), 4, figsize=(18, 3.6 * len(args.backbones)), squeeze=False)
     top = max(args.minutes)
     for i, backbone in enumerate(args.backbones):
-        for j, (metric, title) in enumerate([(5, "kNN k=20"), (7, "linear probe")]):
+        for j, (metric, title) in enumerate([(5, "kNN k=20, cosine"), (13, "kNN k=20, standardised"),
+                                             (7, "linear probe")]):
             ax = axes[i][j]
             for name in args.methods:
-                mine = [r for r in rows if r[0] == backbone and r[1] == name]
+                mine = [r for r in rows if r[0] == backbone and r[1] == name and r[metric] is not None]
                 if not mine:
                     continue
                 xs = [0.0, top] if name == "random" else [r[2] for r in mine]
                 mean = [mine[0][metric]] * 2 if name == "random" else [r[metric] for r in mine]
                 std = [mine[0][metric + 1]] * 2 if name == "random" else [r[metric + 1] for r in mine]
-                color = f"C{list(METHODS).index(name)}"  # one colour per method in every panel
+                color = COLORS[name]
                 ax.plot(xs, mean, "--" if name == "random" else "-o", color=color, label=f"{name} ({mine[0][3]} seeds)")
                 ax.fill_between(xs, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
                                 color=color, alpha=0.2)
@@ -138,16 +150,17 @@ def plot(args, rows: list, path: Path) -> None:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
         tuned = [r for r in rows if r[0] == backbone and r[9] is not None]
-        ax = axes[i][2]
+        ax = axes[i][3]
         if not tuned:
             ax.axis("off")
             ax.text(0.5, 0.5, f"{backbone}: not fine-tuned", ha="center", va="center", transform=ax.transAxes)
             continue
         for x, r in enumerate(tuned):
-            ax.errorbar([x], [r[9]], [r[10]], fmt="o", capsize=4, color=f"C{list(METHODS).index(r[1])}")
-        ax.set_xticks(range(len(tuned)), [f"{r[1]} {r[2]:g} min" for r in tuned], rotation=35, ha="right",
+            ax.errorbar([x], [r[9]], [r[10]], fmt="o", capsize=4, color=COLORS[r[1]])
+        ax.set_xticks(range(len(tuned)), [f"{r[1]} {r[2]:g} min, {'/'.join(map(str, r[16]))} ep."
+                                                for r in tuned], rotation=35, ha="right",
                       fontsize=8)
-        ax.set_title(f"{backbone}: fine-tuned from the last snapshot")
+        ax.set_title(f"{backbone}: fine-tuned (last snapshot)")
         ax.set_ylabel("top-1 on val/ (%), mean +- std")
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -223,8 +236,8 @@ def plot_monitor(args, results: dict, path: Path) -> None:
                 history = [row for row in cell.get("monitor") or [] if key in row]
                 if b != backbone or not history:
                     continue
-                ax.plot([row["step"] for row in history], [row[key] for row in history], "-",
-                        color=f"C{list(METHODS).index(name)}", alpha=0.8, label=name if seed == args.seeds[0] else None)
+                ax.plot([row["step"] for row in history], [row[key] for row in history], "-o", markersize=2,
+                        color=COLORS[name], alpha=0.8, label=name if seed == args.seeds[0] else None)
             ax.set_title(f"{backbone}: {title}", fontsize=10)
             ax.set_xlabel("optimiser step")
             ax.grid(alpha=0.3)
