@@ -25,12 +25,11 @@ Asserts nothing.
 import argparse
 import json
 import multiprocessing
-import statistics
 from pathlib import Path
 
 from pretexts.engine.compare.cells import Arm, load_cell, run_cell
 from pretexts.engine.compare.config import CompareConfig
-from pretexts.engine.compare.report import mean_std
+from pretexts.engine.compare.report import cell_text, summarise as summarise_cells
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # committed: the study grows across sessions
@@ -76,90 +75,66 @@ def cells(args) -> list:
             if not (m in VIT_ONLY and "vit" not in b)]
 
 
-
-
-def summarise(args, results: dict) -> list:
-    """Rows (backbone, method, minutes, n, steps, kNN mean/std, linear mean/std, fine-tune mean/std or None,
-    held-out restored/corrupted mean/std or None, standardised kNN mean/std or None, max top share, fine-tune
-    epochs), for the budgets in --minutes only."""
+def summarise(args, results: dict) -> list[dict]:
+    """`pretexts compare`'s rows (report.summarise), per backbone in --methods order, with a 'backbone' key; only
+    the budgets in --minutes and the fine-tunes of --finetune-epochs' length (a cell keeps other studies' too)."""
     rows = []
     for backbone in args.backbones:
-        for name in args.methods:
-            runs = [results[(backbone, name, s)] for s in args.seeds if (backbone, name, s) in results]
-            if not runs:
-                continue
-            asked = {0.0} if name == "random" else set(args.minutes)  # a cell may hold other studies' budgets
-            for key in sorted({k for r in runs for k in r["points"] if float(k) in asked}, key=float):
-                points = [r["points"][key] for r in runs if key in r["points"]]  # a budget may have fewer seeds
-                tunes = [r["finetunes"][key] for r in runs if key in r["finetunes"] and  # this protocol's length
-                         (not args.finetune_epochs or r["finetunes"][key]["epochs"] == args.finetune_epochs)]
-                ft = [t["final"] for t in tunes]
-                held = [p["held_out_ratio"] for p in points if "held_out_ratio" in p]
-                std_knn = [p["knn_std"] for p in points if "knn_std" in p]
-                rows.append((backbone, name, float(key), len(points), statistics.mean(p["steps"] for p in points),
-                             *mean_std([p["knn"] for p in points]), *mean_std([p["linear"] for p in points]),
-                             *(mean_std(ft) if ft else (None, None)), *(mean_std(held) if held else (None, None)),
-                             *(mean_std(std_knn) if std_knn else (None, None)), top_share(runs),
-                             sorted({t["epochs"] for t in tunes})))
+        mine = {(name, seed): cell for (b, name, seed), cell in results.items() if b == backbone}
+        by_arm: dict[str, list] = {}
+        for row in summarise_cells(mine, args.minutes, args.finetune_epochs):
+            by_arm.setdefault(row["arm"], []).append({"backbone": backbone, **row})
+        rows += [row for name in args.methods for row in by_arm.get(name, [])]
     return rows
 
 
-def top_share(runs: list) -> float | None:
-    """The largest top-component share any seed's monitor saw during pretraining (None before the monitor)."""
-    shares = [row["top_pc_share"] for r in runs for row in r.get("monitor") or []]
-    return max(shares) if shares else None
-
-
-def print_table(rows: list) -> None:
+def print_table(rows: list[dict]) -> None:
     print("| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | kNN standardised | linear probe top-1 "
           "| fine-tune top-1 (epochs) | held-out restored / corrupted | max top-component share |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for b, m, minutes, n, steps, knn, knn_sd, lin, lin_sd, ft, ft_sd, held, held_sd, std, std_sd, share, ep in rows:
-        cells = [f"{v:.2f} +- {sd:.2f}" if v is not None else "-" for v, sd in ((std, std_sd), (ft, ft_sd),
-                                                                             (held, held_sd))]
-        if ft is not None:  # cached fine-tunes may differ in length from --finetune-epochs
-            cells[1] += f" ({'/'.join(map(str, ep))})"
-        print(f"| {b} | {m} | {minutes:g} | {n} | {steps:.0f} | {knn:.2f} +- {knn_sd:.2f} | {cells[0]} "
-              f"| {lin:.2f} +- {lin_sd:.2f} | {cells[1]} | {cells[2]} | {f'{share:.2f}' if share else '-'} |")
+    for r in rows:
+        tuned = cell_text(r["finetune"]) + (f" ({'/'.join(map(str, r['finetune_epochs']))})" if r["finetune"] else "")
+        share = "-" if r["top_share"] is None else f"{r['top_share']:.2f}"
+        print(f"| {r['backbone']} | {r['arm']} | {r['minutes']:g} | {r['seeds']} | {r['steps']:.0f} "
+              f"| {cell_text(r['knn'])} | {cell_text(r['knn_std'])} | {cell_text(r['linear'])} | {tuned} "
+              f"| {cell_text(r['held_out'])} | {share} |")
 
 
-def plot(args, rows: list, path: Path) -> None:
+def plot(args, rows: list[dict], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(len(args.backbones), 4, figsize=(18, 3.6 * len(args.backbones)), squeeze=False)
     top = max(args.minutes)
     for i, backbone in enumerate(args.backbones):
-        for j, (metric, title) in enumerate([(5, "kNN k=20, cosine"), (13, "kNN k=20, standardised"),
-                                             (7, "linear probe")]):
-            ax = axes[i][j]
+        for ax, (score, title) in zip(axes[i], [("knn", "kNN k=20, cosine"), ("knn_std", "kNN k=20, standardised"),
+                                                ("linear", "linear probe")]):
             for name in args.methods:
-                mine = [r for r in rows if r[0] == backbone and r[1] == name and r[metric] is not None]
+                mine = [r for r in rows if r["backbone"] == backbone and r["arm"] == name and r[score] is not None]
                 if not mine:
                     continue
-                xs = [0.0, top] if name == "random" else [r[2] for r in mine]
-                mean = [mine[0][metric]] * 2 if name == "random" else [r[metric] for r in mine]
-                std = [mine[0][metric + 1]] * 2 if name == "random" else [r[metric + 1] for r in mine]
-                color = COLORS[name]
-                ax.plot(xs, mean, "--" if name == "random" else "-o", color=color, label=f"{name} ({mine[0][3]} seeds)")
+                xs = [0.0, top] if name == "random" else [r["minutes"] for r in mine]
+                mean, std = zip(*([mine[0][score]] * 2 if name == "random" else [r[score] for r in mine]))
+                ax.plot(xs, mean, "--" if name == "random" else "-o", color=COLORS[name],
+                        label=f"{name} ({mine[0]['seeds']} seeds)")
                 ax.fill_between(xs, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
-                                color=color, alpha=0.2)
+                                color=COLORS[name], alpha=0.2)
             ax.set_title(f"{backbone}: {title}")
             ax.set_xlabel(f"pretraining minutes ({args.clock} clock)")
             ax.set_ylabel("top-1 on val/ (%)")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-        tuned = [r for r in rows if r[0] == backbone and r[9] is not None]
+        tuned = [r for r in rows if r["backbone"] == backbone and r["finetune"] is not None]
         ax = axes[i][3]
         if not tuned:
             ax.axis("off")
             ax.text(0.5, 0.5, f"{backbone}: not fine-tuned", ha="center", va="center", transform=ax.transAxes)
             continue
         for x, r in enumerate(tuned):
-            ax.errorbar([x], [r[9]], [r[10]], fmt="o", capsize=4, color=COLORS[r[1]])
-        ax.set_xticks(range(len(tuned)), [f"{r[1]} {r[2]:g} min, {'/'.join(map(str, r[16]))} ep."
-                                                for r in tuned], rotation=35, ha="right",
-                      fontsize=8)
+            ax.errorbar([x], [r["finetune"][0]], [r["finetune"][1]], fmt="o", capsize=4, color=COLORS[r["arm"]])
+        ax.set_xticks(range(len(tuned)), [f"{r['arm']} {r['minutes']:g} min, "
+                                          f"{'/'.join(map(str, r['finetune_epochs']))} ep." for r in tuned],
+                      rotation=35, ha="right", fontsize=8)
         ax.set_title(f"{backbone}: fine-tuned (last snapshot)")
         ax.set_ylabel("top-1 on val/ (%), mean +- std")
         ax.grid(alpha=0.3)

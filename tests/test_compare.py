@@ -79,3 +79,22 @@ def test_a_folder_holding_another_run_is_refused_without_force(tmp_path):
     (tmp_path / "checkpoint.pt").write_bytes(b"a pretraining run")
     fails_cleanly([*BASE, "--out", tmp_path], "already holds a run", "--force")
     assert (tmp_path / "checkpoint.pt").read_bytes() == b"a pretraining run"
+
+
+def test_a_cell_keeping_other_budgets_reports_only_the_asked_ones():
+    """A cache shared by several studies holds other budgets' points and fine-tunes of other lengths; the table
+    reports the asked budgets (and random init's 0) and only fine-tunes of the asked length."""
+    from pretexts.engine.compare.report import summarise
+
+    def cell(seed):
+        point = {"steps": 10, "knn": 30.0 + seed, "knn_std": 31.0, "linear": 32.0}
+        return {"points": {"2": point, "5": point, "15": point},
+                "finetunes": {"5": {"final": 40.0 + seed, "epochs": 15}, "15": {"final": 35.0, "epochs": 5}}}
+
+    cells = {("energy", s): cell(s) for s in (0, 1)}
+    cells[("random init", 0)] = {"points": {"0": {"steps": 0, "knn": 34.0, "linear": 33.0}}, "finetunes": {}}
+    rows = summarise(cells, budgets=(5, 15), finetune_epochs=15)
+    assert [(r["arm"], r["minutes"]) for r in rows] == [("energy", 5.0), ("energy", 15.0), ("random init", 0.0)]
+    assert rows[0]["finetune"] == (40.5, pytest.approx(0.7071, abs=1e-4)) and rows[0]["finetune_epochs"] == [15]
+    assert rows[1]["finetune"] is None  # a 5-epoch fine-tune is another protocol's
+    assert len(summarise(cells)) == 4  # unfiltered: every cached budget

@@ -15,22 +15,28 @@ def mean_std(values: list) -> tuple[float, float] | None:
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def summarise(cells: dict) -> list[dict]:
+def summarise(cells: dict, budgets=None, finetune_epochs: int = 0) -> list[dict]:
     """One row per (arm, budget): {'arm', 'minutes', 'seeds', 'steps', score: (mean, std) or None, 'held_out',
-    'top_share'} from {(arm name, seed): cell}. The random-init row has budget 0."""
+    'top_share', 'finetune_epochs'} from {(arm name, seed): cell}. The random-init row has budget 0. A cell may hold
+    other comparisons' points: with `budgets`, only those (and 0) are reported, and with `finetune_epochs`, only
+    fine-tunes of that length."""
     by_arm: dict[str, list] = {}
     for (name, _seed), cell in cells.items():
         by_arm.setdefault(name, []).append(cell)
     rows = []
     for name, runs in by_arm.items():
-        for key in sorted({k for r in runs for k in r["points"]}, key=float):
+        keys = {k for r in runs for k in r["points"] if budgets is None or float(k) in {0.0, *map(float, budgets)}}
+        for key in sorted(keys, key=float):
             points = [r["points"][key] for r in runs if key in r["points"]]
+            tunes = [r["finetunes"][key] for r in runs if key in r["finetunes"] and
+                     (not finetune_epochs or r["finetunes"][key].get("epochs") == finetune_epochs)]
             shares = [row["top_pc_share"] for r in runs for row in r.get("monitor") or [] if "top_pc_share" in row]
             rows.append({
                 "arm": name, "minutes": float(key), "seeds": len(points),
                 "steps": statistics.mean(p["steps"] for p in points),
                 **{score: mean_std([p[score] for p in points if score in p]) for score in ("knn", "knn_std", "linear")},
-                "finetune": mean_std([r["finetunes"][key]["final"] for r in runs if key in r["finetunes"]]),
+                "finetune": mean_std([t["final"] for t in tunes]),
+                "finetune_epochs": sorted({t.get("epochs") for t in tunes if t.get("epochs")}),
                 "held_out": mean_std([p["held_out_ratio"] for p in points if p.get("held_out_ratio") is not None]),
                 "top_share": max(shares) if shares else None})
     return rows

@@ -48,7 +48,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
             top = cell["points"][max(cell["points"], key=float)]
             say(f"[{i}/{len(todo)}] {arm.name}, seed {seed}{' (cached)' if cached else ''}: kNN {top['knn']:.2f}, "
                 f"linear {top['linear']:.2f}")
-        rows = summarise(cells)
+        rows = summarise(cells, cfg.budget, cfg.finetune_epochs)
         text = table(rows, cfg.rank_by, clock_kind(cfg))
         echo(text)
         write_text(out / "compare.md", text + "\n")
