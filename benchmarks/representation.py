@@ -76,16 +76,12 @@ def cells(args) -> list:
 
 
 def summarise(args, results: dict) -> list[dict]:
-    """`pretexts compare`'s rows (report.summarise), per backbone in --methods order, with a 'backbone' key; only
-    the budgets in --minutes and the fine-tunes of --finetune-epochs' length (a cell keeps other studies' too)."""
-    rows = []
-    for backbone in args.backbones:
-        mine = {(name, seed): cell for (b, name, seed), cell in results.items() if b == backbone}
-        by_arm: dict[str, list] = {}
-        for row in summarise_cells(mine, args.minutes, args.finetune_epochs):
-            by_arm.setdefault(row["arm"], []).append({"backbone": backbone, **row})
-        rows += [row for name in args.methods for row in by_arm.get(name, [])]
-    return rows
+    """`pretexts compare`'s rows (report.summarise) per backbone, with a 'backbone' key, in the cells' (--methods)
+    order; only the budgets in --minutes and the fine-tunes of --finetune-epochs' length (a cell keeps other
+    studies' too)."""
+    return [{"backbone": backbone, **row} for backbone in args.backbones for row in summarise_cells(
+        {(name, seed): cell for (b, name, seed), cell in results.items() if b == backbone}, args.minutes,
+        args.finetune_epochs)]
 
 
 def print_table(rows: list[dict]) -> None:

@@ -23,10 +23,10 @@ def summarise(cells: dict, budgets=None, finetune_epochs: int = 0) -> list[dict]
     by_arm: dict[str, list] = {}
     for (name, _seed), cell in cells.items():
         by_arm.setdefault(name, []).append(cell)
+    wanted = None if budgets is None else {0.0, *map(float, budgets)}
     rows = []
     for name, runs in by_arm.items():
-        keys = {k for r in runs for k in r["points"] if budgets is None or float(k) in {0.0, *map(float, budgets)}}
-        for key in sorted(keys, key=float):
+        for key in sorted({k for r in runs for k in r["points"] if wanted is None or float(k) in wanted}, key=float):
             points = [r["points"][key] for r in runs if key in r["points"]]
             tunes = [r["finetunes"][key] for r in runs if key in r["finetunes"] and
                      (not finetune_epochs or r["finetunes"][key].get("epochs") == finetune_epochs)]
