@@ -62,7 +62,7 @@ def study(args, backbone: str) -> CompareConfig:
     """The settings every cell of one backbone shares, in `pretexts compare`'s terms."""
     return CompareConfig(backbone=backbone, data=args.data, img_size=args.img_size, batch_size=args.batch_size,
                          budget=tuple(args.minutes), clock=args.clock, finetune_epochs=args.finetune_epochs,
-                         threads=args.threads, device="cpu")
+                         finetune_amp=args.finetune_amp, threads=args.threads, device="cpu")
 
 
 def run_study_cell(args, backbone: str, name: str, seed: int) -> dict | None:
@@ -84,12 +84,18 @@ def summarise(args, results: dict) -> list[dict]:
         args.finetune_epochs)]
 
 
+def tuning(row: dict) -> str:
+    """'15', or '15, bf16' where the fine-tunes did not run in fp32."""
+    low = [p for p in row["finetune_precision"] if p != "fp32"]
+    return ", ".join(["/".join(map(str, row["finetune_epochs"])), *low])
+
+
 def print_table(rows: list[dict]) -> None:
     print("| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | kNN standardised | linear probe top-1 "
           "| fine-tune top-1 (epochs) | held-out restored / corrupted | max top-component share |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        tuned = cell_text(r["finetune"]) + (f" ({'/'.join(map(str, r['finetune_epochs']))})" if r["finetune"] else "")
+        tuned = cell_text(r["finetune"]) + (f" ({tuning(r)})" if r["finetune"] else "")
         share = "-" if r["top_share"] is None else f"{r['top_share']:.2f}"
         print(f"| {r['backbone']} | {r['arm']} | {r['minutes']:g} | {r['seeds']} | {r['steps']:.0f} "
               f"| {cell_text(r['knn'])} | {cell_text(r['knn_std'])} | {cell_text(r['linear'])} | {tuned} "
@@ -129,7 +135,7 @@ def plot(args, rows: list[dict], path: Path) -> None:
         for x, r in enumerate(tuned):
             ax.errorbar([x], [r["finetune"][0]], [r["finetune"][1]], fmt="o", capsize=4, color=COLORS[r["arm"]])
         ax.set_xticks(range(len(tuned)), [f"{r['arm']} {r['minutes']:g} min, "
-                                          f"{'/'.join(map(str, r['finetune_epochs']))} ep." for r in tuned],
+                                          f"{tuning(r)} ep." for r in tuned],
                       rotation=35, ha="right", fontsize=8)
         ax.set_title(f"{backbone}: fine-tuned (last snapshot)")
         ax.set_ylabel("top-1 on val/ (%), mean +- std")
@@ -153,6 +159,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--finetune-epochs", type=int, default=10,
                         help="of the last snapshot; 0: none run (fine-tunes cached before are still reported)")
+    parser.add_argument("--finetune-amp", choices=("off", "bf16"), default="off",
+                        help="the fine-tunes' precision (bf16: about 1.3x faster on a CPU with native bf16)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per cell")
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side")
     parser.add_argument("--keep-checkpoints", action="store_true", help="keep the snapshot checkpoints (large)")

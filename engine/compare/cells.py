@@ -9,6 +9,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -22,6 +23,7 @@ from pretexts.engine.evaluation.probe_config import ProbeConfig
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.precision import amp_dtype
 
 RANDOM = "random init"
 
@@ -136,11 +138,23 @@ def finetune(study, checkpoint: Path, seed: int) -> dict:
     cfg = FinetuneConfig(checkpoint=str(checkpoint), data=study.data, epochs=study.finetune_epochs, warmup_epochs=1,
                          batch_size=study.batch_size, base_lr=4e-3, layer_decay=0.75, drop_path=0.1, randaug="none",
                          mixup=0.0, cutmix=0.0, smoothing=0.1, crop_min_scale=0.35, crop_pct=1.0, seed=seed,
-                         workers=0, device=study.device, quiet=True, force=True,
+                         workers=0, device=study.device, amp=study.finetune_amp, quiet=True, force=True,
                          out=str(checkpoint.parent / "finetune"))
-    results = Finetuner(cfg, echo=lambda line: None).run()
+    tuner = Finetuner(cfg, echo=lambda line: None)
+    results = tuner.run()
     return {"final": results["final_top1"], "best": results["best_top1"], "epochs": study.finetune_epochs,
-            "top1": results["top1"]}
+            "precision": precision_name(tuner.dtype), "top1": results["top1"]}
+
+
+def precision_name(dtype) -> str:
+    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
+def tuned_as_asked(record: dict, study) -> bool:
+    """A cached fine-tune counts if it has the asked epochs and precision (one cached before precision was
+    recorded ran in fp32 on the CPU)."""
+    wanted = precision_name(amp_dtype(SimpleNamespace(amp=study.finetune_amp), resolve_device(study.device)))
+    return record.get("epochs") == study.finetune_epochs and record.get("precision", "fp32") == wanted
 
 
 def settings(study, arm: Arm) -> dict:
@@ -196,7 +210,7 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
     minutes = [0.0] if arm.method is None else sorted(study.budget)
     top = f"{minutes[-1]:g}"
     last = folder / f"m{top}" / "checkpoint.pt"
-    tune = study.finetune_epochs and cell["finetunes"].get(top, {}).get("epochs") != study.finetune_epochs
+    tune = study.finetune_epochs and not tuned_as_asked(cell["finetunes"].get(top, {}), study)
     missing = [m for m in minutes if "knn_std" not in cell["points"].get(f"{m:g}", {})]
     if missing or (tune and not last.is_file()):
         pre = untrained(study, seed, folder) if arm.method is None else \

@@ -30,6 +30,9 @@ class CompareConfig:
     seeds: tuple = setting((0,), "Seeds (several: 0 1 2); the table gives mean +- std over them.", multiple=True,
                            option="--seeds")
     finetune_epochs: int = setting(0, "Also fine-tune each pair's last snapshot for this many epochs (0: no).")
+    finetune_amp: str = setting("auto", 'The fine-tunes\' precision: "auto" (bf16 on CUDA, fp32 on CPU), "bf16" '
+                                        '(faster on a CPU with native bf16), "off" (fp32). Every pair gets the same.',
+                                choices=("auto", "bf16", "off"))
     rank_by: str = setting("linear", "The score the table and plot rank by.", choices=SCORES)
     img_size: int = setting(32, "Training resolution.")
     batch_size: int = setting(64, "Pretraining batch size.")

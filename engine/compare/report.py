@@ -17,7 +17,7 @@ def mean_std(values: list) -> tuple[float, float] | None:
 
 def summarise(cells: dict, budgets=None, finetune_epochs: int = 0) -> list[dict]:
     """One row per (arm, budget): {'arm', 'minutes', 'seeds', 'steps', score: (mean, std) or None, 'held_out',
-    'top_share', 'finetune_epochs'} from {(arm name, seed): cell}. The random-init row has budget 0. A cell may hold
+    'top_share', 'finetune_epochs', 'finetune_precision'} from {(arm name, seed): cell}. The random-init row has budget 0. A cell may hold
     other comparisons' points: with `budgets`, only those (and 0) are reported, and with `finetune_epochs`, only
     fine-tunes of that length."""
     by_arm: dict[str, list] = {}
@@ -37,6 +37,7 @@ def summarise(cells: dict, budgets=None, finetune_epochs: int = 0) -> list[dict]
                 **{score: mean_std([p[score] for p in points if score in p]) for score in ("knn", "knn_std", "linear")},
                 "finetune": mean_std([t["final"] for t in tunes]),
                 "finetune_epochs": sorted({t.get("epochs") for t in tunes if t.get("epochs")}),
+                "finetune_precision": sorted({t.get("precision", "fp32") for t in tunes}),
                 "held_out": mean_std([p["held_out_ratio"] for p in points if p.get("held_out_ratio") is not None]),
                 "top_share": max(shares) if shares else None})
     return rows
