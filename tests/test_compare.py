@@ -3,9 +3,12 @@ cached so an interrupted comparison resumes, and bad requests refused in one lin
 import json
 
 import pytest
+import torch
 
 from cli_runs import fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (a fixture)
 from pretexts.engine.compare import cells as compare_cells
+from pretexts.engine.evaluation import finetune as finetune_module
+from pretexts.engine.training.precision import autocast
 
 # tiny and fast: a 0.2M-parameter ConvNeXt, 32 training images, budgets of about one second of CPU
 BASE = ["compare", "--backbone", "test_convnext", "--batch-size", "8", "--budget", "0.015", "--threads", "1"]
@@ -98,3 +101,27 @@ def test_a_cell_keeping_other_budgets_reports_only_the_asked_ones():
     assert rows[0]["finetune"] == (40.5, pytest.approx(0.7071, abs=1e-4)) and rows[0]["finetune_epochs"] == [15]
     assert rows[1]["finetune"] is None  # a 5-epoch fine-tune is another protocol's
     assert len(summarise(cells)) == 4  # unfiltered: every cached budget
+
+
+def test_fine_tunes_run_and_are_recorded_in_the_asked_precision(tmp_path, monkeypatch):
+    """--finetune-amp bf16 fine-tunes under bf16 autocast and says so in the cell; a rerun asking fp32 does not take
+    the bf16 fine-tune from the cache but fine-tunes again."""
+    data = tiny_image_folder(tmp_path / "data")
+    args = [*BASE, "--data", data, "--methods", "energy", "--finetune-epochs", "1", "--out", tmp_path / "out"]
+    seen = []
+
+    def spy(device, dtype):  # the fine-tuner's autocast, for its training and its evaluation steps
+        seen.append(dtype)
+        return autocast(device, dtype)
+
+    monkeypatch.setattr(finetune_module, "autocast", spy)
+    cell_files = lambda: [json.loads(p.read_text()) for p in sorted((tmp_path / "out").rglob("cell.json"))]
+    result, error = run_cli([*args, "--finetune-amp", "bf16"])
+    assert result.exit_code == 0, error or result.output
+    assert [t["precision"] for c in cell_files() for t in c["finetunes"].values()] == ["bf16", "bf16"]
+    assert seen and set(seen) == {torch.bfloat16}
+    seen.clear()
+    result, error = run_cli([*args, "--finetune-amp", "off"])
+    assert result.exit_code == 0, error or result.output
+    assert [t["precision"] for c in cell_files() for t in c["finetunes"].values()] == ["fp32", "fp32"]
+    assert seen and set(seen) == {None}
