@@ -120,8 +120,21 @@ def test_fine_tunes_run_and_are_recorded_in_the_asked_precision(tmp_path, monkey
     assert result.exit_code == 0, error or result.output
     assert [t["precision"] for c in cell_files() for t in c["finetunes"].values()] == ["bf16", "bf16"]
     assert seen and set(seen) == {torch.bfloat16}
+    for path in (tmp_path / "out").rglob("cell.json"):  # mark the first run's record, which a rerun must keep
+        cell = json.loads(path.read_text())
+        cell["monitor"] = [{"step": -1}]
+        for point in cell["points"].values():
+            point["held_out_ratio"] = -1.0
+        path.write_text(json.dumps(cell))
+    first = cell_files()
     seen.clear()
     result, error = run_cli([*args, "--finetune-amp", "off"])
     assert result.exit_code == 0, error or result.output
-    assert [t["precision"] for c in cell_files() for t in c["finetunes"].values()] == ["fp32", "fp32"]
+    again = cell_files()
+    assert [t["precision"] for c in again for t in c["finetunes"].values()] == ["fp32", "fp32"]
     assert seen and set(seen) == {None}
+    # the checkpoints were not kept, so the energy was pretrained again to be fine-tuned: its probed points, held-out
+    # ratio and monitor stay the first run's, and the fine-tune says how many steps its own start took
+    for before, after in zip(first, again):
+        assert after["points"] == before["points"] and after.get("monitor") == before.get("monitor")
+    assert sorted(t["start_steps"] > 0 for c in again for t in c["finetunes"].values()) == [False, True]

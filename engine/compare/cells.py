@@ -212,20 +212,23 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
     last = folder / f"m{top}" / "checkpoint.pt"
     tune = study.finetune_epochs and not tuned_as_asked(cell["finetunes"].get(top, {}), study)
     missing = [m for m in minutes if "knn_std" not in cell["points"].get(f"{m:g}", {})]
+    start_steps = cell["points"].get(top, {}).get("steps")  # of the checkpoint a fine-tune starts from
     if missing or (tune and not last.is_file()):
         pre = untrained(study, seed, folder) if arm.method is None else \
             pretrain(study, arm, seed, folder, sorted({*missing, minutes[-1]}))
+        start_steps = pre["snapshots"][top]["steps"]
         for m in missing:
             key = f"{m:g}"
             cell["points"][key] = {**pre["snapshots"][key], **probe(study, folder / f"m{key}" / "checkpoint.pt", seed)}
         cell["points"] = dict(sorted(cell["points"].items(), key=lambda kv: float(kv[0])))
-        if pre["held_out_ratio"] is not None:  # measured where the run ended
-            cell["points"][top]["held_out_ratio"] = pre["held_out_ratio"]
-        if pre.get("monitor"):
-            cell["monitor"] = pre["monitor"]
+        if top in missing:  # the held-out ratio and the monitor belong beside the points of the run that made them
+            if pre["held_out_ratio"] is not None:  # measured where the run ended
+                cell["points"][top]["held_out_ratio"] = pre["held_out_ratio"]
+            if pre.get("monitor"):
+                cell["monitor"] = pre["monitor"]
         done_file.write_text(json.dumps(cell, indent=2))
-    if tune:
-        cell["finetunes"][top] = finetune(study, last, seed)
+    if tune:  # from a second run at the same budget where the first run's checkpoints were not kept
+        cell["finetunes"][top] = {**finetune(study, last, seed), "start_steps": start_steps}
         done_file.write_text(json.dumps(cell, indent=2))
     if not keep_checkpoints:  # the record is cell.json; the rest is tens of MB a cell
         for path in [*folder.glob("m*"), folder / "run"]:
