@@ -84,10 +84,10 @@ def summarise(args, results: dict) -> list[dict]:
         args.finetune_epochs)]
 
 
-def tuning(row: dict) -> str:
+def tuning(row: dict, unit: str = "") -> str:
     """'15', or '15, bf16' where the fine-tunes did not run in fp32."""
     low = [p for p in row["finetune_precision"] if p != "fp32"]
-    return ", ".join(["/".join(map(str, row["finetune_epochs"])), *low])
+    return ", ".join(["/".join(map(str, row["finetune_epochs"])) + unit, *low])
 
 
 def print_table(rows: list[dict]) -> None:
@@ -135,7 +135,7 @@ def plot(args, rows: list[dict], path: Path) -> None:
         for x, r in enumerate(tuned):
             ax.errorbar([x], [r["finetune"][0]], [r["finetune"][1]], fmt="o", capsize=4, color=COLORS[r["arm"]])
         ax.set_xticks(range(len(tuned)), [f"{r['arm']} {r['minutes']:g} min, "
-                                          f"{tuning(r)} ep." for r in tuned],
+                                          f"{tuning(r, ' ep.')}" for r in tuned],
                       rotation=35, ha="right", fontsize=8)
         ax.set_title(f"{backbone}: fine-tuned (last snapshot)")
         ax.set_ylabel("top-1 on val/ (%), mean +- std")
