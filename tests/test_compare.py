@@ -115,7 +115,10 @@ def test_fine_tunes_run_and_are_recorded_in_the_asked_precision(tmp_path, monkey
         return autocast(device, dtype)
 
     monkeypatch.setattr(finetune_module, "autocast", spy)
-    cell_files = lambda: [json.loads(p.read_text()) for p in sorted((tmp_path / "out").rglob("cell.json"))]
+
+    def cell_files():
+        return [json.loads(p.read_text()) for p in sorted((tmp_path / "out").rglob("cell.json"))]
+
     result, error = run_cli([*args, "--finetune-amp", "bf16"])
     assert result.exit_code == 0, error or result.output
     assert [t["precision"] for c in cell_files() for t in c["finetunes"].values()] == ["bf16", "bf16"]

@@ -9,7 +9,6 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
@@ -23,7 +22,7 @@ from pretexts.engine.evaluation.probe_config import ProbeConfig
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.engine.training.preflight import resolve_device
-from pretexts.engine.training.precision import amp_dtype
+from pretexts.engine.training.precision import amp_dtype, precision_name
 
 RANDOM = "random init"
 
@@ -146,14 +145,10 @@ def finetune(study, checkpoint: Path, seed: int) -> dict:
             "precision": precision_name(tuner.dtype), "top1": results["top1"]}
 
 
-def precision_name(dtype) -> str:
-    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
-
-
 def tuned_as_asked(record: dict, study) -> bool:
     """A cached fine-tune counts if it has the asked epochs and precision (one cached before precision was
     recorded ran in fp32 on the CPU)."""
-    wanted = precision_name(amp_dtype(SimpleNamespace(amp=study.finetune_amp), resolve_device(study.device)))
+    wanted = precision_name(amp_dtype(study.finetune_amp, resolve_device(study.device)))
     return record.get("epochs") == study.finetune_epochs and record.get("precision", "fp32") == wanted
 
 
@@ -227,7 +222,7 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
             if pre.get("monitor"):
                 cell["monitor"] = pre["monitor"]
         done_file.write_text(json.dumps(cell, indent=2))
-    if tune:  # from a second run at the same budget where the first run's checkpoints were not kept
+    if tune:  # from this run's checkpoint, a kept one, or (not kept) a second run at the same budget
         cell["finetunes"][top] = {**finetune(study, last, seed), "start_steps": start_steps}
         done_file.write_text(json.dumps(cell, indent=2))
     if not keep_checkpoints:  # the record is cell.json; the rest is tens of MB a cell

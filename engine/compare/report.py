@@ -18,8 +18,8 @@ def mean_std(values: list) -> tuple[float, float] | None:
 def summarise(cells: dict, budgets=None, finetune_epochs: int = 0) -> list[dict]:
     """One row per (arm, budget): {'arm', 'minutes', 'seeds', 'steps', score: (mean, std) or None, 'held_out',
     'top_share', 'finetune_epochs', 'finetune_precision'} from {(arm name, seed): cell}. The random-init row has
-    budget 0. A cell may hold other comparisons' points: with `budgets`, only those (and 0) are reported, and with `finetune_epochs`, only
-    fine-tunes of that length."""
+    budget 0. A cell may hold other comparisons' points: with `budgets`, only those (and 0) are reported, and with
+    `finetune_epochs`, only fine-tunes of that length."""
     by_arm: dict[str, list] = {}
     for (name, _seed), cell in cells.items():
         by_arm.setdefault(name, []).append(cell)

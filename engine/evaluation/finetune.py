@@ -125,7 +125,7 @@ class Finetuner:
                            switch_prob=cfg.mixup_switch_prob, label_smoothing=cfg.smoothing,
                            num_classes=len(self.classes)) if cfg.mixing else None
         self.criterion = build_criterion(cfg)
-        self.dtype = amp_dtype(cfg, self.device)
+        self.dtype = amp_dtype(cfg.amp, self.device)
         self.scaler = grad_scaler(self.device, self.dtype)
         self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
         # SyncBatchNorm (ResNets): the batch statistics of the global batch, as in one process

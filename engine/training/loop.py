@@ -82,7 +82,7 @@ class Pretrainer:
             self.optimizer, t_initial=total, lr_min=cfg.peak_lr if cfg.schedule == "constant" else cfg.min_lr,
             t_in_epochs=False,
             warmup_t=min(int(cfg.warmup_epochs * self.batches_per_epoch), total - 1))
-        self.dtype = amp_dtype(cfg, self.device)
+        self.dtype = amp_dtype(cfg.amp, self.device)
         self.scaler = grad_scaler(self.device, self.dtype)
         self.epoch, self.batch, self.global_step = 0, 0, 0
         self.history: list[tuple[int, float]] = []

@@ -114,7 +114,7 @@ def train_segmenter(cfg: SegmentConfig, log=stderr_line, rank: int = 0, world: i
     opt = optimizer_for(model, cfg)
     sched = PolyLRScheduler(opt, t_initial=total, power=1.0, warmup_t=cfg.warmup_steps, t_in_epochs=False)
     out = Path(cfg.out)
-    dtype = amp_dtype(cfg, device)
+    dtype = amp_dtype(cfg.amp, device)
     # the same step as pretraining and fine-tuning, with its clipping and non-finite policy
     nonfinite = NonFiniteGuard(cfg.skip_nonfinite, out, checkpoint="segmenter.pt")
     optimizer_step = OptimizerStep(model, opt, sched, grad_scaler(device, dtype), nonfinite, cfg.clip_grad,
