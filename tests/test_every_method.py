@@ -120,17 +120,9 @@ def test_an_old_config_with_the_energy_options_at_the_top_is_read_into_method_ar
 
 @pytest.mark.parametrize("method", BUILT_IN)
 def test_a_killed_run_resumes_to_the_same_weights(method, tmp_path):
-    from test_resume import KilledAfterFirstEpoch
+    from test_resume import assert_resume_is_exact
 
-    def run_config(out, **extra):
-        return dataclasses.replace(config(method, tmp_path / out), epochs=2, **extra)
-
-    Pretrainer(run_config("straight")).run()
-    with pytest.raises(KeyboardInterrupt):
-        KilledAfterFirstEpoch(run_config("split")).run()
-    Pretrainer(run_config("split", resume="auto")).run()
-    a, b = (load_checkpoint(tmp_path / run / "checkpoint.pt")["model"] for run in ("straight", "split"))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert_resume_is_exact(lambda out, **extra: dataclasses.replace(config(method, tmp_path / out), epochs=2, **extra))
 
 
 @pytest.mark.parametrize("method", BUILT_IN)

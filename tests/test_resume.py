@@ -1,4 +1,6 @@
 """Checkpoints: resume gives the same weights as an uninterrupted run; bad checkpoints are named."""
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -27,15 +29,22 @@ class KilledAfterFirstEpoch(Pretrainer):
         super().train_epoch()
 
 
-def test_two_epochs_equal_one_epoch_resume_one_epoch(tmp_path):
-    Pretrainer(config(tmp_path / "straight", 2)).run()
+def assert_resume_is_exact(config) -> None:
+    """`config(name, **extra)` gives a 2-epoch run in folder `name`: one run straight through, one killed after
+    its first epoch and resumed, must end on the same weights."""
+    straight, split = config("straight"), config("split")
+    Pretrainer(straight).run()
     with pytest.raises(KeyboardInterrupt):
-        KilledAfterFirstEpoch(config(tmp_path / "split", 2)).run()
-    Pretrainer(config(tmp_path / "split", 2, resume="auto")).run()
-    straight, split = weights(tmp_path / "straight/checkpoint.pt"), weights(tmp_path / "split/checkpoint.pt")
-    assert straight.keys() == split.keys()
-    for key in straight:
-        assert torch.equal(straight[key], split[key]), key
+        KilledAfterFirstEpoch(split).run()
+    Pretrainer(config("split", resume="auto")).run()
+    a, b = (weights(Path(run.out) / "checkpoint.pt") for run in (straight, split))
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_two_epochs_equal_one_epoch_resume_one_epoch(tmp_path):
+    assert_resume_is_exact(lambda name, **extra: config(tmp_path / name, 2, **extra))
     lines = (tmp_path / "split/log.jsonl").read_text().splitlines()
     assert len(lines) == 4  # 2 epochs x 2 steps, none repeated
 

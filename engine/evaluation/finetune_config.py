@@ -4,7 +4,8 @@ from dataclasses import asdict, dataclass
 from pretexts.errors import ParameterError
 
 from pretexts.engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, amp_setting, check_amp, check_field_types,
-                                             check_optimizer, check_ranges, log_every_setting, setting)
+                                             check_optimizer, check_ranges, clip_grad_setting, log_every_setting,
+                                             setting, skip_nonfinite_setting)
 
 RANDAUG_OFF = ("", "none", "off", "0")
 
@@ -52,9 +53,8 @@ class FinetuneConfig:
     cutmix: float = setting(1.0, 'CutMix alpha; 0 turns it off (Table A).')
     mixup_prob: float = setting(1.0, "Share of batches mixed (timm Mixup's prob).")
     mixup_switch_prob: float = setting(0.5, 'Share of mixed batches that use CutMix when both are on.')
-    clip_grad: float | None = setting(None, 'Clip the gradient norm to this value.')
-    skip_nonfinite: bool = setting(False, 'Skip (and count) a step whose loss or gradient norm is NaN or inf, '
-                                          'instead of stopping the run.')
+    clip_grad: float | None = clip_grad_setting()
+    skip_nonfinite: bool = skip_nonfinite_setting()
     amp: str = amp_setting()
     seed: int = setting(0, 'Seeds the data order, the augmentation and the head.')
     workers: int = setting(2, 'Data loader worker processes.')

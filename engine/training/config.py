@@ -38,6 +38,17 @@ def amp_setting(bf16: str = '"bf16"'):
                    choices=('auto', 'bf16', 'fp16', 'off'))
 
 
+def clip_grad_setting():
+    """`--clip-grad`, shared by every training command (they share `OptimizerStep`)."""
+    return setting(None, 'Clip the gradient norm to this value.')
+
+
+def skip_nonfinite_setting():
+    """`--skip-nonfinite`: `OptimizerStep` checks the loss, then the gradient norm."""
+    return setting(False, 'Skip (and count) a step whose loss or gradient norm is NaN or inf, instead of stopping '
+                          'the run.')
+
+
 def check_amp(cfg) -> None:
     if cfg.amp not in ("auto", "bf16", "fp16", "off"):
         raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {cfg.amp!r}.")
@@ -98,7 +109,7 @@ class PretrainConfig:
     grad_checkpointing: bool = setting(False, 'Recompute activations in the backward (non-reentrant): less memory, '
                                               'more time.')
     channels_last: bool = setting(False, 'NHWC memory format (convolutional backbones).')
-    clip_grad: float | None = setting(None, 'Clip the gradient norm to this value.')
+    clip_grad: float | None = clip_grad_setting()
     seed: int = setting(0, 'Seeds the crops, the corruptions and the initialisation.')
     out: str = setting("runs/pretrain", 'Output folder.')
     # a checkpoint path, or "auto" for OUT/checkpoint.pt
@@ -119,8 +130,7 @@ class PretrainConfig:
     eval_every: int | None = setting(None, 'Also log the held-out error every this many steps.')
     logger: str = setting("jsonl", 'Also log scalars, held-out error and figures to tensorboard (OUT/tensorboard) or '
                                    'wandb (offline unless WANDB_MODE=online); jsonl: log.jsonl alone (always written).')
-    skip_nonfinite: bool = setting(False, 'Skip (and count) a step whose loss is NaN or inf, instead of stopping the '
-                                          'run.')
+    skip_nonfinite: bool = skip_nonfinite_setting()
     # about 1 % of the default run's time (README, the monitor)
     monitor_every: int = setting(50, 'Measure the representation every this many steps and at the end (RankMe, top '
                                      "component's share, online kNN where there are labels; monitor.png); 0: off.")

@@ -2,7 +2,8 @@
 from dataclasses import MISSING, asdict, dataclass
 
 from pretexts.engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, amp_setting, check_amp, check_field_types,
-                                             check_optimizer, check_ranges, log_every_setting, setting)
+                                             check_optimizer, check_ranges, clip_grad_setting, log_every_setting,
+                                             setting, skip_nonfinite_setting)
 
 
 @dataclass
@@ -23,9 +24,8 @@ class SegmentConfig:
     weight_decay: float = setting(0.05, 'AdamW weight decay.')
     layer_decay: float = setting(0.65, 'Layer-wise lr decay (MAE: 0.65).')
     warmup_steps: int = setting(0, 'Linear lr warm-up iterations.')
-    clip_grad: float | None = setting(None, 'Clip the gradient norm to this value.')
-    skip_nonfinite: bool = setting(False, 'Skip (and count) a step whose loss or gradient norm is NaN or inf, '
-                                          'instead of stopping the run.')
+    clip_grad: float | None = clip_grad_setting()
+    skip_nonfinite: bool = skip_nonfinite_setting()
     eval_mode: str = setting("whole", 'Evaluate on whole images or by sliding window.', choices=('whole', 'slide'))
     amp: str = amp_setting()
     device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
