@@ -8,6 +8,7 @@ import torch
 from cli_runs import fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (a fixture)
 from pretexts.engine.compare import cells as compare_cells
 from pretexts.engine.evaluation import finetune as finetune_module
+from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.precision import autocast
 
 # tiny and fast: a 0.2M-parameter ConvNeXt, 32 training images, budgets of about one second of CPU
@@ -141,3 +142,32 @@ def test_fine_tunes_run_and_are_recorded_in_the_asked_precision(tmp_path, monkey
     for before, after in zip(first, again):
         assert after["points"] == before["points"] and after.get("monitor") == before.get("monitor")
     assert sorted(t["start_steps"] > 0 for c in again for t in c["finetunes"].values()) == [False, True]
+
+
+def test_a_fine_tune_from_a_checkpoint_left_on_disk_records_that_checkpoints_steps(tmp_path, monkeypatch):
+    """A study killed while fine-tuning leaves its second pretraining run's checkpoint; the rerun fine-tunes from it
+    and records the steps that checkpoint took, not the first run's (which a rerun keeps for the probed points)."""
+    data = tiny_image_folder(tmp_path / "data")
+    args = [*BASE, "--data", data, "--methods", "energy", "--seeds", "0", "--out", tmp_path / "out"]
+    result, error = run_cli(args)  # the first run: probed points, no fine-tune, no checkpoint kept
+    assert result.exit_code == 0, error or result.output
+    [path] = (tmp_path / "out").rglob("energy*/**/cell.json")
+
+    def killed(*_):
+        raise RuntimeError("killed while fine-tuning")
+
+    monkeypatch.setattr(compare_cells, "finetune", killed)
+    result, _ = run_cli([*args, "--finetune-epochs", "1"])  # pretrains again, then dies before fine-tuning
+    assert result.exit_code != 0
+    [left] = path.parent.glob("m*/checkpoint.pt")
+    steps = load_checkpoint(left)["global_step"]
+    cell = json.loads(path.read_text())
+    for point in cell["points"].values():  # the first run's steps, which the left checkpoint did not take
+        point["steps"] = -1
+    path.write_text(json.dumps(cell))
+    monkeypatch.undo()
+    result, error = run_cli([*args, "--finetune-epochs", "1"])
+    assert result.exit_code == 0, error or result.output
+    tuned = json.loads(path.read_text())
+    assert [t["start_steps"] for t in tuned["finetunes"].values()] == [steps] and steps > 0
+    assert not list(path.parent.glob("m*/checkpoint.pt"))  # used, then removed like any other

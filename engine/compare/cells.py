@@ -19,6 +19,7 @@ from pretexts.engine.evaluation.finetune import Finetuner
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.probe import run_probe
 from pretexts.engine.evaluation.probe_config import ProbeConfig
+from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.engine.training.preflight import resolve_device
@@ -207,7 +208,7 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
     last = folder / f"m{top}" / "checkpoint.pt"
     tune = study.finetune_epochs and not tuned_as_asked(cell["finetunes"].get(top, {}), study)
     missing = [m for m in minutes if "knn_std" not in cell["points"].get(f"{m:g}", {})]
-    start_steps = cell["points"].get(top, {}).get("steps")  # of the checkpoint a fine-tune starts from
+    start_steps = None  # of the checkpoint a fine-tune starts from
     if missing or (tune and not last.is_file()):
         pre = untrained(study, seed, folder) if arm.method is None else \
             pretrain(study, arm, seed, folder, sorted({*missing, minutes[-1]}))
@@ -223,6 +224,8 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
                 cell["monitor"] = pre["monitor"]
         done_file.write_text(json.dumps(cell, indent=2))
     if tune:  # from this run's checkpoint, a kept one, or (not kept) a second run at the same budget
+        if start_steps is None:  # a checkpoint left on disk (kept, or by a run killed while fine-tuning)
+            start_steps = load_checkpoint(last, kinds=("pretrain",))["global_step"]
         cell["finetunes"][top] = {**finetune(study, last, seed), "start_steps": start_steps}
         done_file.write_text(json.dumps(cell, indent=2))
     if not keep_checkpoints:  # the record is cell.json; the rest is tens of MB a cell
