@@ -47,6 +47,17 @@ def test_every_pair_and_random_init_are_ranked_by_the_chosen_score(comparison):
     assert len(record["cells"]) == 8 and record["config"]["rank_by"] == "linear"
 
 
+def test_a_new_cell_records_its_runs_held_out_ratio_and_monitor(comparison):
+    """Beside the probed points, a masking cell's first run leaves the held-out restored / corrupted ratio where it
+    ended and the monitor's history: the table's ratio column and the monitor figure read them."""
+    _, out, _ = comparison
+    cells = [json.loads(p.read_text()) for p in sorted(out.rglob("energy__random-mask/**/cell.json"))]
+    assert len(cells) == 2
+    for cell in cells:
+        [point] = cell["points"].values()
+        assert 0 < point["held_out_ratio"] < 10 and cell["monitor"] and cell["monitor"][0]["step"] >= 0
+
+
 def test_a_rerun_reads_every_cell_back_instead_of_pretraining(comparison, monkeypatch):
     data, out, _ = comparison
     before = (out / "compare.md").read_text()

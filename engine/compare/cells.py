@@ -207,14 +207,13 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
     top = f"{minutes[-1]:g}"
     last = folder / f"m{top}" / "checkpoint.pt"
     tune = study.finetune_epochs and not tuned_as_asked(cell["finetunes"].get(top, {}), study)
-    missing = [m for m in minutes if "knn_std" not in cell["points"].get(f"{m:g}", {})]
+    missing = [f"{m:g}" for m in minutes if "knn_std" not in cell["points"].get(f"{m:g}", {})]
     start_steps = None  # of the checkpoint a fine-tune starts from
     if missing or (tune and not last.is_file()):
         pre = untrained(study, seed, folder) if arm.method is None else \
-            pretrain(study, arm, seed, folder, sorted({*missing, minutes[-1]}))
+            pretrain(study, arm, seed, folder, sorted({*map(float, missing), minutes[-1]}))
         start_steps = pre["snapshots"][top]["steps"]
-        for m in missing:
-            key = f"{m:g}"
+        for key in missing:
             cell["points"][key] = {**pre["snapshots"][key], **probe(study, folder / f"m{key}" / "checkpoint.pt", seed)}
         cell["points"] = dict(sorted(cell["points"].items(), key=lambda kv: float(kv[0])))
         if top in missing:  # the held-out ratio and the monitor belong beside the points of the run that made them
