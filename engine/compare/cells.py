@@ -204,14 +204,15 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
     cell = load_cell(done_file, wanted) if done_file.is_file() else {"points": {}, "finetunes": {}}
     cell["settings"] = wanted
     minutes = [0.0] if arm.method is None else sorted(study.budget)
+    budgets = {f"{m:g}": m for m in minutes}  # a point's name in cell.json: its minutes
     top = f"{minutes[-1]:g}"
     last = folder / f"m{top}" / "checkpoint.pt"
     tune = study.finetune_epochs and not tuned_as_asked(cell["finetunes"].get(top, {}), study)
-    missing = [f"{m:g}" for m in minutes if "knn_std" not in cell["points"].get(f"{m:g}", {})]
+    missing = [key for key in budgets if "knn_std" not in cell["points"].get(key, {})]
     start_steps = None  # of the checkpoint a fine-tune starts from
     if missing or (tune and not last.is_file()):
         pre = untrained(study, seed, folder) if arm.method is None else \
-            pretrain(study, arm, seed, folder, sorted({*map(float, missing), minutes[-1]}))
+            pretrain(study, arm, seed, folder, sorted({*(budgets[k] for k in missing), minutes[-1]}))
         start_steps = pre["snapshots"][top]["steps"]
         for key in missing:
             cell["points"][key] = {**pre["snapshots"][key], **probe(study, folder / f"m{key}" / "checkpoint.pt", seed)}
