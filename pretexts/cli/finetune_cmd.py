@@ -23,8 +23,8 @@ def finetune_command(config, sets, **options) -> None:
     echo = rank_zero_echo(finetuner.rank)
     source = cfg.checkpoint or f"{cfg.backbone} from scratch"
     echo(f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
-               f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
-               f"classes, for {cfg.epochs} epochs -> {cfg.out}"
+         f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
+         f"classes, for {cfg.epochs} epochs -> {cfg.out}"
          f"{f' on {finetuner.world} processes' if finetuner.world > 1 else ''}")
     try:
         results = finetuner.run()
@@ -36,6 +36,6 @@ def finetune_command(config, sets, **options) -> None:
         echo(f"stopped by {results['interrupted']} in epoch {results['epochs'] + 1}; {kept}", err=True)
         sys.exit(results["exit_code"])
     echo(f"top-1 on val/ ({results['val_images']} images, {results['classes']} classes): final "
-               f"{results['final_top1']:.2f}% (epoch {results['epochs']}, {cfg.out}/{results['weights']['final']}), "
-               f"best {results['best_top1']:.2f}% (epoch {results['best_epoch']}, {cfg.out}/{results['weights']['best']})")
+         f"{results['final_top1']:.2f}% (epoch {results['epochs']}, {cfg.out}/{results['weights']['final']}), "
+         f"best {results['best_top1']:.2f}% (epoch {results['best_epoch']}, {cfg.out}/{results['weights']['best']})")
     echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")
