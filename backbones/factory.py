@@ -1,4 +1,5 @@
 """timm backbones by name, with the paper's short aliases, built for double backward."""
+
 import warnings
 
 import timm
@@ -38,7 +39,8 @@ def resolve(name: str) -> tuple[str, dict]:
         return name, {}
     raise UnknownNameError(
         f"unknown backbone '{name}'.{suggest(name, list_backbones())} "
-        f"Use one of the aliases ({', '.join(ALIASES)}) or any timm model name.")
+        f"Use one of the aliases ({', '.join(ALIASES)}) or any timm model name."
+    )
 
 
 def disable_fused_attention(model: nn.Module) -> nn.Module:
@@ -63,7 +65,9 @@ def set_grad_checkpointing(model: nn.Module, enabled: bool = True) -> nn.Module:
     if not hasattr(model, "set_grad_checkpointing"):
         raise ParameterError(f"backbone {type(model).__name__} has no gradient checkpointing; leave it off.")
     if enabled and use_reentrant_ckpt():
-        warnings.warn("timm's reentrant checkpointing cannot take torch.autograd.grad; switched to non-reentrant.")
+        warnings.warn(
+            "timm's reentrant checkpointing cannot take torch.autograd.grad; switched to non-reentrant.", stacklevel=2
+        )
         set_reentrant_ckpt(False)
     model.set_grad_checkpointing(enabled)
     return model
@@ -102,4 +106,5 @@ def _check_patch_grid(name: str, model: nn.Module, img_size: int | None) -> None
     if img_size % patch:
         raise ParameterError(
             f"image size {img_size} is not divisible by the patch size {patch} of backbone '{name}'; "
-            f"use a multiple of {patch}, e.g. {img_size - img_size % patch or patch}.")
+            f"use a multiple of {patch}, e.g. {img_size - img_size % patch or patch}."
+        )

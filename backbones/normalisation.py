@@ -1,4 +1,5 @@
 """The mean and std a backbone's input is normalised with: the one place they are read."""
+
 from torch import nn
 
 # timm's pretrained configs carry their own; a model without one gets ImageNet's (timm's default too)

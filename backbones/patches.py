@@ -1,4 +1,5 @@
 """Images <-> rows of patch pixels, in timm's row-major patch order: the one layout every pixel decoder predicts."""
+
 from torch import Tensor
 
 

@@ -1,5 +1,6 @@
 """A timm ViT's tokens and positions: its geometry, prefix tokens and the fixed 2D sin-cos table (patch sorting's
 state, paper eq. 6, enters the ViT in pretexts.engine.methods.states)."""
+
 import torch
 from timm.layers import build_sincos2d_pos_embed
 from torch import Tensor, nn
@@ -22,10 +23,15 @@ def vit_geometry(backbone: nn.Module, name: str, task: str = "patch-sorting") ->
     """Patch size, grid, embed dim and prefix tokens of a timm VisionTransformer, or ParameterError."""
     embed = getattr(backbone, "patch_embed", None)
     needs = ("pos_embed", "blocks", "norm", "forward_head", "num_prefix_tokens")
-    if (embed is None or getattr(embed, "grid_size", None) is None or getattr(backbone, "pos_embed", None) is None
-            or not all(hasattr(backbone, attr) for attr in needs)):
+    if (
+        embed is None
+        or getattr(embed, "grid_size", None) is None
+        or getattr(backbone, "pos_embed", None) is None
+        or not all(hasattr(backbone, attr) for attr in needs)
+    ):
         raise ParameterError(
-            f"{task} needs a ViT backbone with absolute position embeddings (vit_tiny, vit_small, ...); got {name}.")
+            f"{task} needs a ViT backbone with absolute position embeddings (vit_tiny, vit_small, ...); got {name}."
+        )
     patch = embed.patch_size
     return {
         "patch": tuple(patch) if isinstance(patch, (tuple, list)) else (patch, patch),
@@ -55,7 +61,7 @@ def with_prefix(vit: nn.Module, patches: Tensor, positioned: bool = True) -> Ten
 
 def patch_tokens(vit: nn.Module, tokens: Tensor) -> Tensor:
     """The patch tokens of a ViT's token sequence: the class and register tokens dropped."""
-    return tokens[:, vit.num_prefix_tokens:]
+    return tokens[:, vit.num_prefix_tokens :]
 
 
 def sincos_positions(pos: Tensor, backbone: nn.Module) -> Tensor:

@@ -6,6 +6,7 @@ Each seed trains once per precision from the same weights on the same images and
 sample, 32 px); runs alternate precision so load from other processes hits both alike. bf16 keeps the
 results when its held-out restored / corrupted MSE differs from float32's by less than the seeds' spread.
 """
+
 import argparse
 import statistics
 import tempfile
@@ -18,10 +19,23 @@ from pretexts.engine import PretrainConfig, Pretrainer
 
 def train(args, amp: str, seed: int) -> tuple[dict, float]:
     with tempfile.TemporaryDirectory() as out:
-        cfg = PretrainConfig(backbone=args.backbone, task=args.task, data="sample", img_size=args.img_size,
-                             batch_size=args.batch_size, epochs=args.epochs, max_steps_per_epoch=args.steps,
-                             warmup_epochs=0.5, amp=amp, monitor_every=0, workers=0, seed=seed, out=out,
-                             quiet=True, device="cpu")
+        cfg = PretrainConfig(
+            backbone=args.backbone,
+            task=args.task,
+            data="sample",
+            img_size=args.img_size,
+            batch_size=args.batch_size,
+            epochs=args.epochs,
+            max_steps_per_epoch=args.steps,
+            warmup_epochs=0.5,
+            amp=amp,
+            monitor_every=0,
+            workers=0,
+            seed=seed,
+            out=out,
+            quiet=True,
+            device="cpu",
+        )
         trainer = Pretrainer(cfg)
         trainer.figure = lambda path: None
         start = time.time()
@@ -42,9 +56,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     per_epoch = 320 // args.batch_size  # the embedded sample's 320 training images
     args.epochs, args.steps = -(-args.steps // per_epoch), min(args.steps, per_epoch)
-    print(f"{args.backbone} at {args.img_size} px, batch {args.batch_size}, {args.epochs * args.steps} steps, "
-          f"{args.task}, torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
-          f"native bf16 (oneDNN): {torch.ops.mkldnn._is_mkldnn_bf16_supported()}, {args.threads} thread(s)")
+    print(
+        f"{args.backbone} at {args.img_size} px, batch {args.batch_size}, {args.epochs * args.steps} steps, "
+        f"{args.task}, torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+        f"native bf16 (oneDNN): {torch.ops.mkldnn._is_mkldnn_bf16_supported()}, {args.threads} thread(s)"
+    )
     print("| amp | seed | s | held-out corrupted MSE | restored (last step) MSE | restored / corrupted |")
     print("|---|---|---|---|---|---|")
     ratios = {"off": [], "bf16": []}
@@ -54,8 +70,10 @@ def main() -> None:
             held = results["held_out"]
             corrupted, restored = held["corrupted_mse"], held["restored_mse"][-1]
             ratios[amp].append(restored / corrupted)
-            print(f"| {amp} | {seed} | {seconds:.0f} | {corrupted:.5f} | {restored:.5f} | {restored / corrupted:.4f} |",
-                  flush=True)
+            print(
+                f"| {amp} | {seed} | {seconds:.0f} | {corrupted:.5f} | {restored:.5f} | {restored / corrupted:.4f} |",
+                flush=True,
+            )
     for amp, values in ratios.items():
         spread = statistics.stdev(values) if len(values) > 1 else float("nan")
         print(f"{amp}: restored / corrupted mean {statistics.mean(values):.4f}, seed std {spread:.4f}")

@@ -7,6 +7,7 @@ loss and its backward (double backward through dE/dx). Corruption and step are t
 (median of `repeats`), so load from other processes hits both alike. Target: corruption under 5 %
 of a step, so the corruption is never what a training run waits on.
 """
+
 import argparse
 import statistics
 import time
@@ -69,8 +70,10 @@ def main(argv=None) -> None:
     torch.manual_seed(0)
     model = create_energy_model(args.backbone, img_size=args.size).to(device).train()
     images = torch.rand(args.batch, 3, args.size, args.size, device=device)
-    print(f"{args.batch} x 3 x {args.size} x {args.size} on {device} ({torch.get_num_threads()} threads), "
-          f"{args.backbone}, median of {args.repeats}; target: corruption < {TARGET:.0%} of a step")
+    print(
+        f"{args.batch} x 3 x {args.size} x {args.size} on {device} ({torch.get_num_threads()} threads), "
+        f"{args.backbone}, median of {args.repeats}; target: corruption < {TARGET:.0%} of a step"
+    )
     print(f"{'task':<18} {'corrupt ms':>11} {'step ms':>9} {'ratio':>7}  target")
     for name in pretexts.list_pretexts(args.tasks):
         corrupt_s, step_s = measure(name, model, images, args.repeats)

@@ -6,6 +6,7 @@ Both modes start from the same weights and see the same images and corruptions i
 the held-out error (seeded subset of the val split) is logged every --eval-every steps. A mode is
 as good as the other when its curve matches; its time per step is in benchmarks/throughput.py.
 """
+
 import argparse
 import json
 import tempfile
@@ -20,11 +21,24 @@ MODES = ("exact", "finite-difference")
 
 def train(args, mode: str) -> tuple[list, float]:
     with tempfile.TemporaryDirectory() as out:
-        cfg = PretrainConfig(backbone=args.backbone, task=args.task, data=args.data, img_size=args.img_size,
-                             batch_size=args.batch_size, recipe="paper", base_lr=args.base_lr,
-                             warmup_epochs=0.0, epochs=1, max_steps_per_epoch=args.steps, eval_every=args.eval_every,
-                             eval_images=args.eval_images, workers=1, seed=args.seed, out=out,
-                             method_args={"alpha_lr_scale": args.alpha_lr_scale, "grad_mode": mode})
+        cfg = PretrainConfig(
+            backbone=args.backbone,
+            task=args.task,
+            data=args.data,
+            img_size=args.img_size,
+            batch_size=args.batch_size,
+            recipe="paper",
+            base_lr=args.base_lr,
+            warmup_epochs=0.0,
+            epochs=1,
+            max_steps_per_epoch=args.steps,
+            eval_every=args.eval_every,
+            eval_images=args.eval_images,
+            workers=1,
+            seed=args.seed,
+            out=out,
+            method_args={"alpha_lr_scale": args.alpha_lr_scale, "grad_mode": mode},
+        )
         trainer = Pretrainer(cfg)
         trainer.figure = lambda path: None
         start = time.time()
@@ -52,9 +66,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     curves = {mode: train(args, mode) for mode in MODES}
-    print(f"{args.task} on {args.backbone}, {args.img_size} px, batch {args.batch_size}, data {args.data}, "
-          f"base lr {args.base_lr}, alpha lr x{args.alpha_lr_scale}; held-out restored / corrupted MSE "
-          f"(last step) on {args.eval_images} images")
+    print(
+        f"{args.task} on {args.backbone}, {args.img_size} px, batch {args.batch_size}, data {args.data}, "
+        f"base lr {args.base_lr}, alpha lr x{args.alpha_lr_scale}; held-out restored / corrupted MSE "
+        f"(last step) on {args.eval_images} images"
+    )
     steps = [step for step, _ in curves[MODES[0]][0]]
     print("| grad mode | s | " + " | ".join(f"step {s}" for s in steps) + " |")
     print("|---|---|" + "---|" * len(steps))

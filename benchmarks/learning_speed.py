@@ -8,6 +8,7 @@ Runs each setting for the same number of optimiser steps, no warm-up, lr all but
 (or a wall-clock budget) on the same data, logging the held-out restoration error every few steps,
 and prints one table. Steps, not seconds, are the measure: they do not depend on a noisy machine.
 """
+
 import argparse
 import json
 import tempfile
@@ -56,12 +57,31 @@ class Budgeted(Pretrainer):
 
 def measure(name: str, overrides: dict, args) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        settings = {"task": args.task, "task_args": args.task_args, "backbone": args.backbone,
-                    "batch_size": args.batch_size, "recipe": "paper", **overrides}
+        settings = {
+            "task": args.task,
+            "task_args": args.task_args,
+            "backbone": args.backbone,
+            "batch_size": args.batch_size,
+            "recipe": "paper",
+            **overrides,
+        }
         # the energy method's options (alpha_lr_scale, steps, ...) among the settings go into method_args
-        cfg = PretrainConfig(**with_method_args(dict(
-            data=args.data, img_size=args.img_size, epochs=1000, warmup_epochs=0.0, eval_every=args.eval_every,
-            workers=1, out=out, seed=args.seed, eval_images=args.eval_images, **settings)))
+        cfg = PretrainConfig(
+            **with_method_args(
+                dict(
+                    data=args.data,
+                    img_size=args.img_size,
+                    epochs=1000,
+                    warmup_epochs=0.0,
+                    eval_every=args.eval_every,
+                    workers=1,
+                    out=out,
+                    seed=args.seed,
+                    eval_images=args.eval_images,
+                    **settings,
+                )
+            )
+        )
         trainer = Budgeted(cfg, args.budget, args.max_steps)
         trainer.figure = lambda path: None
         start = time.time()
@@ -70,9 +90,14 @@ def measure(name: str, overrides: dict, args) -> dict:
     evals = [(r["step"], r["held_out"]) for r in rows if "held_out" in r]
     first = next((s for s, h in evals if h["restored_mse"][-1] < h["corrupted_mse"]), None)
     last = evals[-1][1] if evals else None
-    return {"setting": name, "steps": trainer.global_step, "seconds": time.time() - start, "first_win": first,
-            "ratio": last["restored_mse"][-1] / last["corrupted_mse"] if last else float("nan"),
-            "alpha": trainer.model.alpha.item()}
+    return {
+        "setting": name,
+        "steps": trainer.global_step,
+        "seconds": time.time() - start,
+        "first_win": first,
+        "ratio": last["restored_mse"][-1] / last["corrupted_mse"] if last else float("nan"),
+        "alpha": trainer.model.alpha.item(),
+    }
 
 
 def main() -> None:
@@ -88,17 +113,27 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--eval-images", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated names from SETTINGS (paper: base lr 1e-4; lr10: 1e-3, ...)")
+    parser.add_argument(
+        "--settings",
+        default=",".join(SETTINGS),
+        help="comma-separated names from SETTINGS (paper: base lr 1e-4; lr10: 1e-3, ...)",
+    )
     args = parser.parse_args()
     args.task_args = {k: v for k, v in (a.split("=", 1) for a in args.task_arg)}
-    print(f"{args.task} {args.task_args or ''} on {args.backbone}, {args.img_size} px, batch {args.batch_size}, data {args.data}, "
-          f"{args.max_steps} steps per setting, held-out error every {args.eval_every} steps")
+    print(
+        f"{args.task} {args.task_args or ''} on {args.backbone}, {args.img_size} px, batch {args.batch_size}, "
+        f"data {args.data}, "
+        f"{args.max_steps} steps per setting, held-out error every {args.eval_every} steps"
+    )
     print("| setting | optimiser steps | s | first step restored < corrupted | final restored/corrupted | alpha |")
     print("|---|---|---|---|---|---|")
     for name in args.settings.split(","):
         r = measure(name, SETTINGS[name], args)
-        print(f"| {r['setting']} | {r['steps']} | {r['seconds']:.0f} | {r['first_win'] or 'never'} | "
-              f"{r['ratio']:.3f} | {r['alpha']:.4f} |", flush=True)
+        print(
+            f"| {r['setting']} | {r['steps']} | {r['seconds']:.0f} | {r['first_win'] or 'never'} | "
+            f"{r['ratio']:.3f} | {r['alpha']:.4f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

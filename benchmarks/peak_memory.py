@@ -7,6 +7,7 @@ mmap threshold is pinned at 128 KiB first, so every freed tensor above it goes b
 number counts everything the process touches during the call (tensors, allocator slack, thread
 stacks), so it reads a few MiB above the CUDA figure for the same tensors.
 """
+
 import ctypes
 import gc
 

@@ -10,6 +10,7 @@ budget. Prints the split, then one table. The paper's gain of pretraining for Vi
 Fine-tuning defaults to a small-data recipe (no RandAugment, mixup or cutmix, base lr 4e-3, crops of
 at least 35 %): the paper's, made for 100 ImageNet epochs, drowns a few thousand 32 px images.
 """
+
 import argparse
 import json
 import math
@@ -19,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from pretexts.engine import Pretrainer, FinetuneConfig, Finetuner, PretrainConfig
-from pretexts.engine.evaluation.finetune import top1_accuracy
+from pretexts.engine import FinetuneConfig, Finetuner, PretrainConfig, Pretrainer
 from pretexts.engine.data.loader import to_device
+from pretexts.engine.evaluation.finetune import top1_accuracy
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 
@@ -43,12 +44,30 @@ def with_deadline(trainer_cls):
 
 def pretrain_config(args, method: str, out: str, **overrides) -> PretrainConfig:
     if method == "energy":  # its own options, over the run's defaults
-        overrides = {"method_args": {"grad_mode": args.grad_mode, "alpha_lr_scale": args.alpha_lr_scale,
-                                     **overrides.pop("method_args", {})}, **overrides}
-    return PretrainConfig(method=method, task=args.task, backbone=args.backbone, data=args.data,
-                          img_size=args.img_size, batch_size=args.batch_size, recipe="paper", base_lr=args.base_lr,
-                          workers=args.workers, seed=args.seed, out=out, eval_images=256, figure_images=8,
-                          **overrides)
+        overrides = {
+            "method_args": {
+                "grad_mode": args.grad_mode,
+                "alpha_lr_scale": args.alpha_lr_scale,
+                **overrides.pop("method_args", {}),
+            },
+            **overrides,
+        }
+    return PretrainConfig(
+        method=method,
+        task=args.task,
+        backbone=args.backbone,
+        data=args.data,
+        img_size=args.img_size,
+        batch_size=args.batch_size,
+        recipe="paper",
+        base_lr=args.base_lr,
+        workers=args.workers,
+        seed=args.seed,
+        out=out,
+        eval_images=256,
+        figure_images=8,
+        **overrides,
+    )
 
 
 def time_pretraining(args, method: str, **overrides) -> tuple[float, int]:
@@ -68,23 +87,43 @@ def pretrain(args, method: str, budget: float, out: Path, **overrides) -> dict:
     per_step, per_epoch = time_pretraining(args, method, **overrides)
     steps = max(1, int((budget - (time.time() - start)) * 0.85 / per_step))  # 15 % for data, evaluation, figures
     epochs = math.ceil(steps / per_epoch)
-    cfg = pretrain_config(args, method, str(out), epochs=epochs, max_steps_per_epoch=math.ceil(steps / epochs),
-                          **overrides)
+    cfg = pretrain_config(
+        args, method, str(out), epochs=epochs, max_steps_per_epoch=math.ceil(steps / epochs), **overrides
+    )
     trainer = with_deadline(Pretrainer)(cfg)
     trainer.deadline = start + budget
     results = trainer.run()
     held = results["held_out"]
-    return {"method": method, "seconds": time.time() - start, "steps": trainer.global_step, "epochs": trainer.epoch,
-            "seconds_per_step": per_step, "restored_over_corrupted": held["restored_mse"][-1] / held["corrupted_mse"],
-            "checkpoint": str(out / "checkpoint.pt")}
+    return {
+        "method": method,
+        "seconds": time.time() - start,
+        "steps": trainer.global_step,
+        "epochs": trainer.epoch,
+        "seconds_per_step": per_step,
+        "restored_over_corrupted": held["restored_mse"][-1] / held["corrupted_mse"],
+        "checkpoint": str(out / "checkpoint.pt"),
+    }
 
 
 def finetune_config(args, out: Path, **overrides) -> FinetuneConfig:
-    return FinetuneConfig(data=args.data, batch_size=args.batch_size, base_lr=args.ft_base_lr, warmup_epochs=1,
-                          layer_decay=args.layer_decay, drop_path=args.drop_path, randaug=args.randaug,
-                          mixup=args.mixup, cutmix=args.cutmix, smoothing=args.smoothing,
-                          crop_min_scale=args.crop_min_scale, crop_pct=1.0, workers=args.workers, seed=args.seed,
-                          out=str(out), **overrides)
+    return FinetuneConfig(
+        data=args.data,
+        batch_size=args.batch_size,
+        base_lr=args.ft_base_lr,
+        warmup_epochs=1,
+        layer_decay=args.layer_decay,
+        drop_path=args.drop_path,
+        randaug=args.randaug,
+        mixup=args.mixup,
+        cutmix=args.cutmix,
+        smoothing=args.smoothing,
+        crop_min_scale=args.crop_min_scale,
+        crop_pct=1.0,
+        workers=args.workers,
+        seed=args.seed,
+        out=str(out),
+        **overrides,
+    )
 
 
 def finetune_epochs(args, budget: float, out: Path) -> tuple[int, float]:
@@ -92,8 +131,15 @@ def finetune_epochs(args, budget: float, out: Path) -> tuple[int, float]:
     difference is the cost of a step, the rest the loader's start) and one evaluation."""
     timings = {}
     for steps in (4, 4, 8):  # the first run pays one-off costs
-        cfg = finetune_config(args, out, from_scratch=True, backbone=args.backbone, img_size=args.img_size, epochs=1,
-                              max_steps_per_epoch=steps)
+        cfg = finetune_config(
+            args,
+            out,
+            from_scratch=True,
+            backbone=args.backbone,
+            img_size=args.img_size,
+            epochs=1,
+            max_steps_per_epoch=steps,
+        )
         trainer = Finetuner(cfg, echo=lambda line: None)
         start = time.time()
         trainer.train_epoch()
@@ -123,8 +169,11 @@ def main() -> None:
     parser.add_argument("--base-lr", type=float, default=1e-3, help="pretraining, x batch / 256")
     parser.add_argument("--alpha-lr-scale", type=float, default=30.0)
     parser.add_argument("--grad-mode", default="exact", choices=("exact", "finite-difference"))
-    parser.add_argument("--also-finite-difference", action="store_true",
-                        help="add a row: energy pretraining in the finite-difference gradient mode")
+    parser.add_argument(
+        "--also-finite-difference",
+        action="store_true",
+        help="add a row: energy pretraining in the finite-difference gradient mode",
+    )
     parser.add_argument("--ft-base-lr", type=float, default=4e-3, help="fine-tuning, x batch / 256")
     parser.add_argument("--layer-decay", type=float, default=0.75)
     parser.add_argument("--drop-path", type=float, default=0.1)
@@ -144,13 +193,20 @@ def main() -> None:
     pre_budget = args.budget * args.pretrain_share
     pretrainings = 3 if args.also_finite_difference else 2
     ft_budget = (args.budget - pretrainings * pre_budget) / (pretrainings + 1)
-    print(f"data {args.data}; {args.backbone} at {args.img_size} px, batch {args.batch_size}, task {args.task}; "
-          f"{args.threads} thread(s)")
-    print(f"budget {args.budget:.0f} s: {pretrainings} pretrainings x {pre_budget:.0f} s + {pretrainings + 1} "
-          f"fine-tunes x {ft_budget:.0f} s")
-    print(f"pretraining: base lr {args.base_lr:g}, alpha lr x{args.alpha_lr_scale:g}; fine-tuning: base lr "
-          f"{args.ft_base_lr:g}, layer decay {args.layer_decay:g}, drop path {args.drop_path:g}, randaug "
-          f"{args.randaug}, mixup {args.mixup:g}, cutmix {args.cutmix:g}, smoothing {args.smoothing:g}", flush=True)
+    print(
+        f"data {args.data}; {args.backbone} at {args.img_size} px, batch {args.batch_size}, task {args.task}; "
+        f"{args.threads} thread(s)"
+    )
+    print(
+        f"budget {args.budget:.0f} s: {pretrainings} pretrainings x {pre_budget:.0f} s + {pretrainings + 1} "
+        f"fine-tunes x {ft_budget:.0f} s"
+    )
+    print(
+        f"pretraining: base lr {args.base_lr:g}, alpha lr x{args.alpha_lr_scale:g}; fine-tuning: base lr "
+        f"{args.ft_base_lr:g}, layer decay {args.layer_decay:g}, drop path {args.drop_path:g}, randaug "
+        f"{args.randaug}, mixup {args.mixup:g}, cutmix {args.cutmix:g}, smoothing {args.smoothing:g}",
+        flush=True,
+    )
     epochs, per_epoch = finetune_epochs(args, ft_budget, out / "calibration")
     print(f"fine-tune: {epochs} epochs (~{per_epoch:.1f} s each)", flush=True)
     rows = []
@@ -159,20 +215,41 @@ def main() -> None:
         runs.insert(1, ("energy-fd", "energy", {"method_args": {"grad_mode": "finite-difference"}}))
     for name, method, overrides in runs:
         pre = pretrain(args, method, pre_budget, out / f"{name}_pretrain", **overrides)
-        print(f"{name} pretraining: {pre['steps']} steps in {pre['seconds']:.0f} s, held-out restored/corrupted "
-              f"{pre['restored_over_corrupted']:.3f}", flush=True)
+        print(
+            f"{name} pretraining: {pre['steps']} steps in {pre['seconds']:.0f} s, held-out restored/corrupted "
+            f"{pre['restored_over_corrupted']:.3f}",
+            flush=True,
+        )
         rows.append((name, pre, finetune(args, epochs, out / f"{name}_finetune", checkpoint=pre["checkpoint"])))
-    rows.append(("scratch", None, finetune(args, epochs, out / "scratch_finetune", from_scratch=True,
-                                           backbone=args.backbone, img_size=args.img_size)))
+    rows.append(
+        (
+            "scratch",
+            None,
+            finetune(
+                args,
+                epochs,
+                out / "scratch_finetune",
+                from_scratch=True,
+                backbone=args.backbone,
+                img_size=args.img_size,
+            ),
+        )
+    )
     print("| pretraining | steps | s | restored/corrupted | fine-tune epochs | s | top-1 final | top-1 best |")
     print("|---|---|---|---|---|---|---|---|")
     for name, pre, ft in rows:
-        cells = [str(pre["steps"]), f"{pre['seconds']:.0f}", f"{pre['restored_over_corrupted']:.3f}"] if pre else ["-"] * 3
-        print(f"| {name} | {' | '.join(cells)} | {ft['epochs']} | {ft['seconds']:.0f} | {ft['final_top1']:.2f} | "
-              f"{ft['best_top1']:.2f} |")
+        cells = (
+            [str(pre["steps"]), f"{pre['seconds']:.0f}", f"{pre['restored_over_corrupted']:.3f}"] if pre else ["-"] * 3
+        )
+        print(
+            f"| {name} | {' | '.join(cells)} | {ft['epochs']} | {ft['seconds']:.0f} | {ft['final_top1']:.2f} | "
+            f"{ft['best_top1']:.2f} |"
+        )
     top1 = {name: ft["final_top1"] for name, _, ft in rows}
-    print(f"energy - scratch: {top1['energy'] - top1['scratch']:+.2f} points (target >= +3); energy - AE: "
-          f"{top1['energy'] - top1['ae']:+.2f} (target >= 0); total {time.time() - begin:.0f} s")
+    print(
+        f"energy - scratch: {top1['energy'] - top1['scratch']:+.2f} points (target >= +3); energy - AE: "
+        f"{top1['energy'] - top1['ae']:+.2f} (target >= 0); total {time.time() - begin:.0f} s"
+    )
     if "energy-fd" in top1:
         print(f"finite-difference - exact: {top1['energy-fd'] - top1['energy']:+.2f} points")
     summary = {"args": vars(args), "rows": [{"pretraining": n, "pretrain": p, "finetune": f} for n, p, f in rows]}

@@ -6,6 +6,7 @@ For each recipe (engine/training/recipes.py) and seed: pretrain for the same num
 same data, then `engine.run_probe` on the frozen backbone (kNN top-1 with k=20, linear probe top-1).
 Prints one row per run and the mean per recipe; asserts nothing.
 """
+
 import argparse
 import statistics
 import tempfile
@@ -17,18 +18,43 @@ from pretexts.engine import PretrainConfig, ProbeConfig, pretrain, run_probe
 def measure(recipe: str, seed: int, args) -> dict:
     with tempfile.TemporaryDirectory() as out:
         epochs = max(1, args.steps // args.steps_per_epoch)
-        cfg = PretrainConfig(recipe=recipe, task=args.task, backbone=args.backbone, data=args.data,
-                             img_size=args.img_size, batch_size=args.batch_size, epochs=epochs,
-                             max_steps_per_epoch=args.steps_per_epoch, seed=seed, workers=1, out=out,
-                             eval_images=256, figure_images=2)
+        cfg = PretrainConfig(
+            recipe=recipe,
+            task=args.task,
+            backbone=args.backbone,
+            data=args.data,
+            img_size=args.img_size,
+            batch_size=args.batch_size,
+            epochs=epochs,
+            max_steps_per_epoch=args.steps_per_epoch,
+            seed=seed,
+            workers=1,
+            out=out,
+            eval_images=256,
+            figure_images=2,
+        )
         results = pretrain(cfg)
         held = results["held_out"]
-        probe = run_probe(ProbeConfig(checkpoint=str(Path(out, "checkpoint.pt")), data=args.data,
-                                      probes=("knn", "linear"), probe_args={"knn_k": (20,)}, seed=seed, workers=1,
-                                      out=str(Path(out, "probe"))), echo=lambda line: None)
-    return {"recipe": recipe, "seed": seed, "steps": results["optimizer_steps"],
-            "ratio": held["restored_mse"][-1] / held["corrupted_mse"],
-            "knn": probe["knn"]["k=20"], "linear": probe["linear"]["top1"]}
+        probe = run_probe(
+            ProbeConfig(
+                checkpoint=str(Path(out, "checkpoint.pt")),
+                data=args.data,
+                probes=("knn", "linear"),
+                probe_args={"knn_k": (20,)},
+                seed=seed,
+                workers=1,
+                out=str(Path(out, "probe")),
+            ),
+            echo=lambda line: None,
+        )
+    return {
+        "recipe": recipe,
+        "seed": seed,
+        "steps": results["optimizer_steps"],
+        "ratio": held["restored_mse"][-1] / held["corrupted_mse"],
+        "knn": probe["knn"]["k=20"],
+        "linear": probe["linear"]["top1"],
+    }
 
 
 def main() -> None:
@@ -51,8 +77,10 @@ def main() -> None:
         for seed in (int(s) for s in args.seeds.split(",")):
             r = measure(recipe, seed, args)
             rows.append(r)
-            print(f"| {recipe} | {seed} | {r['steps']} | {r['ratio']:.3f} | {r['knn']:.2f} | {r['linear']:.2f} |",
-                  flush=True)
+            print(
+                f"| {recipe} | {seed} | {r['steps']} | {r['ratio']:.3f} | {r['knn']:.2f} | {r['linear']:.2f} |",
+                flush=True,
+            )
     for recipe in args.recipes.split(","):
         mine = [r for r in rows if r["recipe"] == recipe]
         for key in ("knn", "linear"):

@@ -10,6 +10,7 @@ refused when the command exits 2 and the marker was never written. A kill is a S
 `pretexts train`, then `--resume` until done; a resume is a SIGTERM at a random moment, then `--resume`; each
 counts as equal when the final weights are bit-identical to an uninterrupted run of the same command.
 """
+
 import argparse
 import json
 import os
@@ -26,9 +27,9 @@ from pathlib import Path
 import torch
 from click.testing import CliRunner
 
+from pretexts.cli import main
 from pretexts.engine.data.datasets import SAMPLE_DIR
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
-from pretexts.cli import main
 
 TRAIN = ["train", "--backbone", "test_convnext", "--batch-size", "8", "--workers", "0"]
 ONE_STEP = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--eval-images", "4", "--figure-images", "2"]
@@ -67,12 +68,56 @@ def fixtures(work: Path) -> dict:
     f["data"] = data
     assert cli([*ONE_STEP, "--data", data, "--out", work / "pre"])[0] == 0
     f["pre"] = work / "pre" / "checkpoint.pt"
-    assert cli(["finetune", "--checkpoint", f["pre"], "--data", data, "--epochs", "1", "--max-steps-per-epoch", "1",
-                "--batch-size", "8", "--workers", "0", "--randaug", "none", "--mixup", "0", "--cutmix", "0",
-                "--out", work / "ft"])[0] == 0
+    assert (
+        cli(
+            [
+                "finetune",
+                "--checkpoint",
+                f["pre"],
+                "--data",
+                data,
+                "--epochs",
+                "1",
+                "--max-steps-per-epoch",
+                "1",
+                "--batch-size",
+                "8",
+                "--workers",
+                "0",
+                "--randaug",
+                "none",
+                "--mixup",
+                "0",
+                "--cutmix",
+                "0",
+                "--out",
+                work / "ft",
+            ]
+        )[0]
+        == 0
+    )
     f["ft"] = work / "ft" / "checkpoint.pt"
-    assert cli(["segment", "--from-scratch", "--backbone", "resnet18", "--img-size", "32", "--data", "generated",
-                "--max-steps", "1", "--head", "linear", "--out", work / "seg"])[0] == 0
+    assert (
+        cli(
+            [
+                "segment",
+                "--from-scratch",
+                "--backbone",
+                "resnet18",
+                "--img-size",
+                "32",
+                "--data",
+                "generated",
+                "--max-steps",
+                "1",
+                "--head",
+                "linear",
+                "--out",
+                work / "seg",
+            ]
+        )[0]
+        == 0
+    )
     f["seg"] = work / "seg" / "segmenter.pt"
     raw = f["pre"].read_bytes()
     ckpt = torch.load(f["pre"], weights_only=True)
@@ -84,8 +129,10 @@ def fixtures(work: Path) -> dict:
     save_checkpoint({**ckpt, "config": {}}, work / "empty-config.pt")
     f["empty_config"] = work / "empty-config.pt"
     resnet = torch.load(work / "seg" / "segmenter.pt", weights_only=True)
-    save_checkpoint({**ckpt, "model": {k.replace("features.backbone.", "backbone."): v
-                                       for k, v in resnet["model"].items()}}, work / "wrong-shapes.pt")
+    save_checkpoint(
+        {**ckpt, "model": {k.replace("features.backbone.", "backbone."): v for k, v in resnet["model"].items()}},
+        work / "wrong-shapes.pt",
+    )
     f["wrong_shapes"] = work / "wrong-shapes.pt"
     cifar = work / "cifar" / "cifar-10-batches-py"
     cifar.mkdir(parents=True)
@@ -109,30 +156,55 @@ def bad_inputs(f: dict) -> list[list]:
     train = [*ONE_STEP, "--data", f["data"]]
     out = ["--out", w / "bad-run"]
     return [
-        [*train, *out, "--task", "colorisation"], [*train, *out, "--backbone", "resnet181"],
-        [*train, *out, "--recipe", "papr"], [*train, *out, "--task", "super-resolution", "--task-arg", "scale=0"],
+        [*train, *out, "--task", "colorisation"],
+        [*train, *out, "--backbone", "resnet181"],
+        [*train, *out, "--recipe", "papr"],
+        [*train, *out, "--task", "super-resolution", "--task-arg", "scale=0"],
         [*train, *out, "--task", "super-resolution", "--task-arg", "scale=abc"],
         [*train, *out, "--task", "denoising", "--task-arg", "ratio=0.5"],
         [*train, *out, "--task", "random-mask", "--preset", "huge"],
-        [*train, *out, "--task", "gridded-mask", "--task-arg", "grid=64"], [*train, *out, "--task", "patch-sorting"],
-        [*train, *out, "--backbone", "vit_tiny", "--img-size", "30"], [*train, *out, "--img-size", "16"],
-        [*train, *out, "--img-size", "100000"], [*train, *out, "--steps", "-1"], [*train, *out, "--lr", "0"],
-        [*train, *out, "--lr", "-1e-3"], [*train, *out, "--lr", "inf"], [*train, *out, "--lr", "nan"],
-        [*train, *out, "--lr", "1e4"], [*train, *out, "--base-lr", "5"], [*train, *out, "--batch-size", "-8"],
-        [*train, *out, "--batch-size", "512"], [*train, *out, "--epochs", "0"], [*train, *out, "--epochs", "abc"],
-        [*train, *out, "--max-steps-per-epoch", "0"], [*train, *out, "--clip-grad", "-1"],
-        [*train, *out, "--warmup-epochs", "-1"], [*train, *out, "--device", "tpu0"],
-        [*train, *out, "--betas", "2", "0.5"], [*train, *out, "--config", f["three_betas"]],
-        [*train, *out, "--seed", "99999999999999999999999"], [*train, *out, "--seed", "-1"],
-        [*train, *out, "--set", "betas=[0.9,"], [*train, *out, "--set", "nope=1"], [*train, *out, "--set", "epochs"],
-        [*train, *out, "--eval-images", "0"], [*train, *out, "--figure-images", "0"],
-        [*train, *out, "--amp", "fp8"], [*train, *out, "--loss", "l3"], [*train, *out, "--method", "maee"],
-        [*train, *out, "--method", "mae", "--method-arg", "nope=1"], [*train, *out, "--epoch", "3"],
+        [*train, *out, "--task", "gridded-mask", "--task-arg", "grid=64"],
+        [*train, *out, "--task", "patch-sorting"],
+        [*train, *out, "--backbone", "vit_tiny", "--img-size", "30"],
+        [*train, *out, "--img-size", "16"],
+        [*train, *out, "--img-size", "100000"],
+        [*train, *out, "--steps", "-1"],
+        [*train, *out, "--lr", "0"],
+        [*train, *out, "--lr", "-1e-3"],
+        [*train, *out, "--lr", "inf"],
+        [*train, *out, "--lr", "nan"],
+        [*train, *out, "--lr", "1e4"],
+        [*train, *out, "--base-lr", "5"],
+        [*train, *out, "--batch-size", "-8"],
+        [*train, *out, "--batch-size", "512"],
+        [*train, *out, "--epochs", "0"],
+        [*train, *out, "--epochs", "abc"],
+        [*train, *out, "--max-steps-per-epoch", "0"],
+        [*train, *out, "--clip-grad", "-1"],
+        [*train, *out, "--warmup-epochs", "-1"],
+        [*train, *out, "--device", "tpu0"],
+        [*train, *out, "--betas", "2", "0.5"],
+        [*train, *out, "--config", f["three_betas"]],
+        [*train, *out, "--seed", "99999999999999999999999"],
+        [*train, *out, "--seed", "-1"],
+        [*train, *out, "--set", "betas=[0.9,"],
+        [*train, *out, "--set", "nope=1"],
+        [*train, *out, "--set", "epochs"],
+        [*train, *out, "--eval-images", "0"],
+        [*train, *out, "--figure-images", "0"],
+        [*train, *out, "--amp", "fp8"],
+        [*train, *out, "--loss", "l3"],
+        [*train, *out, "--method", "maee"],
+        [*train, *out, "--method", "mae", "--method-arg", "nope=1"],
+        [*train, *out, "--epoch", "3"],
         [*train, *out, "--config", w / "missing.yaml"],
-        [*ONE_STEP, *out, "--data", w / "nope"], [*ONE_STEP, *out, "--data", f["file"]],
+        [*ONE_STEP, *out, "--data", w / "nope"],
+        [*ONE_STEP, *out, "--data", f["file"]],
         [*ONE_STEP, *out, "--data", f["cifar"]],
-        [*train, "--out", f["file"]], [*train, "--out", f["pre"].parent],
-        [*train, "--out", w / "bad-resume", "--resume"], [*train, "--out", w / "bad-resume2", "--resume", f["ft"]],
+        [*train, "--out", f["file"]],
+        [*train, "--out", f["pre"].parent],
+        [*train, "--out", w / "bad-resume", "--resume"],
+        [*train, "--out", w / "bad-resume2", "--resume", f["ft"]],
         [*train, "--out", w / "bad-resume3", "--resume", f["wrong_shapes"]],
         ["train", "--resume", "--out", f["pre"].parent, "--epochs", "2", "--batch-size", "16"],
         ["train", "--resume", "--out", f["pre"].parent, "--epochs", "2", "--seed", "5"],
@@ -151,14 +223,17 @@ def bad_inputs(f: dict) -> list[list]:
         ["restore", "--checkpoint", f["pre"], "--out", f["pre"].parent / "results.png"],
         ["energy", "--checkpoint", f["ft"], "--out", w / "e.png"],
         ["energy", "--checkpoint", f["pre"], "--images", "0", "--out", w / "e.png"],
-        ["export", "--checkpoint", f["pre"], "--out", f["pre"]], ["export", "--checkpoint", f["seg"], "--out", w / "ex"],
+        ["export", "--checkpoint", f["pre"], "--out", f["pre"]],
+        ["export", "--checkpoint", f["seg"], "--out", w / "ex"],
         ["export", "--checkpoint", f["empty_config"], "--out", w / "ex"],
         ["export", "--checkpoint", f["flipped"], "--out", w / "ex"],
         ["export", "--checkpoint", f["pre"], "--out", f["pre"].parent],
         ["segment", "--data", "generated", "--out", w / "bad-seg"],
         ["segment", "--from-scratch", "--backbone", "resnet18", "--data", f["data"], "--out", w / "bad-seg"],
         ["segment", "--checkpoint", f["pre"], "--data", "generated", "--out", f["seg"].parent],
-        ["upgrade-checkpoint", f["pre"], f["pre"]], ["list", "--nope"], ["nope"],
+        ["upgrade-checkpoint", f["pre"], f["pre"]],
+        ["list", "--nope"],
+        ["nope"],
     ]
 
 
@@ -189,8 +264,22 @@ def payload_refusals(f: dict) -> list[tuple[bool, str]]:
 
 
 # ---- kills and resumes ------------------------------------------------------------------------------
-RUN = [sys.executable, "-m", "pretexts", *TRAIN, "--epochs", "4", "--max-steps-per-epoch", "3", "--eval-images", "4",
-       "--figure-images", "2", "--seed", "1"]
+RUN = [
+    sys.executable,
+    "-m",
+    "pretexts",
+    *TRAIN,
+    "--epochs",
+    "4",
+    "--max-steps-per-epoch",
+    "3",
+    "--eval-images",
+    "4",
+    "--figure-images",
+    "2",
+    "--seed",
+    "1",
+]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -222,10 +311,14 @@ def kills_and_resumes(work: Path, kills: int, resumes: int, seed: int) -> tuple[
     subprocess.run([*RUN, "--out", work / "reference"], env=ENV, check=True, capture_output=True)
     duration = time.time() - started
     reference = weights(work / "reference" / "checkpoint.pt")
-    killed = [interrupted_then_resumed(work / f"kill{i}", signal.SIGKILL, rng.uniform(0.3, 1.0) * duration, reference)
-              for i in range(kills)]
-    stopped = [interrupted_then_resumed(work / f"term{i}", signal.SIGTERM, rng.uniform(0.4, 0.95) * duration,
-                                        reference) for i in range(resumes)]
+    killed = [
+        interrupted_then_resumed(work / f"kill{i}", signal.SIGKILL, rng.uniform(0.3, 1.0) * duration, reference)
+        for i in range(kills)
+    ]
+    stopped = [
+        interrupted_then_resumed(work / f"term{i}", signal.SIGTERM, rng.uniform(0.4, 0.95) * duration, reference)
+        for i in range(resumes)
+    ]
     return killed, stopped
 
 
@@ -251,11 +344,13 @@ def main_() -> None:
             if args.verbose or not ok:
                 print(f"{'ok  ' if ok else 'FAIL'} payload {line}")
         killed, stopped = kills_and_resumes(work, args.kills, args.resumes, args.seed)
-    rows = [("bad inputs refused in one line (exit 2, no traceback)", sum(refused), len(refused)),
-            ("payload checkpoints refused before running, per command", sum(ok for ok, _ in payloads), len(payloads)),
-            ("SIGKILLs survived (--resume finished)", sum(done for done, _ in killed), len(killed)),
-            ("SIGKILL + --resume equal to the uninterrupted weights", sum(eq for _, eq in killed), len(killed)),
-            ("SIGTERM + --resume equal to the uninterrupted weights", sum(eq for _, eq in stopped), len(stopped))]
+    rows = [
+        ("bad inputs refused in one line (exit 2, no traceback)", sum(refused), len(refused)),
+        ("payload checkpoints refused before running, per command", sum(ok for ok, _ in payloads), len(payloads)),
+        ("SIGKILLs survived (--resume finished)", sum(done for done, _ in killed), len(killed)),
+        ("SIGKILL + --resume equal to the uninterrupted weights", sum(eq for _, eq in killed), len(killed)),
+        ("SIGTERM + --resume equal to the uninterrupted weights", sum(eq for _, eq in stopped), len(stopped)),
+    ]
     print(f"\n| {'what':<60} | {'count':>9} |\n|{'-' * 62}|{'-' * 11}|")
     for what, good, total in rows:
         print(f"| {what:<60} | {good:>4} / {total:<2} |")

@@ -22,6 +22,7 @@ checkpoints are not kept, and probes only the budgets not cached yet). A cell be
 (its process id), so several studies can share one cache, e.g. one per backbone with its own --finetune-epochs.
 Asserts nothing.
 """
+
 import argparse
 import json
 import multiprocessing
@@ -29,7 +30,8 @@ from pathlib import Path
 
 from pretexts.engine.compare.cells import Arm, load_cell, run_cell
 from pretexts.engine.compare.config import CompareConfig
-from pretexts.engine.compare.report import cell_text, summarise as summarise_cells
+from pretexts.engine.compare.report import cell_text
+from pretexts.engine.compare.report import summarise as summarise_cells
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # committed: the study grows across sessions
@@ -37,15 +39,37 @@ RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # comm
 # The masks' fill is the default (gray) unless the name says otherwise; the cells measured before the fill
 # parameter existed used black boxes and are kept under the -black names.
 BLACK, NOISE, MEAN = ({"task_args": {"fill": fill}} for fill in ("black", "noise", "mean"))
-METHODS = {"energy": ("energy", {}), "energy-fd": ("energy", {"grad_mode": "finite-difference"}),
-           "ae": ("ae", {}), "mae": ("mae", {}), "random": None, "energy-paper": ("energy", {"recipe": "paper"}),
-           "energy-black": ("energy", BLACK), "energy-noise": ("energy", NOISE), "energy-mean": ("energy", MEAN),
-           "ae-black": ("ae", BLACK), "energy-fd-black": ("energy", {"grad_mode": "finite-difference", **BLACK}),
-           "energy-paper-black": ("energy", {"recipe": "paper", **BLACK}), "simmim": ("simmim", {})}
+METHODS = {
+    "energy": ("energy", {}),
+    "energy-fd": ("energy", {"grad_mode": "finite-difference"}),
+    "ae": ("ae", {}),
+    "mae": ("mae", {}),
+    "random": None,
+    "energy-paper": ("energy", {"recipe": "paper"}),
+    "energy-black": ("energy", BLACK),
+    "energy-noise": ("energy", NOISE),
+    "energy-mean": ("energy", MEAN),
+    "ae-black": ("ae", BLACK),
+    "energy-fd-black": ("energy", {"grad_mode": "finite-difference", **BLACK}),
+    "energy-paper-black": ("energy", {"recipe": "paper", **BLACK}),
+    "simmim": ("simmim", {}),
+}
 # one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
-COLORS = {"energy": "C0", "energy-fd": "C9", "ae": "C2", "mae": "C3", "random": "C7", "energy-paper": "C5",
-          "energy-black": "C1", "energy-noise": "C8", "energy-mean": "C6", "ae-black": "olive",
-          "energy-fd-black": "navy", "energy-paper-black": "saddlebrown", "simmim": "C4"}
+COLORS = {
+    "energy": "C0",
+    "energy-fd": "C9",
+    "ae": "C2",
+    "mae": "C3",
+    "random": "C7",
+    "energy-paper": "C5",
+    "energy-black": "C1",
+    "energy-noise": "C8",
+    "energy-mean": "C6",
+    "ae-black": "olive",
+    "energy-fd-black": "navy",
+    "energy-paper-black": "saddlebrown",
+    "simmim": "C4",
+}
 VIT_ONLY = {"mae"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task
 
@@ -60,9 +84,18 @@ def arm(args, name: str) -> Arm:
 
 def study(args, backbone: str) -> CompareConfig:
     """The settings every cell of one backbone shares, in `pretexts compare`'s terms."""
-    return CompareConfig(backbone=backbone, data=args.data, img_size=args.img_size, batch_size=args.batch_size,
-                         budget=tuple(args.minutes), clock=args.clock, finetune_epochs=args.finetune_epochs,
-                         finetune_amp=args.finetune_amp, threads=args.threads, device="cpu")
+    return CompareConfig(
+        backbone=backbone,
+        data=args.data,
+        img_size=args.img_size,
+        batch_size=args.batch_size,
+        budget=tuple(args.minutes),
+        clock=args.clock,
+        finetune_epochs=args.finetune_epochs,
+        finetune_amp=args.finetune_amp,
+        threads=args.threads,
+        device="cpu",
+    )
 
 
 def run_study_cell(args, backbone: str, name: str, seed: int) -> dict | None:
@@ -71,17 +104,28 @@ def run_study_cell(args, backbone: str, name: str, seed: int) -> dict | None:
 
 
 def cells(args) -> list:
-    return [(b, m, s) for b in args.backbones for m in args.methods for s in args.seeds
-            if not (m in VIT_ONLY and "vit" not in b)]
+    return [
+        (b, m, s)
+        for b in args.backbones
+        for m in args.methods
+        for s in args.seeds
+        if not (m in VIT_ONLY and "vit" not in b)
+    ]
 
 
 def summarise(args, results: dict) -> list[dict]:
     """`pretexts compare`'s rows (report.summarise) per backbone, with a 'backbone' key, in the cells' (--methods)
     order; only the budgets in --minutes and the fine-tunes of --finetune-epochs' length (a cell keeps other
     studies' too)."""
-    return [{"backbone": backbone, **row} for backbone in args.backbones for row in summarise_cells(
-        {(name, seed): cell for (b, name, seed), cell in results.items() if b == backbone}, args.minutes,
-        args.finetune_epochs)]
+    return [
+        {"backbone": backbone, **row}
+        for backbone in args.backbones
+        for row in summarise_cells(
+            {(name, seed): cell for (b, name, seed), cell in results.items() if b == backbone},
+            args.minutes,
+            args.finetune_epochs,
+        )
+    ]
 
 
 def tuning(row: dict, unit: str = "") -> str:
@@ -91,36 +135,53 @@ def tuning(row: dict, unit: str = "") -> str:
 
 
 def print_table(rows: list[dict]) -> None:
-    print("| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | kNN standardised | linear probe top-1 "
-          "| fine-tune top-1 (epochs) | held-out restored / corrupted | max top-component share |")
+    print(
+        "| backbone | method | minutes | seeds | steps | kNN k=20 top-1 | kNN standardised | linear probe top-1 "
+        "| fine-tune top-1 (epochs) | held-out restored / corrupted | max top-component share |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tuned = cell_text(r["finetune"]) + (f" ({tuning(r)})" if r["finetune"] else "")
         share = "-" if r["top_share"] is None else f"{r['top_share']:.2f}"
-        print(f"| {r['backbone']} | {r['arm']} | {r['minutes']:g} | {r['seeds']} | {r['steps']:.0f} "
-              f"| {cell_text(r['knn'])} | {cell_text(r['knn_std'])} | {cell_text(r['linear'])} | {tuned} "
-              f"| {cell_text(r['held_out'])} | {share} |")
+        print(
+            f"| {r['backbone']} | {r['arm']} | {r['minutes']:g} | {r['seeds']} | {r['steps']:.0f} "
+            f"| {cell_text(r['knn'])} | {cell_text(r['knn_std'])} | {cell_text(r['linear'])} | {tuned} "
+            f"| {cell_text(r['held_out'])} | {share} |"
+        )
 
 
 def plot(args, rows: list[dict], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(len(args.backbones), 4, figsize=(18, 3.6 * len(args.backbones)), squeeze=False)
     top = max(args.minutes)
     for i, backbone in enumerate(args.backbones):
-        for ax, (score, title) in zip(axes[i], [("knn", "kNN k=20, cosine"), ("knn_std", "kNN k=20, standardised"),
-                                                ("linear", "linear probe")]):
+        for ax, (score, title) in zip(
+            axes[i], [("knn", "kNN k=20, cosine"), ("knn_std", "kNN k=20, standardised"), ("linear", "linear probe")]
+        ):
             for name in args.methods:
                 mine = [r for r in rows if r["backbone"] == backbone and r["arm"] == name and r[score] is not None]
                 if not mine:
                     continue
                 xs = [0.0, top] if name == "random" else [r["minutes"] for r in mine]
                 mean, std = zip(*([mine[0][score]] * 2 if name == "random" else [r[score] for r in mine]))
-                ax.plot(xs, mean, "--" if name == "random" else "-o", color=COLORS[name],
-                        label=f"{name} ({mine[0]['seeds']} seeds)")
-                ax.fill_between(xs, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
-                                color=COLORS[name], alpha=0.2)
+                ax.plot(
+                    xs,
+                    mean,
+                    "--" if name == "random" else "-o",
+                    color=COLORS[name],
+                    label=f"{name} ({mine[0]['seeds']} seeds)",
+                )
+                ax.fill_between(
+                    xs,
+                    [m - s for m, s in zip(mean, std)],
+                    [m + s for m, s in zip(mean, std)],
+                    color=COLORS[name],
+                    alpha=0.2,
+                )
             ax.set_title(f"{backbone}: {title}")
             ax.set_xlabel(f"pretraining minutes ({args.clock} clock)")
             ax.set_ylabel("top-1 on val/ (%)")
@@ -134,9 +195,13 @@ def plot(args, rows: list[dict], path: Path) -> None:
             continue
         for x, r in enumerate(tuned):
             ax.errorbar([x], [r["finetune"][0]], [r["finetune"][1]], fmt="o", capsize=4, color=COLORS[r["arm"]])
-        ax.set_xticks(range(len(tuned)), [f"{r['arm']} {r['minutes']:g} min, "
-                                          f"{tuning(r, ' ep.')}" for r in tuned],
-                      rotation=35, ha="right", fontsize=8)
+        ax.set_xticks(
+            range(len(tuned)),
+            [f"{r['arm']} {r['minutes']:g} min, {tuning(r, ' ep.')}" for r in tuned],
+            rotation=35,
+            ha="right",
+            fontsize=8,
+        )
         ax.set_title(f"{backbone}: fine-tuned (last snapshot)")
         ax.set_ylabel("top-1 on val/ (%), mean +- std")
         ax.grid(alpha=0.3)
@@ -147,20 +212,33 @@ def plot(args, rows: list[dict], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(SHARED_DATA) if SHARED_DATA.is_dir() else "sample",
-                        help="an ImageFolder tree with train/ and val/ (labelled)")
+    parser.add_argument(
+        "--data",
+        default=str(SHARED_DATA) if SHARED_DATA.is_dir() else "sample",
+        help="an ImageFolder tree with train/ and val/ (labelled)",
+    )
     parser.add_argument("--backbones", nargs="+", default=["vit_tiny", "convnext_atto"])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--minutes", nargs="+", type=float, default=[5, 15, 30, 60], help="budgets to evaluate at")
     parser.add_argument("--clock", choices=("process", "wall"), default="process")
-    parser.add_argument("--task", default="random-mask", help="the energy and AE methods' corruption (MAE masks its own)")
+    parser.add_argument(
+        "--task", default="random-mask", help="the energy and AE methods' corruption (MAE masks its own)"
+    )
     parser.add_argument("--img-size", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--finetune-epochs", type=int, default=10,
-                        help="of the last snapshot; 0: none run (fine-tunes cached before are still reported)")
-    parser.add_argument("--finetune-amp", choices=("off", "bf16"), default="off",
-                        help="the fine-tunes' precision (bf16: about 1.3x faster on a CPU with native bf16)")
+    parser.add_argument(
+        "--finetune-epochs",
+        type=int,
+        default=10,
+        help="of the last snapshot; 0: none run (fine-tunes cached before are still reported)",
+    )
+    parser.add_argument(
+        "--finetune-amp",
+        choices=("off", "bf16"),
+        default="off",
+        help="the fine-tunes' precision (bf16: about 1.3x faster on a CPU with native bf16)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads per cell")
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side")
     parser.add_argument("--keep-checkpoints", action="store_true", help="keep the snapshot checkpoints (large)")
@@ -172,9 +250,12 @@ def main() -> None:
     todo = cells(args)
     if args.cached_only:
         todo = [c for c in todo if (Path(args.out) / c[0] / c[1] / f"seed{c[2]}" / "cell.json").is_file()]
-    print(f"{len(todo)} cells on {args.data}: {' '.join(args.backbones)} x {' '.join(args.methods)} x seeds "
-          f"{' '.join(map(str, args.seeds))}; budgets {' '.join(f'{m:g}' for m in sorted(args.minutes))} min "
-          f"({args.clock} clock)", flush=True)
+    print(
+        f"{len(todo)} cells on {args.data}: {' '.join(args.backbones)} x {' '.join(args.methods)} x seeds "
+        f"{' '.join(map(str, args.seeds))}; budgets {' '.join(f'{m:g}' for m in sorted(args.minutes))} min "
+        f"({args.clock} clock)",
+        flush=True,
+    )
     results = {}
     if args.cached_only:
         results = {c: load_cell(Path(args.out) / c[0] / c[1] / f"seed{c[2]}" / "cell.json") for c in todo}
@@ -195,8 +276,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     plot(args, rows, out / "representation.png")
     plot_monitor(args, results, out / "monitor.png")
-    (out / "representation.json").write_text(json.dumps(
-        {"args": vars(args), "cells": {"/".join(map(str, c)): r for c, r in results.items()}}, indent=2))
+    (out / "representation.json").write_text(
+        json.dumps({"args": vars(args), "cells": {"/".join(map(str, c)): r for c, r in results.items()}}, indent=2)
+    )
     print(f"wrote {out / 'representation.png'}, {out / 'monitor.png'}, {out / 'representation.json'}")
 
 
@@ -204,10 +286,14 @@ def plot_monitor(args, results: dict, path: Path) -> None:
     """The representation while it formed: each pretraining's monitor history (one line per seed, one colour per
     method), for the top component's share of variance and the energy's correlation with brightness."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    panels = [("top_pc_share", "top component's share of variance"), ("energy_brightness_corr",
-                                                                       "energy's correlation with brightness")]
+
+    panels = [
+        ("top_pc_share", "top component's share of variance"),
+        ("energy_brightness_corr", "energy's correlation with brightness"),
+    ]
     fig, axes = plt.subplots(len(args.backbones), 2, figsize=(10, 3.4 * len(args.backbones)), squeeze=False)
     for i, backbone in enumerate(args.backbones):
         for ax, (key, title) in zip(axes[i], panels):
@@ -215,8 +301,15 @@ def plot_monitor(args, results: dict, path: Path) -> None:
                 history = [row for row in cell.get("monitor") or [] if key in row]
                 if b != backbone or not history:
                     continue
-                ax.plot([row["step"] for row in history], [row[key] for row in history], "-o", markersize=2,
-                        color=COLORS[name], alpha=0.8, label=name if seed == args.seeds[0] else None)
+                ax.plot(
+                    [row["step"] for row in history],
+                    [row[key] for row in history],
+                    "-o",
+                    markersize=2,
+                    color=COLORS[name],
+                    alpha=0.8,
+                    label=name if seed == args.seeds[0] else None,
+                )
             ax.set_title(f"{backbone}: {title}", fontsize=10)
             ax.set_xlabel("optimiser step")
             ax.grid(alpha=0.3)

@@ -8,6 +8,7 @@ fine-tunes every initialisation with that seed; the table gives mean +- std over
 
 The paper's Table (ADE20K, ViT-B, UperNet 160k iterations) is the full-scale version of this comparison.
 """
+
 import argparse
 import statistics
 import subprocess
@@ -23,9 +24,26 @@ from pretexts.engine.evaluation.segmentation.train import run
 
 def pretrain(method: str, args, out: Path, seed: int) -> Path:
     folder = out / f"pre-{method}-seed{seed}"
-    cmd = [sys.executable, "-m", "pretexts", "train", "--method", method, "--backbone", args.backbone,
-           "--epochs", str(args.pretrain_epochs), "--out", str(folder), "--device", "cpu", "--force",
-           "--quiet", "--seed", str(seed)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pretexts",
+        "train",
+        "--method",
+        method,
+        "--backbone",
+        args.backbone,
+        "--epochs",
+        str(args.pretrain_epochs),
+        "--out",
+        str(folder),
+        "--device",
+        "cpu",
+        "--force",
+        "--quiet",
+        "--seed",
+        str(seed),
+    ]
     if args.pretrain_steps:
         cmd += ["--max-steps-per-epoch", str(args.pretrain_steps)]
     subprocess.run(cmd, check=True)
@@ -57,14 +75,29 @@ def main() -> None:
     for seed in args.seeds:
         for name in names:
             ckpt = None if name == "scratch" else str(pretrain(name, args, out, seed))
-            cfg = SegmentConfig(data=str(data), out=str(out / f"seg-{name}-seed{seed}"), checkpoint=ckpt,
-                                backbone=args.backbone if ckpt is None else None, img_size=32 if ckpt is None else None,
-                                head=args.head, max_steps=args.steps, batch_size=16, lr=args.lr, device="cpu", seed=seed)
+            cfg = SegmentConfig(
+                data=str(data),
+                out=str(out / f"seg-{name}-seed{seed}"),
+                checkpoint=ckpt,
+                backbone=args.backbone if ckpt is None else None,
+                img_size=32 if ckpt is None else None,
+                head=args.head,
+                max_steps=args.steps,
+                batch_size=16,
+                lr=args.lr,
+                device="cpu",
+                seed=seed,
+            )
             r = run(cfg, log=lambda s: None)
             rows[name].append((r["miou_percent"], r["pixel_acc_percent"]))  # percentages
-            print(f"seed {seed} {name}: mIoU {r['miou_percent']:.1f}%, pixel acc {r['pixel_acc_percent']:.1f}%", flush=True)
-    print(f"\n| backbone init ({args.backbone}, {args.head}, {args.steps} steps, {len(args.seeds)} seeds) | mIoU | "
-          f"pixel acc |\n|---|---|---|")
+            print(
+                f"seed {seed} {name}: mIoU {r['miou_percent']:.1f}%, pixel acc {r['pixel_acc_percent']:.1f}%",
+                flush=True,
+            )
+    print(
+        f"\n| backbone init ({args.backbone}, {args.head}, {args.steps} steps, {len(args.seeds)} seeds) | mIoU | "
+        f"pixel acc |\n|---|---|---|"
+    )
     for name, results in rows.items():
         print(f"| {name} | {spread([m for m, _ in results])} | {spread([a for _, a in results])} |")
 

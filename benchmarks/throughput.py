@@ -19,6 +19,7 @@ batch and at half of it; the slope gives memory per image and the largest batch 
 Target: the project's energy step (Pretrainer.train_step, exact, N = 2) at most 1.05x the bare loop
 of the paper's pseudo code (appendix "Pseudo Code in PyTorch Style") on the same model.
 """
+
 import argparse
 import fnmatch
 import statistics
@@ -27,17 +28,17 @@ import tempfile
 
 import torch
 import torch.nn.functional as F
+from corruption import timed
+from peak_memory import peak_bytes, pin_mmap_threshold
 from torch import nn
 
 import pretexts
 from pretexts.backbones import create_backbone
-from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.backbones.factory import set_fused_attention
-from corruption import timed
 from pretexts.engine import METHODS, PretrainConfig, Pretrainer
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.training.config import with_method_args
 from pretexts.engine.training.precision import autocast
-from peak_memory import peak_bytes, pin_mmap_threshold
 from pretexts.errors import ParameterError
 
 TARGET = 1.05
@@ -62,6 +63,7 @@ def supervised(args, device, task, amp: torch.dtype | None = None):
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+
     return step, model
 
 
@@ -82,6 +84,7 @@ def bare_loop(args, device, task):
         optimizer.zero_grad()
         (loss / 2).backward()
         optimizer.step()
+
     return step, model
 
 
@@ -92,27 +95,47 @@ def corruption(args, device, task):
 
 # eager row -> its config: with --compile each gets a compiled twin (the energy method's restoration step through
 # torch.func + torch.compile, engine/methods/energy/compiled.py; the AE's backbone forward, as every other method)
-COMPILED_PAIRS = {ENERGY: {"steps": 2}, "energy N=2 finite-difference": {"steps": 2, "grad_mode": "finite-difference"},
-                  "AE baseline (method ae)": {"method": "ae"}}
+COMPILED_PAIRS = {
+    ENERGY: {"steps": 2},
+    "energy N=2 finite-difference": {"steps": 2, "grad_mode": "finite-difference"},
+    "AE baseline (method ae)": {"method": "ae"},
+}
 # fp32 row -> its bf16 twin, for the bf16 / fp32 ratios (a ratio to supervised compares rows of one precision)
-BF16_PAIRS = {SUPERVISED: "supervised + bf16 autocast", ENERGY: "energy N=2 exact + bf16 autocast",
-              "energy N=2 finite-difference": "energy N=2 finite-difference + bf16 autocast",
-              "AE baseline (method ae)": "AE baseline + bf16 autocast",
-              "MAE baseline (method mae)": "MAE baseline + bf16 autocast"}
+BF16_PAIRS = {
+    SUPERVISED: "supervised + bf16 autocast",
+    ENERGY: "energy N=2 exact + bf16 autocast",
+    "energy N=2 finite-difference": "energy N=2 finite-difference + bf16 autocast",
+    "AE baseline (method ae)": "AE baseline + bf16 autocast",
+    "MAE baseline (method mae)": "MAE baseline + bf16 autocast",
+}
 
 
 def trainer_row(unfused: bool = False, **overrides):
     """A Pretrainer's step; float32 unless `amp` is given (not the run's "auto", bf16 on CUDA, so that a row's name
     says its precision on every device and compares with the float32 supervised and bare-loop rows)."""
+
     def build(args, device, task):
-        cfg = PretrainConfig(**with_method_args(dict(  # the energy method's steps and grad_mode into method_args
-            backbone=args.backbone, img_size=args.size, batch_size=args.batch, task=args.task, data="synthetic",
-            workers=0, device=str(device), out=args.out, **{"amp": "off", **overrides})))
+        cfg = PretrainConfig(
+            **with_method_args(
+                dict(  # the energy method's steps and grad_mode into method_args
+                    backbone=args.backbone,
+                    img_size=args.size,
+                    batch_size=args.batch,
+                    task=args.task,
+                    data="synthetic",
+                    workers=0,
+                    device=str(device),
+                    out=args.out,
+                    **{"amp": "off", **overrides},
+                )
+            )
+        )
         trainer = Pretrainer(cfg)
         if unfused:  # what finite differences gain from fused attention
             set_fused_attention(trainer.model.backbone, False)
             trainer.model.math_attention = True
         return trainer.train_step, trainer.model
+
     return build
 
 
@@ -160,8 +183,12 @@ def main(argv=None) -> None:
     parser.add_argument("--task", default="colorization", help="a pixel task (the bare loop moves pixels)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--compile", default=None, help="also time the energy steps (exact, finite-difference) and the AE "
-                                                        "compiled with this torch.compile backend (e.g. inductor)")
+    parser.add_argument(
+        "--compile",
+        default=None,
+        help="also time the energy steps (exact, finite-difference) and the AE "
+        "compiled with this torch.compile backend (e.g. inductor)",
+    )
     parser.add_argument("--fit-gib", type=float, default=80.0, help="memory budget for the largest-batch estimate")
     parser.add_argument("--only", action="append", help="wildcard over row names (repeat for several)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (1 is steadiest on a shared machine)")
@@ -190,19 +217,25 @@ def measure(args) -> None:
     times = {name: [] for name in steps}
     for _ in range(args.repeats):
         for name, step in steps.items():
-            times[name].append(timed(lambda: step(images), device))
+            times[name].append(timed(lambda step=step: step(images), device))
     half = images[: max(1, args.batch // 2)]
-    memory = {name: (peak_bytes(lambda: step(images), device), peak_bytes(lambda: step(half), device))
-              for name, step in steps.items()}
+    memory = {
+        name: (peak_bytes(lambda step=step: step(images), device), peak_bytes(lambda step=step: step(half), device))
+        for name, step in steps.items()
+    }
 
     what = "CUDA max_memory_allocated" if device.type == "cuda" else "resident-set high-water mark (VmHWM)"
-    print(f"{args.backbone} at {args.size} px, batch {args.batch}, task {args.task}, on {device} "
-          f"({torch.get_num_threads()} threads), torch {torch.__version__}; median of {args.repeats} interleaved "
-          f"steps; peak memory of one step above the resting state: {what}")
+    print(
+        f"{args.backbone} at {args.size} px, batch {args.batch}, task {args.task}, on {device} "
+        f"({torch.get_num_threads()} threads), torch {torch.__version__}; median of {args.repeats} interleaved "
+        f"steps; peak memory of one step above the resting state: {what}"
+    )
     reference = SUPERVISED if SUPERVISED in times else next(iter(times))
     base = statistics.median(times[reference])
-    print(f"| step | ms | x {reference.split(' (')[0]} | peak MiB | MiB / image | "
-          f"est. max batch in {args.fit_gib:g} GiB |")
+    print(
+        f"| step | ms | x {reference.split(' (')[0]} | peak MiB | MiB / image | "
+        f"est. max batch in {args.fit_gib:g} GiB |"
+    )
     print("|---|---|---|---|---|---|")
     for name, samples in times.items():
         ms = statistics.median(samples)

@@ -8,6 +8,7 @@ cost (target <= 1.1 for 2 ranks on gloo). The arms alternate `--repeats` times a
 load from other processes hits both alike; each rank gets one thread (OMP_NUM_THREADS=1), so give the machine
 as many free cores as ranks. The seconds are the run's own (results.json: training and validation, not start-up).
 """
+
 import argparse
 import json
 import os
@@ -21,11 +22,27 @@ TARGET = 1.1
 
 
 def finetune_seconds(processes: int, batch: int, args, out: Path) -> float:
-    runner = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)] \
-        if processes > 1 else [sys.executable]
-    command = [*runner, "-m", "pretexts", "finetune", "--from-scratch", f"--backbone={args.backbone}",
-               f"--data={args.data}", f"--batch-size={batch}", "--epochs=1", f"--max-steps-per-epoch={args.steps}",
-               "--workers=0", "--quiet", f"--out={out}", "--force"]
+    runner = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
+        if processes > 1
+        else [sys.executable]
+    )
+    command = [
+        *runner,
+        "-m",
+        "pretexts",
+        "finetune",
+        "--from-scratch",
+        f"--backbone={args.backbone}",
+        f"--data={args.data}",
+        f"--batch-size={batch}",
+        "--epochs=1",
+        f"--max-steps-per-epoch={args.steps}",
+        "--workers=0",
+        "--quiet",
+        f"--out={out}",
+        "--force",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if done.returncode:
         sys.exit(done.stderr[-2000:])
@@ -53,8 +70,10 @@ def main() -> None:
     print(f"| 1 process | {share} | {args.steps} | {one:.1f} |")
     print(f"| {args.processes} ranks (gloo) | {share} | {args.steps} | {ranks:.1f} |")
     verdict = "meets" if ranks / one <= TARGET else "misses"
-    print(f"\n{args.processes} ranks / one process on one rank's share: {ranks / one:.2f}x ({verdict} the "
-          f"target <= {TARGET}x; {args.backbone}, {os.cpu_count()} cores)")
+    print(
+        f"\n{args.processes} ranks / one process on one rank's share: {ranks / one:.2f}x ({verdict} the "
+        f"target <= {TARGET}x; {args.backbone}, {os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

@@ -4,17 +4,21 @@
 so `pretexts --help` answers at once. The whole Python API is reached from here: `pretexts.pretrain`,
 `pretexts.PretrainConfig`, `pretexts.create_backbone`, ... (the engine's names, `pretexts.engine.API`), and the
 installed subpackages `pretexts.engine`, `pretexts.backbones` and `pretexts.tasks`."""
+
 from importlib import import_module
 
-from .errors import (CheckpointError, DataError, DuplicateNameError, ParameterError, PretextsError,
-                     UnknownNameError)
+from .errors import CheckpointError, DataError, DuplicateNameError, ParameterError, PretextsError, UnknownNameError
 from .params import Param
 from .registry import broken_plugins, create_pretext, get_pretext_class, list_pretexts, register
 
 __version__ = "0.1.0"
 
-_LAZY = {"Corrupted": "base", "Pretext": "base", "create_backbone": "backbones",
-         "list_backbones": "backbones"}  # these import torch
+_LAZY = {
+    "Corrupted": "base",
+    "Pretext": "base",
+    "create_backbone": "backbones",
+    "list_backbones": "backbones",
+}  # these import torch
 _SUBPACKAGES = ("engine", "backbones", "tasks")
 
 
@@ -34,7 +38,19 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "Corrupted", "Pretext", "Param", "register", "list_pretexts", "create_pretext", "get_pretext_class",
-    "broken_plugins", "PretextsError", "UnknownNameError", "DuplicateNameError", "ParameterError",
-    "DataError", "CheckpointError", "__version__",
+    "Corrupted",
+    "Pretext",
+    "Param",
+    "register",
+    "list_pretexts",
+    "create_pretext",
+    "get_pretext_class",
+    "broken_plugins",
+    "PretextsError",
+    "UnknownNameError",
+    "DuplicateNameError",
+    "ParameterError",
+    "DataError",
+    "CheckpointError",
+    "__version__",
 ]

@@ -1,4 +1,5 @@
 """The Pretext base class and the Corrupted sample every task returns."""
+
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -52,13 +53,15 @@ class Pretext:
             if preset not in self.presets:
                 known = ", ".join(self.presets) or "none"
                 raise ParameterError(
-                    f"{self.name}: unknown preset '{preset}'; presets: {known}.{suggest(preset, self.presets)}")
+                    f"{self.name}: unknown preset '{preset}'; presets: {known}.{suggest(preset, self.presets)}"
+                )
             values.update(self.presets[preset])
         for key in kwargs:
             if key not in self.params:
                 valid = ", ".join(self.params) or "none"
                 raise ParameterError(
-                    f"{self.name}: unknown parameter '{key}'; valid parameters: {valid}.{suggest(key, self.params)}")
+                    f"{self.name}: unknown parameter '{key}'; valid parameters: {valid}.{suggest(key, self.params)}"
+                )
         values.update(kwargs)
         given = {**(self.presets[preset] if preset is not None else {}), **kwargs}
         # scaled parameters left unset (or "auto") follow the images: resolved by `fit`, None until then
@@ -108,8 +111,7 @@ class Pretext:
     def __call__(self, images: Tensor, generator: torch.Generator | None = None) -> Corrupted:
         """Corrupt a batch [B,3,H,W]: float in [0,1], or uint8 (converted here)."""
         if images.ndim != 4 or images.shape[1] != 3:
-            raise ParameterError(
-                f"{self.name}: images must be a batch [B, 3, H, W], got shape {tuple(images.shape)}.")
+            raise ParameterError(f"{self.name}: images must be a batch [B, 3, H, W], got shape {tuple(images.shape)}.")
         if images.dtype == torch.uint8:
             images = images.float() / 255
         elif not images.is_floating_point():
@@ -133,9 +135,15 @@ class Pretext:
         return {k: AUTO if k in self.auto else getattr(self, k) for k in self.params}
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" + (f" ({getattr(self, k)} at {self.fitted[0]}x{self.fitted[1]} px)"
-                                         if k in self.auto and self.fitted else "")
-                         for k, v in self.values().items())
+        args = ", ".join(
+            f"{k}={v!r}"
+            + (
+                f" ({getattr(self, k)} at {self.fitted[0]}x{self.fitted[1]} px)"
+                if k in self.auto and self.fitted
+                else ""
+            )
+            for k, v in self.values().items()
+        )
         return f"{type(self).__name__}({args})"
 
     @classmethod

@@ -6,6 +6,7 @@ dict unpacking, calls of a `Param` class (imported for real: pretexts.params and
 and of a module function whose body is one `return`. Anything else raises `Unreadable`, and the registry imports
 that registry's built-ins instead (slower, as correct). `tests/test_listing.py` checks that what is read equals
 what the imported classes declare."""
+
 import ast
 import builtins
 import os
@@ -17,9 +18,17 @@ from importlib.util import find_spec
 from .params import Param
 
 SAFE_BUILTINS = {name: getattr(builtins, name) for name in ("int", "float", "str", "bool", "tuple", "list", "dict")}
-BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-          ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
-          ast.Pow: lambda a, b: a ** b, ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b}
+BINARY = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a**b,
+    ast.LShift: lambda a, b: a << b,
+    ast.RShift: lambda a, b: a >> b,
+}
 UNARY = {ast.USub: lambda a: -a, ast.UAdd: lambda a: +a, ast.Not: lambda a: not a}
 
 
@@ -50,7 +59,7 @@ def source_of(module: str) -> tuple[str, bool]:
     parts = module.split(".")
     locations = None
     for i, part in enumerate(parts):
-        prefix = ".".join(parts[:i + 1])
+        prefix = ".".join(parts[: i + 1])
         found = None
         for folder in locations or []:
             if os.path.isfile(os.path.join(folder, part, "__init__.py")):
@@ -80,8 +89,12 @@ class StaticClass:
         for stmt in self.node.body:
             if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == key for t in stmt.targets):
                 value = stmt.value
-            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == key \
-                    and stmt.value is not None:
+            elif (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and stmt.target.id == key
+                and stmt.value is not None
+            ):
                 value = stmt.value
         if value is None:
             raise KeyError(key)
@@ -106,8 +119,9 @@ class StaticClass:
     def is_param(self) -> bool:
         if self.reader.module == Param.__module__ and self.node.name == Param.__name__:
             return True
-        return any(isinstance(base, StaticClass) and base.is_param()
-                   for base in map(self.reader.evaluate, self.node.bases))
+        return any(
+            isinstance(base, StaticClass) and base.is_param() for base in map(self.reader.evaluate, self.node.bases)
+        )
 
     def real(self):
         return getattr(import_module(self.reader.module), self.node.name)
@@ -129,8 +143,11 @@ class ModuleReader:
                 for target in stmt.targets:
                     if isinstance(target, ast.Name):
                         self.names[target.id] = ("expr", stmt.value)
-                    elif isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple) and \
-                            len(target.elts) == len(stmt.value.elts):  # A, B = 1, 2
+                    elif (
+                        isinstance(target, ast.Tuple)
+                        and isinstance(stmt.value, ast.Tuple)
+                        and len(target.elts) == len(stmt.value.elts)
+                    ):  # A, B = 1, 2
                         for one, value in zip(target.elts, stmt.value.elts):
                             if isinstance(one, ast.Name):
                                 self.names[one.id] = ("expr", value)
@@ -158,7 +175,7 @@ class ModuleReader:
         package = self.module.split(".")
         if not self.is_package:
             package = package[:-1]
-        package = package[:len(package) - stmt.level + 1]
+        package = package[: len(package) - stmt.level + 1]
         return ".".join(package + ([stmt.module] if stmt.module else []))
 
     def imported_modules(self) -> list[str]:
@@ -248,15 +265,16 @@ class StaticFunction:
         self.reader, self.node = reader, node
 
     def __call__(self, *args, **kwargs):
-        body = [stmt for stmt in self.node.body if not (isinstance(stmt, ast.Expr) and
-                                                        isinstance(stmt.value, ast.Constant))]
+        body = [
+            stmt for stmt in self.node.body if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+        ]
         spec = self.node.args
         if len(body) != 1 or not isinstance(body[0], ast.Return) or spec.vararg or spec.kwarg or spec.kwonlyargs:
             raise Unreadable(f"function {self.node.name}")
         names = [arg.arg for arg in spec.posonlyargs + spec.args]
-        defaults = dict(zip(names[len(names) - len(spec.defaults):], spec.defaults))
+        defaults = dict(zip(names[len(names) - len(spec.defaults) :], spec.defaults))
         scope = dict(zip(names, args))
-        for name in names[len(args):]:
+        for name in names[len(args) :]:
             scope[name] = kwargs[name] if name in kwargs else self.reader.evaluate(defaults[name])
         return self.reader.evaluate(body[0].value, scope)
 

@@ -1,4 +1,5 @@
 """The errors a user can cause. The CLI turns each into a one-line message and exit code 2."""
+
 import difflib
 
 

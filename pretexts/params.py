@@ -1,13 +1,14 @@
 """Declared task parameters: a default, a type and an allowed range, checked on construction."""
+
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import ParameterError
 
 REFERENCE_SIZE = 224  # the paper's image size: a scaled parameter's declared default is its value there
-EXAMPLE_SIZE = 32     # the CLI's default --img-size, the second size the listing names a scaled default at
-MIN_CELLS = 4         # a scaled length fits an image when it leaves at least 4 of its cells per side
-AUTO = "auto"         # the value of a scaled parameter left to follow the image size
+EXAMPLE_SIZE = 32  # the CLI's default --img-size, the second size the listing names a scaled default at
+MIN_CELLS = 4  # a scaled length fits an image when it leaves at least 4 of its cells per side
+AUTO = "auto"  # the value of a scaled parameter left to follow the image size
 
 
 @dataclass(frozen=True)
@@ -40,17 +41,21 @@ class Param:
         if value > self.largest(size):
             at = f"{size} px" if height == width else f"{height}x{width} px"
             # whole cells, as `largest` counts them
-            left = f"leaves {height // value}x{width // value} {self.scaled} at {at}" if value <= size else \
-                f"is larger than the image ({at})"
+            left = (
+                f"leaves {height // value}x{width // value} {self.scaled} at {at}"
+                if value <= size
+                else f"is larger than the image ({at})"
+            )
             raise ParameterError(
                 f"{task}: {name} {value} {left}; use {name} <= {self.largest(size)} "
-                f"(e.g. {self.scaled_default(size)}, the paper's {self.default} at {REFERENCE_SIZE} px scaled).")
+                f"(e.g. {self.scaled_default(size)}, the paper's {self.default} at {REFERENCE_SIZE} px scaled)."
+            )
 
     def default_text(self) -> str:
         """'16' or, for a scaled parameter, '16 at 224 px, 2 at 32 px' (the plain listing's defaults)."""
         if not self.scaled:
             return str(self.default)
-        return (f"{self.default} at {REFERENCE_SIZE} px, {self.scaled_default(EXAMPLE_SIZE)} at {EXAMPLE_SIZE} px")
+        return f"{self.default} at {REFERENCE_SIZE} px, {self.scaled_default(EXAMPLE_SIZE)} at {EXAMPLE_SIZE} px"
 
     def describe(self) -> str:
         """'int in [2, 64], default 16' for `pretexts list --verbose`; a scaled parameter's default is named at

@@ -4,6 +4,7 @@
 backbones (`pretexts.backbones.ALIASES`).
 
 Nothing here imports torch: a registry imports its built-in modules on first use (`Registry.load`)."""
+
 import fnmatch
 import inspect
 import os
@@ -91,16 +92,16 @@ class Registry:
 
     kind: str
     group: str
-    builtins: tuple = ()                             # modules to import first; "package.*": all of its modules
-    hint: str = ""                                   # ends an unknown name's error; {names} lists the known ones
-    decorator: str = ""                              # the name built-ins register with (read by `entries`)
-    declares: tuple = ()                             # the attributes a listing reads from an entry
+    builtins: tuple = ()  # modules to import first; "package.*": all of its modules
+    hint: str = ""  # ends an unknown name's error; {names} lists the known ones
+    decorator: str = ""  # the name built-ins register with (read by `entries`)
+    declares: tuple = ()  # the attributes a listing reads from an entry
     table: dict = field(default_factory=dict)
-    broken: dict = field(default_factory=dict)       # entry-point name -> where and why it failed
+    broken: dict = field(default_factory=dict)  # entry-point name -> where and why it failed
     tracebacks: dict = field(default_factory=dict)
-    shadowed: dict = field(default_factory=dict)     # entry-point name -> which built-in it clashed with
-    plugin_of: dict = field(default_factory=dict)    # registered name -> 'package version'
-    declared: dict = field(default_factory=dict)     # built-in name -> its module, read before it is imported
+    shadowed: dict = field(default_factory=dict)  # entry-point name -> which built-in it clashed with
+    plugin_of: dict = field(default_factory=dict)  # registered name -> 'package version'
+    declared: dict = field(default_factory=dict)  # built-in name -> its module, read before it is imported
     loaded: bool = False
     plugins_loaded: bool = False
 
@@ -112,9 +113,11 @@ class Registry:
             old = self.table.get(name)
             builtin = self.declared.get(name) if old is None else None
             if old is not None and old is not cls or builtin is not None and builtin != cls.__module__:
-                raise DuplicateNameError(f"{self.kind} '{name}' is registered twice: "
-                                         f"{defined_at(old) if old is not None else builtin} and "
-                                         f"{defined_at(cls)}. Rename one of them.")
+                raise DuplicateNameError(
+                    f"{self.kind} '{name}' is registered twice: "
+                    f"{defined_at(old) if old is not None else builtin} and "
+                    f"{defined_at(cls)}. Rename one of them."
+                )
             self.table[name] = cls
             return cls
 
@@ -168,11 +171,14 @@ class Registry:
                 ep.load()
             except DuplicateNameError as err:
                 self.shadowed[ep.name] = f"{package}: {err}"
-                warnings.warn(f"plugin {package} registers a {self.kind} name pretexts already has; the built-in "
-                              f"wins. {err}", stacklevel=3)
+                warnings.warn(
+                    f"plugin {package} registers a {self.kind} name pretexts already has; the built-in wins. {err}",
+                    stacklevel=3,
+                )
             except (Exception, SystemExit) as err:  # a plugin's bug (or its sys.exit) must not break the built-ins
-                self.broken[ep.name] = (f"{package} ({ep.value}) failed at {failing_line(err)}: "
-                                        f"{type(err).__name__}: {err}")
+                self.broken[ep.name] = (
+                    f"{package} ({ep.value}) failed at {failing_line(err)}: {type(err).__name__}: {err}"
+                )
                 self.tracebacks[ep.name] = "".join(traceback.format_exception(err))
             else:
                 self.broken.pop(ep.name, None)
@@ -192,9 +198,11 @@ class Registry:
     def get(self, name: str) -> type:
         self.load()
         if name in self.broken and name not in self.table:
-            raise UnknownNameError(f"{self.kind} '{name}' comes from a plugin that failed to load: "
-                                   f"{self.broken[name]}. Fix or reinstall the plugin; `pretexts --debug list` "
-                                   f"shows its traceback.")
+            raise UnknownNameError(
+                f"{self.kind} '{name}' comes from a plugin that failed to load: "
+                f"{self.broken[name]}. Fix or reinstall the plugin; `pretexts --debug list` "
+                f"shows its traceback."
+            )
         if name not in self.table:
             hint = self.hint.format(names=", ".join(self.table))
             raise UnknownNameError(f"unknown {self.kind} '{name}'.{suggest(name, self.table)} {hint}".rstrip())
@@ -202,19 +210,37 @@ class Registry:
 
 
 # every module of pretexts/tasks/ ("*"): a new task is one file there; the listed ones set the listing's order
-TASKS = Registry("pretext task", "pretexts.tasks", tuple(f"pretexts.tasks.{m}" for m in (
-    "masking", "super_resolution", "denoising", "colorization", "patch_sorting", "mixed", "*")),
-    hint="Run `pretexts list` to see all tasks.", decorator="register", declares=("params", "presets"))
+TASKS = Registry(
+    "pretext task",
+    "pretexts.tasks",
+    tuple(
+        f"pretexts.tasks.{m}"
+        for m in ("masking", "super_resolution", "denoising", "colorization", "patch_sorting", "mixed", "*")
+    ),
+    hint="Run `pretexts list` to see all tasks.",
+    decorator="register",
+    declares=("params", "presets"),
+)
 
 
 # every module of engine/methods/ ("*"): a new method is one file there; the listed ones set the listing's order
-METHODS = Registry("method", "pretexts.methods",
-                   tuple(f"pretexts.engine.methods.{m}" for m in ("energy", "autoencoder", "mae", "*")),
-                   hint="Methods: {names} (`pretexts list --methods`).", decorator="register_method",
-                   declares=("method_params",))
+METHODS = Registry(
+    "method",
+    "pretexts.methods",
+    tuple(f"pretexts.engine.methods.{m}" for m in ("energy", "autoencoder", "mae", "*")),
+    hint="Methods: {names} (`pretexts list --methods`).",
+    decorator="register_method",
+    declares=("method_params",),
+)
 
-PROBES = Registry("probe", "pretexts.probes", ("pretexts.engine.evaluation.probe",),
-                  hint="Probes: {names} (`pretexts list --probes`).", decorator="register_probe")
+PROBES = Registry(
+    "probe",
+    "pretexts.probes",
+    ("pretexts.engine.evaluation.probe",),
+    hint="Probes: {names} (`pretexts list --probes`).",
+    decorator="register_probe",
+)
+
 
 def register(name: str):
     """Class decorator: `@register("colorization")` makes the class creatable by that name."""

@@ -1,5 +1,6 @@
 """Shared inputs of the CLI tests: the fastest real `train` arguments, a tiny ImageFolder (so a run
 evaluates 2 held-out images, not 80), and a runner that returns the one error line."""
+
 import shutil
 from pathlib import Path
 
@@ -7,8 +8,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from pretexts.engine.data.datasets import SAMPLE_DIR
 from pretexts.cli import main
+from pretexts.engine.data.datasets import SAMPLE_DIR
 
 # A 0.2M-parameter ConvNeXt: LayerNorm, so a batch of 8 is fine, and among timm's fastest double backward.
 TRAIN = ["train", "--backbone", "test_convnext", "--batch-size", "8"]

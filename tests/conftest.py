@@ -1,4 +1,5 @@
 """Shared fixtures: real CIFAR-10 images from the embedded sample, and tiny energy models."""
+
 import numpy as np
 import pytest
 import torch

@@ -1,5 +1,6 @@
 """Plugin distributions installed for one test (a module, its dist-info and an entry point in a temporary folder
 on sys.path), and the registry put back as it was after it."""
+
 import sys
 import textwrap
 from contextlib import contextmanager

@@ -1,12 +1,13 @@
 """Shared inputs of the pretext tests: a few real CIFAR-10 images and a tiny energy model."""
-from functools import lru_cache
+
+from functools import cache
 
 import numpy as np
 import torch
 from PIL import Image
 
-from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.data.datasets import SAMPLE_DIR
+from pretexts.engine.methods.energy.model import create_energy_model
 
 CIFAR = SAMPLE_DIR / "train"  # the real CIFAR-10 images the package ships, 32 per class
 
@@ -20,7 +21,7 @@ def cifar_batch(n: int = 8) -> torch.Tensor:
     return torch.from_numpy(arrays).permute(0, 3, 1, 2).float() / 255
 
 
-@lru_cache(maxsize=None)
+@cache
 def tiny_vit(patch_size: int = 8):
     """A two-block ViT-Tiny at 32 px: small enough for double backward in a unit test."""
     torch.manual_seed(0)

@@ -1,26 +1,38 @@
 """Pretraining checkpoints of fresh models, in `Pretrainer.save`'s format, for the downstream tests."""
+
 from pathlib import Path
 
 import pytest
 import torch
 
-from pretexts import backbones
-from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
+from pretexts import backbones
 from pretexts.engine import PretrainConfig
 from pretexts.engine.methods.autoencoder import AutoencoderModel
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.training.checkpoint import save_checkpoint
 
 
-def write_checkpoint(path: Path, backbone: str = "convnext_atto", task: str = "colorization", method: str = "energy",
-                     task_args: dict | None = None, seed: int = 0, data: str = "sample") -> tuple[Path, torch.nn.Module]:
+def write_checkpoint(
+    path: Path,
+    backbone: str = "convnext_atto",
+    task: str = "colorization",
+    method: str = "energy",
+    task_args: dict | None = None,
+    seed: int = 0,
+    data: str = "sample",
+) -> tuple[Path, torch.nn.Module]:
     """Write `path` with a seeded, untrained model of `method` at 32 px, its config recording `data`; returns it and
     the model."""
     torch.manual_seed(seed)
     cfg = PretrainConfig(backbone=backbone, task=task, method=method, task_args=task_args or {}, data=str(data))
     if method == "ae":
-        model = AutoencoderModel(backbones.create_backbone(backbone, img_size=32),
-                                 pretexts.create_pretext(task, **cfg.task_args), 32, backbone)
+        model = AutoencoderModel(
+            backbones.create_backbone(backbone, img_size=32),
+            pretexts.create_pretext(task, **cfg.task_args),
+            32,
+            backbone,
+        )
     else:
         model = create_energy_model(backbone, img_size=32)
     save_checkpoint({"config": cfg.to_dict(), "model": model.state_dict()}, path)

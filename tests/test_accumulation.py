@@ -1,10 +1,11 @@
 """--accum-iter K: the step of the whole batch, computed K micro-batches at a time (MAE's accum_iter)."""
+
 import pytest
 import torch
+from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 from pretexts.engine import FinetuneConfig, PretrainConfig, Pretrainer, finetune, load_checkpoint
 from pretexts.errors import ParameterError
-from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -18,8 +19,16 @@ def close_weights(a: dict, b: dict) -> None:
 def test_pretraining_with_accumulation_equals_the_larger_batch(tmp_path):
     # colorization is deterministic per image and convnext_atto has no BatchNorm: micro-batches see the same
     # images and corruptions as the whole batch
-    common = dict(backbone="convnext_atto", task="colorization", batch_size=16, epochs=1, max_steps_per_epoch=3,
-                  workers=0, warmup_epochs=0.0, lr=1e-3)
+    common = dict(
+        backbone="convnext_atto",
+        task="colorization",
+        batch_size=16,
+        epochs=1,
+        max_steps_per_epoch=3,
+        workers=0,
+        warmup_epochs=0.0,
+        lr=1e-3,
+    )
     whole = Pretrainer(PretrainConfig(**common, out=str(tmp_path / "whole")))
     whole.run()
     accumulated = Pretrainer(PretrainConfig(**common, accum_iter=4, out=str(tmp_path / "accum")))
@@ -33,12 +42,24 @@ def test_pretraining_with_accumulation_equals_the_larger_batch(tmp_path):
 
 def test_fine_tuning_with_accumulation_equals_the_larger_batch(tmp_path):
     ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
-    common = dict(checkpoint=str(ckpt), epochs=1, max_steps_per_epoch=2, batch_size=16, workers=0, mixup=0,
-                  cutmix=0, randaug="none", drop_path=0, smoothing=0.1, seed=0)
+    common = dict(
+        checkpoint=str(ckpt),
+        epochs=1,
+        max_steps_per_epoch=2,
+        batch_size=16,
+        workers=0,
+        mixup=0,
+        cutmix=0,
+        randaug="none",
+        drop_path=0,
+        smoothing=0.1,
+        seed=0,
+    )
     finetune(FinetuneConfig(**common, out=str(tmp_path / "whole")), echo=lambda line: None)
     finetune(FinetuneConfig(**common, accum_iter=2, out=str(tmp_path / "accum")), echo=lambda line: None)
-    close_weights(*(torch.load(tmp_path / run / "finetuned.pt", weights_only=False)["model"]
-                    for run in ("whole", "accum")))
+    close_weights(
+        *(torch.load(tmp_path / run / "finetuned.pt", weights_only=False)["model"] for run in ("whole", "accum"))
+    )
 
 
 def test_accumulation_must_split_the_batch_evenly(tmp_path):

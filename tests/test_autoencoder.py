@@ -1,34 +1,49 @@
 """The autoencoder baseline: same backbone and corruption, a light decoder, gradients into the backbone."""
+
 import json
 
 import pytest
 import torch
 from click.testing import CliRunner
+from pretrained_checkpoints import single_thread  # noqa: F401 (a fixture)
 
-from pretexts import backbones
 import pretexts
+from pretexts import backbones
+from pretexts.base import Corrupted, Pretext
+from pretexts.cli import main
 from pretexts.engine import PretrainConfig, Pretrainer
 from pretexts.engine.methods.autoencoder import AutoencoderMethod, AutoencoderModel
 from pretexts.engine.methods.states import state_adapter
-from pretexts.base import Corrupted, Pretext
-from pretexts.cli import main
 from pretexts.errors import ParameterError
-from pretrained_checkpoints import single_thread  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
 
 
 def trainer(tmp_path, backbone: str, task: str, **task_args) -> Pretrainer:
-    cfg = PretrainConfig(method="ae", backbone=backbone, task=task, task_args=task_args, batch_size=8, workers=0,
-                         lr=1e-3, warmup_epochs=0, out=str(tmp_path), eval_images=16, figure_images=2)
+    cfg = PretrainConfig(
+        method="ae",
+        backbone=backbone,
+        task=task,
+        task_args=task_args,
+        batch_size=8,
+        workers=0,
+        lr=1e-3,
+        warmup_epochs=0,
+        out=str(tmp_path),
+        eval_images=16,
+        figure_images=2,
+    )
     return Pretrainer(cfg)
 
 
-@pytest.mark.parametrize("backbone, task, args", [
-    ("convnext_atto", "colorization", {}),
-    ("vit_tiny", "super-resolution", {"scale": 4}),
-    ("vit_tiny", "patch-sorting", {"edge_max": 1}),
-])
+@pytest.mark.parametrize(
+    "backbone, task, args",
+    [
+        ("convnext_atto", "colorization", {}),
+        ("vit_tiny", "super-resolution", {"scale": 4}),
+        ("vit_tiny", "patch-sorting", {"edge_max": 1}),
+    ],
+)
 def test_a_training_step_reaches_the_backbone(tmp_path, real_images, backbone, task, args):
     run = trainer(tmp_path, backbone, task, **args)
     assert isinstance(run.method, AutoencoderMethod) and not hasattr(run.model, "alpha")
@@ -70,8 +85,9 @@ def test_cnn_decoder_reads_the_stages_and_beats_its_input_after_a_short_overfit(
 
 def test_decoder_size_is_a_method_argument_checked_like_task_parameters(tmp_path):
     cfg = dict(method="ae", backbone="vit_tiny", task="colorization", batch_size=8, workers=0, out=str(tmp_path))
-    model = Pretrainer(PretrainConfig(**cfg, method_args={"decoder_dim": "64", "decoder_depth": "1",
-                                                              "decoder_heads": "2"})).model
+    model = Pretrainer(
+        PretrainConfig(**cfg, method_args={"decoder_dim": "64", "decoder_depth": "1", "decoder_heads": "2"})
+    ).model
     assert len(model.decoder.blocks) == 1 and model.decoder.embed.out_features == 64
     with pytest.raises(ParameterError, match=r"decoder_dim.*\[8, 4096\]"):
         Pretrainer(PretrainConfig(**cfg, method_args={"decoder_dim": "0"}))
@@ -122,14 +138,35 @@ def test_tasks_without_a_decoder_target_are_refused():
     with pytest.raises(ParameterError, match="reconstructs pixels"):
         AutoencoderModel(backbones.create_backbone("resnet18"), TurnRight(), 32, "resnet18")
     with pytest.raises(ParameterError, match="ViT"):
-        AutoencoderModel(backbones.create_backbone("resnet18"), pretexts.create_pretext("patch-sorting"), 32, "resnet18")
+        AutoencoderModel(
+            backbones.create_backbone("resnet18"), pretexts.create_pretext("patch-sorting"), 32, "resnet18"
+        )
 
 
 def test_cli_train_method_ae_writes_checkpoint_figure_and_reconstruction_error(tmp_path):
     out = tmp_path / "ae"
-    result = CliRunner().invoke(main, [
-        "train", "--method", "ae", "--task", "colorization", "--backbone", "convnext_atto", "--epochs", "1",
-        "--batch-size", "16", "--max-steps-per-epoch", "2", "--workers", "0", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--method",
+            "ae",
+            "--task",
+            "colorization",
+            "--backbone",
+            "convnext_atto",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "16",
+            "--max-steps-per-epoch",
+            "2",
+            "--workers",
+            "0",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "held-out reconstruction MSE on 80 images: corrupted" in result.output and "step 1" not in result.output
     held = json.loads((out / "results.json").read_text())["held_out"]

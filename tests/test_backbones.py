@@ -1,5 +1,6 @@
 """What every model shares from pretexts.backbones: the input normalisation (one source, one fallback), the patch
 layout of pixel predictions, and the prefix tokens of a ViT."""
+
 import pytest
 import torch
 
@@ -15,8 +16,11 @@ from pretexts.engine.methods.mae_model import MAEModel
 
 
 def models_of(backbone):
-    return [EnergyModel(backbone), AutoencoderModel(backbone, pretexts.create_pretext("colorization"), 32, "vit_tiny"),
-            MAEModel(backbone, "vit_tiny")]
+    return [
+        EnergyModel(backbone),
+        AutoencoderModel(backbone, pretexts.create_pretext("colorization"), 32, "vit_tiny"),
+        MAEModel(backbone, "vit_tiny"),
+    ]
 
 
 @pytest.mark.parametrize("own", [True, False], ids=["timm's statistics", "none"])
@@ -44,8 +48,9 @@ def test_patches_round_trip_in_maes_layout(real_images):
 def test_the_autoencoder_decodes_patches_in_the_layout_mae_predicts(real_images):
     """A ViT decoder output that is patchify(x) reconstructs x: the AE and MAE share one patch layout."""
     images = real_images[:2]
-    model = AutoencoderModel(create_backbone("vit_tiny", img_size=32), pretexts.create_pretext("colorization"), 32,
-                             "vit_tiny")
+    model = AutoencoderModel(
+        create_backbone("vit_tiny", img_size=32), pretexts.create_pretext("colorization"), 32, "vit_tiny"
+    )
     model.decoder.forward = lambda tokens: patchify(images, 4)
     assert torch.equal(model(images), images)
 
@@ -57,4 +62,6 @@ def test_prefix_tokens_lead_and_are_dropped_again():
     assert tokens.shape == (3, 64 + 3, vit.embed_dim) and torch.equal(patch_tokens(vit, tokens), patches)
     assert torch.equal(tokens[0, 0], vit.cls_token[0, 0]) and torch.equal(tokens[0, 1:3], vit.reg_token[0])
     positioned = with_prefix(vit, patches)
-    assert torch.equal(positioned[:, :3], tokens[:, :3] + vit.pos_embed[:, :3]) and torch.equal(positioned[:, 3:], patches)
+    assert torch.equal(positioned[:, :3], tokens[:, :3] + vit.pos_embed[:, :3]) and torch.equal(
+        positioned[:, 3:], patches
+    )

@@ -1,65 +1,76 @@
 """Bad input through the CLI: one line saying what was wrong and what to do, exit code 2, no traceback."""
+
 import numpy as np
 import pytest
 import torch
+from cli_runs import TRAIN, copy_sample_images, fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401
 from PIL import Image
 
-from pretexts.engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
-from pretexts.engine.data.datasets import SAMPLE_DIR
 from pretexts.cli import main
+from pretexts.engine.data.datasets import SAMPLE_DIR
+from pretexts.engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
 from pretexts.errors import ParameterError, PretextsError
-from cli_runs import TRAIN, copy_sample_images, fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401
 
 FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]  # one step
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--task", "colorisation"], ["unknown pretext task 'colorisation'", "Did you mean: colorization"]),
-    (["--backbone", "resnet181"], ["unknown backbone 'resnet181'", "Did you mean:", "resnet18"]),
-    (["--recipe", "papr"], ["unknown recipe 'papr'", "recipes: paper, fast", "Did you mean 'paper'"]),
-    (["--task", "super-resolution", "--task-arg", "scale=0"], ["'scale' is 0", "allowed range is [1, 1024]"]),
-    (["--task", "super-resolution", "--task-arg", "scale=abc"], ["'scale' must be int, got 'abc'"]),
-    (["--task", "denoising", "--task-arg", "ratio=0.5"],
-     ["unknown parameter 'ratio'", "valid parameters: gamma_low, gamma_high"]),
-    (["--task", "random-mask", "--preset", "huge"], ["unknown preset 'huge'", "presets: small, large"]),
-    (["--task", "gridded-mask", "--task-arg", "grid=64"], ["grid 64 is larger than the image (32 px)", "grid <= 8"]),
-    (["--task", "mixed", "--task-arg", "tasks=random-mask,super-resolution:scale=16"],
-     ["mixed: sub-task super-resolution: scale 16 leaves 2x2 low-resolution pixels at 32 px; use scale <= 8"]),
-    (["--task", "patch-sorting"], ["needs a ViT backbone", "test_convnext"]),
-    (["--backbone", "vit_tiny", "--img-size", "30"], ["not divisible by the patch size 4", "e.g. 28"]),
-    (["--img-size", "16"], ["backbone 'test_convnext' cannot run at image size 16", "use a larger --img-size"]),
-    (["--steps", "-1"], ["steps must be >= 0, got -1"]),
-    (["--lr", "0"], ["lr must be > 0 and <= 1, got 0.0"]),
-    (["--lr", "-1e-3"], ["lr must be > 0 and <= 1, got -0.001"]),
-    # out of range or not finite: trained to NaN or exploded weights, exit 0 (issue 19)
-    (["--lr", "inf"], ["lr must be a finite number, got inf"]),
-    (["--lr", "nan"], ["lr must be a finite number, got nan"]),
-    (["--warmup-epochs", "0", "--lr", "1e4"], ["lr must be > 0 and <= 1, got 10000.0"]),
-    (["--base-lr", "2"], ["base_lr must be > 0 and <= 1, got 2.0"]),
-    (["--lr", "1e-3", "--min-lr", "0.01"], ["min_lr must be <= the peak lr 0.001", "lower --min-lr"]),
-    (["--weight-decay", "inf"], ["weight_decay must be a finite number, got inf"]),
-    (["--warmup-epochs", "inf"], ["warmup_epochs must be a finite number, got inf"]),
-    (["--alpha", "inf"], ["alpha must be a finite number, got inf"]),
-    (["--energy-scale", "-inf"], ["energy_scale must be a finite number, got -inf"]),
-    (["--betas", "2", "0.5"], ["betas must be two numbers in [0, 1)", "got [2.0, 0.5]"]),
-    (["--set", "betas=[0.9, 0.95, 0.99]"], ["betas must be two numbers in [0, 1)", "got [0.9, 0.95, 0.99]"]),
-    (["--seed", "99999999999999999999999"], ["seed must be in [0, 4294967295], got 99999999999999999999999"]),
-    (["--seed", "-1"], ["seed must be in [0, 4294967295], got -1"]),
-    (["--img-size", "4"], ["img_size must be in [8, 4096], got 4"]),
-    (["--img-size", "100000"], ["img_size must be in [8, 4096], got 100000"]),
-    (["--eval-images", "0"], ["eval_images must be > 0, got 0"]),
-    (["--figure-images", "0"], ["figure_images must be > 0, got 0"]),
-    # a --set value YAML cannot read: a yaml.YAMLError traceback before
-    (["--set", "betas=[0.9,"], ["--set betas=[0.9,: not a valid value", "write a list as [0.9, 0.95]"]),
-    (["--set", "task_args={a"], ["--set task_args={a: not a valid value"]),
-    (["--batch-size", "-8"], ["batch_size must be > 0"]),
-    (["--epochs", "0"], ["epochs must be > 0"]),
-    (["--max-steps-per-epoch", "0"], ["max_steps_per_epoch must be > 0"]),
-    (["--clip-grad", "-1"], ["clip_grad must be > 0"]),
-    (["--warmup-epochs", "-1"], ["warmup_epochs must be >= 0"]),
-    (["--batch-size", "512"], ["320 training images, fewer than one batch of 512", "lower --batch-size"]),
-    (["--device", "tpu0"], ["unknown device 'tpu0'"]),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--task", "colorisation"], ["unknown pretext task 'colorisation'", "Did you mean: colorization"]),
+        (["--backbone", "resnet181"], ["unknown backbone 'resnet181'", "Did you mean:", "resnet18"]),
+        (["--recipe", "papr"], ["unknown recipe 'papr'", "recipes: paper, fast", "Did you mean 'paper'"]),
+        (["--task", "super-resolution", "--task-arg", "scale=0"], ["'scale' is 0", "allowed range is [1, 1024]"]),
+        (["--task", "super-resolution", "--task-arg", "scale=abc"], ["'scale' must be int, got 'abc'"]),
+        (
+            ["--task", "denoising", "--task-arg", "ratio=0.5"],
+            ["unknown parameter 'ratio'", "valid parameters: gamma_low, gamma_high"],
+        ),
+        (["--task", "random-mask", "--preset", "huge"], ["unknown preset 'huge'", "presets: small, large"]),
+        (
+            ["--task", "gridded-mask", "--task-arg", "grid=64"],
+            ["grid 64 is larger than the image (32 px)", "grid <= 8"],
+        ),
+        (
+            ["--task", "mixed", "--task-arg", "tasks=random-mask,super-resolution:scale=16"],
+            ["mixed: sub-task super-resolution: scale 16 leaves 2x2 low-resolution pixels at 32 px; use scale <= 8"],
+        ),
+        (["--task", "patch-sorting"], ["needs a ViT backbone", "test_convnext"]),
+        (["--backbone", "vit_tiny", "--img-size", "30"], ["not divisible by the patch size 4", "e.g. 28"]),
+        (["--img-size", "16"], ["backbone 'test_convnext' cannot run at image size 16", "use a larger --img-size"]),
+        (["--steps", "-1"], ["steps must be >= 0, got -1"]),
+        (["--lr", "0"], ["lr must be > 0 and <= 1, got 0.0"]),
+        (["--lr", "-1e-3"], ["lr must be > 0 and <= 1, got -0.001"]),
+        # out of range or not finite: trained to NaN or exploded weights, exit 0 (issue 19)
+        (["--lr", "inf"], ["lr must be a finite number, got inf"]),
+        (["--lr", "nan"], ["lr must be a finite number, got nan"]),
+        (["--warmup-epochs", "0", "--lr", "1e4"], ["lr must be > 0 and <= 1, got 10000.0"]),
+        (["--base-lr", "2"], ["base_lr must be > 0 and <= 1, got 2.0"]),
+        (["--lr", "1e-3", "--min-lr", "0.01"], ["min_lr must be <= the peak lr 0.001", "lower --min-lr"]),
+        (["--weight-decay", "inf"], ["weight_decay must be a finite number, got inf"]),
+        (["--warmup-epochs", "inf"], ["warmup_epochs must be a finite number, got inf"]),
+        (["--alpha", "inf"], ["alpha must be a finite number, got inf"]),
+        (["--energy-scale", "-inf"], ["energy_scale must be a finite number, got -inf"]),
+        (["--betas", "2", "0.5"], ["betas must be two numbers in [0, 1)", "got [2.0, 0.5]"]),
+        (["--set", "betas=[0.9, 0.95, 0.99]"], ["betas must be two numbers in [0, 1)", "got [0.9, 0.95, 0.99]"]),
+        (["--seed", "99999999999999999999999"], ["seed must be in [0, 4294967295], got 99999999999999999999999"]),
+        (["--seed", "-1"], ["seed must be in [0, 4294967295], got -1"]),
+        (["--img-size", "4"], ["img_size must be in [8, 4096], got 4"]),
+        (["--img-size", "100000"], ["img_size must be in [8, 4096], got 100000"]),
+        (["--eval-images", "0"], ["eval_images must be > 0, got 0"]),
+        (["--figure-images", "0"], ["figure_images must be > 0, got 0"]),
+        # a --set value YAML cannot read: a yaml.YAMLError traceback before
+        (["--set", "betas=[0.9,"], ["--set betas=[0.9,: not a valid value", "write a list as [0.9, 0.95]"]),
+        (["--set", "task_args={a"], ["--set task_args={a: not a valid value"]),
+        (["--batch-size", "-8"], ["batch_size must be > 0"]),
+        (["--epochs", "0"], ["epochs must be > 0"]),
+        (["--max-steps-per-epoch", "0"], ["max_steps_per_epoch must be > 0"]),
+        (["--clip-grad", "-1"], ["clip_grad must be > 0"]),
+        (["--warmup-epochs", "-1"], ["warmup_epochs must be >= 0"]),
+        (["--batch-size", "512"], ["320 training images, fewer than one batch of 512", "lower --batch-size"]),
+        (["--device", "tpu0"], ["unknown device 'tpu0'"]),
+    ],
+)
 def test_bad_settings(args, expected):
     fails_cleanly(FAST + args, *expected)
 
@@ -67,8 +78,10 @@ def test_bad_settings(args, expected):
 def test_a_config_file_value_yaml_cannot_read(tmp_path):
     """A quoted value is read as the field's type, as a --set value is: a yaml.YAMLError traceback before."""
     (tmp_path / "run.yaml").write_text('betas: "[0.9,"\n')
-    fails_cleanly(FAST + ["--config", tmp_path / "run.yaml"], f"config file '{tmp_path / 'run.yaml'}': betas: [0.9,: "
-                  f"not a valid value")
+    fails_cleanly(
+        FAST + ["--config", tmp_path / "run.yaml"],
+        f"config file '{tmp_path / 'run.yaml'}': betas: [0.9,: not a valid value",
+    )
     (tmp_path / "three.yaml").write_text("betas: [0.9, 0.95, 0.99]\n")
     fails_cleanly(FAST + ["--config", tmp_path / "three.yaml"], "betas must be two numbers in [0, 1)")
 
@@ -95,12 +108,19 @@ def test_missing_empty_and_misshapen_data_folders(tmp_path):
     for path in (loose / "x").iterdir():
         path.rename(loose / path.name)
     (loose / "x").rmdir()
-    fails_cleanly(["finetune", "--from-scratch", "--backbone", "resnet18", "--data", str(loose)],
-                  "lie directly in it, without labels", "class folders")
+    fails_cleanly(
+        ["finetune", "--from-scratch", "--backbone", "resnet18", "--data", str(loose)],
+        "lie directly in it, without labels",
+        "class folders",
+    )
     copy_sample_images(tmp_path / "oneempty", 5, classes=("a",))
     (tmp_path / "oneempty" / "b").mkdir()
-    fails_cleanly(FAST + ["--data", str(tmp_path / "oneempty")], "no images found in class folder",
-                  "oneempty/b", "remove the folder")
+    fails_cleanly(
+        FAST + ["--data", str(tmp_path / "oneempty")],
+        "no images found in class folder",
+        "oneempty/b",
+        "remove the folder",
+    )
 
 
 def test_a_folder_with_no_readable_image(tmp_path):
@@ -178,10 +198,21 @@ def test_a_broken_cifar10_folder_is_named(tmp_path):
     """torchvision's RuntimeError ('Dataset not found or corrupted') was a traceback."""
     folder = tmp_path / "cifar" / "cifar-10-batches-py"
     folder.mkdir(parents=True)
-    fails_cleanly(FAST + ["--data", tmp_path / "cifar"], f"CIFAR-10 folder '{folder}' cannot be read",
-                  "data_batch_1 is missing (and 6 more of its 7 files)", "download it again")
-    for name in ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch",
-                 "batches.meta"):
+    fails_cleanly(
+        FAST + ["--data", tmp_path / "cifar"],
+        f"CIFAR-10 folder '{folder}' cannot be read",
+        "data_batch_1 is missing (and 6 more of its 7 files)",
+        "download it again",
+    )
+    for name in (
+        "data_batch_1",
+        "data_batch_2",
+        "data_batch_3",
+        "data_batch_4",
+        "data_batch_5",
+        "test_batch",
+        "batches.meta",
+    ):
         (folder / name).write_bytes(b"\x80\x04\x95\x10")  # a pickle cut after its header
     fails_cleanly(FAST + ["--data", tmp_path / "cifar"], "data_batch_1 is damaged (wrong checksum)")
 
@@ -207,12 +238,18 @@ def test_a_symlink_loop_lists_each_image_once(tmp_path):
     fails_cleanly(FAST + ["--data", data], "no images found in class folder", "data/c")
 
 
-@pytest.mark.parametrize("error", [
-    torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB. GPU 0 has a total capacity of 79 GiB"),
-    RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
-                 "to allocate 13000000000 bytes. Error code 12 (Cannot allocate memory)"),
-    MemoryError(),
-], ids=["cuda", "cpu", "python"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB. GPU 0 has a total capacity of 79 GiB"),
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you tried "
+            "to allocate 13000000000 bytes. Error code 12 (Cannot allocate memory)"
+        ),
+        MemoryError(),
+    ],
+    ids=["cuda", "cpu", "python"],
+)
 def test_an_image_size_too_large_for_the_memory_says_so(error):
     """An out-of-memory error in the preflight forward was 'cannot run at image size N ... use a larger
     --img-size' (or, for MemoryError, a traceback)."""
@@ -240,13 +277,16 @@ def test_the_preflight_images_themselves_may_not_fit(monkeypatch):
 
 
 # ---- click's own errors: one line too ----------------------------------------------------------
-@pytest.mark.parametrize("args, expected", [
-    (["train", "--epoch", "3"], ["No such option '--epoch'", "--epochs", "See 'main train --help'."]),
-    (["trian"], ["No such command 'trian'", "Did you mean 'train'?", "See 'main --help'."]),
-    (["train", "--lr", "abc"], ["'abc' is not a valid float", "See 'main train --help'."]),
-    (["train", "--loss", "fast"], ["'fast' is not one of 'mse', 'smooth_l1'"]),
-    (["list", "-x"], ["No such option '-x'"]),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["train", "--epoch", "3"], ["No such option '--epoch'", "--epochs", "See 'main train --help'."]),
+        (["trian"], ["No such command 'trian'", "Did you mean 'train'?", "See 'main --help'."]),
+        (["train", "--lr", "abc"], ["'abc' is not a valid float", "See 'main train --help'."]),
+        (["train", "--loss", "fast"], ["'fast' is not one of 'mse', 'smooth_l1'"]),
+        (["list", "-x"], ["No such option '-x'"]),
+    ],
+)
 def test_usage_errors_are_one_line(args, expected):
     """Click printed three lines (Usage, Try, Error) before."""
     result, error = run_cli(args)
@@ -289,16 +329,25 @@ def test_bad_checkpoints(trained, tmp_path):
     data = trained.read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
     fails_cleanly(resume + [str(tmp_path / "cut.pt")], "cannot be read", "truncated")
-    fails_cleanly(resume + [str(trained), "--backbone", "test_resnet"], "backbone='test_convnext'",
-                  "a resumed run keeps its --backbone")
+    fails_cleanly(
+        resume + [str(trained), "--backbone", "test_resnet"],
+        "backbone='test_convnext'",
+        "a resumed run keeps its --backbone",
+    )
     fails_cleanly(resume + [str(trained), "--task", "colorization"], "task='random-mask'")
     ckpt = torch.load(trained, weights_only=False)
     sr = {**ckpt["config"], "task": "super-resolution", "task_args": {"scale": "4"}}
     save_checkpoint({**ckpt, "config": sr}, tmp_path / "sr4.pt")
-    fails_cleanly(resume + [str(tmp_path / "sr4.pt"), "--task", "super-resolution", "--task-arg", "scale=8"],
-                  "task_args={'scale': '4'}", "a resumed run keeps its --task-arg and --preset")
-    fails_cleanly(FAST + ["--epochs", "1", "--out", str(tmp_path / "r"), "--resume", str(trained)],
-                  "has done 2 epochs, more than the 1 asked", "raise --epochs")
+    fails_cleanly(
+        resume + [str(tmp_path / "sr4.pt"), "--task", "super-resolution", "--task-arg", "scale=8"],
+        "task_args={'scale': '4'}",
+        "a resumed run keeps its --task-arg and --preset",
+    )
+    fails_cleanly(
+        FAST + ["--epochs", "1", "--out", str(tmp_path / "r"), "--resume", str(trained)],
+        "has done 2 epochs, more than the 1 asked",
+        "raise --epochs",
+    )
     ckpt = torch.load(trained, weights_only=False)
     save_checkpoint({**ckpt, "format_version": 99}, tmp_path / "future.pt")
     fails_cleanly(resume + [str(tmp_path / "future.pt")], "format version 99", f"reads version {FORMAT_VERSION}")
@@ -319,16 +368,38 @@ OTHER_COMMANDS = [
     (["finetune", "--from-scratch", "--backbone", "resnet181"], ["Did you mean: resnet18"]),
     (["finetune"], ["give --checkpoint"]),
     (["probe", "--checkpoint", "{cut}"], ["truncated"]),
-    (["probe", "--checkpoint", "{ckpt}", "--probe", "knn", "--knn-k", "0"], ["probe knn: parameter 'knn_k' is 0; allowed range is [1, "]),
+    (
+        ["probe", "--checkpoint", "{ckpt}", "--probe", "knn", "--knn-k", "0"],
+        ["probe knn: parameter 'knn_k' is 0; allowed range is [1, "],
+    ),
     (["export", "--checkpoint", "{foreign}", "--out", "{tmp}/x.pth"], ["is not a pretexts checkpoint"]),
     (["export", "--checkpoint", "{ckpt}", "--out", "{file}/x.pth"], ["'{file}'", "choose another --out"]),
-    (["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--task", "colorisation"],
-     ["Did you mean: colorization"]),
-    (["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--images", "0"], ["--images and --steps must be >= 1"]),
-    (["restore", "--checkpoint", "{ckpt}", "--out", "{tmp}/r.png", "--task", "gridded-mask", "--task-arg", "grid=64"],
-     ["use grid <= 8"]),
-    (["restore", "--checkpoint", "{ckpt}", "--out", "{file}/r.png", "--images", "2"],
-     ["output folder '{file}' cannot be written"]),
+    (
+        ["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--task", "colorisation"],
+        ["Did you mean: colorization"],
+    ),
+    (
+        ["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--images", "0"],
+        ["--images and --steps must be >= 1"],
+    ),
+    (
+        [
+            "restore",
+            "--checkpoint",
+            "{ckpt}",
+            "--out",
+            "{tmp}/r.png",
+            "--task",
+            "gridded-mask",
+            "--task-arg",
+            "grid=64",
+        ],
+        ["use grid <= 8"],
+    ),
+    (
+        ["restore", "--checkpoint", "{ckpt}", "--out", "{file}/r.png", "--images", "2"],
+        ["output folder '{file}' cannot be written"],
+    ),
     # the start-of-run checks of train hold for every config that has the field (issue 19)
     (["finetune", "--checkpoint", "{ckpt}", "--lr", "inf"], ["lr must be a finite number, got inf"]),
     (["finetune", "--checkpoint", "{ckpt}", "--base-lr", "5"], ["base_lr must be > 0 and <= 1, got 5.0"]),
@@ -337,19 +408,33 @@ OTHER_COMMANDS = [
     (["finetune", "--checkpoint", "{ckpt}", "--seed", "99999999999999999999999"], ["seed must be in [0, 4294967295]"]),
     (["finetune", "--from-scratch", "--backbone", "resnet18", "--img-size", "5000"], ["img_size must be in [8, 4096]"]),
     (["finetune", "--checkpoint", "{ckpt}", "--smoothing", "nan"], ["smoothing must be a finite number, got nan"]),
-    (["probe", "--checkpoint", "{ckpt}", "--lr", "1e4"], ["probe linear: parameter 'lr' is 10000.0; allowed range is [1e-12, 1.0]"]),
-    (["probe", "--checkpoint", "{ckpt}", "--knn-temperature", "inf"], ["parameter 'knn_temperature' is inf; allowed range"]),
+    (
+        ["probe", "--checkpoint", "{ckpt}", "--lr", "1e4"],
+        ["probe linear: parameter 'lr' is 10000.0; allowed range is [1e-12, 1.0]"],
+    ),
+    (
+        ["probe", "--checkpoint", "{ckpt}", "--knn-temperature", "inf"],
+        ["parameter 'knn_temperature' is inf; allowed range"],
+    ),
     (["probe", "--checkpoint", "{ckpt}", "--seed", "-5"], ["seed must be in [0, 4294967295], got -5"]),
-    (["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--lr", "nan"],
-     ["lr must be a finite number, got nan"]),
-    (["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--img-size", "2"],
-     ["img_size must be in [8, 4096], got 2"]),
-    (["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--batch-size", "0"],
-     ["batch_size must be > 0, got 0"]),
+    (
+        ["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--lr", "nan"],
+        ["lr must be a finite number, got nan"],
+    ),
+    (
+        ["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--img-size", "2"],
+        ["img_size must be in [8, 4096], got 2"],
+    ),
+    (
+        ["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--batch-size", "0"],
+        ["batch_size must be > 0, got 0"],
+    ),
 ]
 
 
-@pytest.mark.parametrize("args, expected", OTHER_COMMANDS, ids=[f"{a[0]}{i}" for i, (a, _) in enumerate(OTHER_COMMANDS)])
+@pytest.mark.parametrize(
+    "args, expected", OTHER_COMMANDS, ids=[f"{a[0]}{i}" for i, (a, _) in enumerate(OTHER_COMMANDS)]
+)
 def test_other_commands_bad_input(trained, tmp_path, args, expected):
     if args[0] not in main.commands:
         pytest.skip(f"`pretexts {args[0]}` has not landed")
@@ -357,6 +442,12 @@ def test_other_commands_bad_input(trained, tmp_path, args, expected):
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
     torch.save({"weights": torch.ones(2)}, tmp_path / "foreign.pt")
     (tmp_path / "file").write_text("")
-    paths = {"missing": tmp_path / "missing.pt", "cut": tmp_path / "cut.pt", "ckpt": trained,
-             "foreign": tmp_path / "foreign.pt", "tmp": tmp_path, "file": tmp_path / "file"}
+    paths = {
+        "missing": tmp_path / "missing.pt",
+        "cut": tmp_path / "cut.pt",
+        "ckpt": trained,
+        "foreign": tmp_path / "foreign.pt",
+        "tmp": tmp_path,
+        "file": tmp_path / "file",
+    }
     fails_cleanly([a.format(**paths) for a in args], *(e.format(**paths) for e in expected))

@@ -1,13 +1,14 @@
 """The `pretexts` command through click's CliRunner."""
+
 import json
 
 import click
 import pytest
 from click.testing import CliRunner
+from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 from pretexts import list_pretexts
 from pretexts.cli import main
-from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 
 def test_list_shows_tasks_with_parameters():
@@ -23,15 +24,34 @@ def test_list_verbose_shows_ranges_defaults_and_presets():
     assert "--preset small: count=75, low=0.01, high=0.025" in result.output
     assert "--preset large: count=25, low=0.02, high=0.05" in result.output
     result = CliRunner().invoke(main, ["list", "*-mask"])
-    assert [line.split()[0] for line in result.output.splitlines() if not line.startswith(" ")] == \
-        ["gridded-mask", "random-mask"]
+    assert [line.split()[0] for line in result.output.splitlines() if not line.startswith(" ")] == [
+        "gridded-mask",
+        "random-mask",
+    ]
 
 
 def test_train_writes_checkpoint_log_figure_and_reports_held_out_error(tmp_path):
     out = tmp_path / "run"
-    result = CliRunner().invoke(main, [
-        "train", "--task", "colorization", "--backbone", "resnet18", "--epochs", "1", "--batch-size", "16",
-        "--max-steps-per-epoch", "2", "--workers", "0", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--task",
+            "colorization",
+            "--backbone",
+            "resnet18",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "16",
+            "--max-steps-per-epoch",
+            "2",
+            "--workers",
+            "0",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "held-out restoration MSE on 80 images: corrupted" in result.output
     assert (out / "checkpoint.pt").is_file() and (out / "restoration_epoch001.png").is_file()
@@ -61,12 +81,40 @@ def test_non_positive_settings_are_refused():
 def test_restore_draws_the_figure_for_any_task(tmp_path):
     runner = CliRunner()
     out = tmp_path / "run"
-    result = runner.invoke(main, ["train", "--epochs", "1", "--batch-size", "16", "--max-steps-per-epoch", "1",
-                                  "--workers", "0", "--out", str(out)])
+    result = runner.invoke(
+        main,
+        [
+            "train",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "16",
+            "--max-steps-per-epoch",
+            "1",
+            "--workers",
+            "0",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     fig = tmp_path / "sr.png"
-    result = runner.invoke(main, ["restore", "--checkpoint", str(out / "checkpoint.pt"), "--task",
-                                  "super-resolution", "--task-arg", "scale=4", "--images", "4", "--out", str(fig)])
+    result = runner.invoke(
+        main,
+        [
+            "restore",
+            "--checkpoint",
+            str(out / "checkpoint.pt"),
+            "--task",
+            "super-resolution",
+            "--task-arg",
+            "scale=4",
+            "--images",
+            "4",
+            "--out",
+            str(fig),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert fig.stat().st_size > 0
     numbers = json.loads(fig.with_suffix(".json").read_text())
@@ -85,8 +133,23 @@ def vit_checkpoint(tmp_path_factory):
 def test_restore_works_for_every_task(tmp_path, vit_checkpoint, task):
     fig = tmp_path / f"{task}.png"
     extra = ["--task-arg", "edge_max=1"] if task == "patch-sorting" else []
-    result = CliRunner().invoke(main, ["restore", "--checkpoint", str(vit_checkpoint), "--task", task, *extra,
-                                       "--images", "3", "--steps", "1", "--out", str(fig)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "restore",
+            "--checkpoint",
+            str(vit_checkpoint),
+            "--task",
+            task,
+            *extra,
+            "--images",
+            "3",
+            "--steps",
+            "1",
+            "--out",
+            str(fig),
+        ],
+    )
     assert result.exit_code == 0, result.output
     numbers = json.loads(fig.with_suffix(".json").read_text())
     assert numbers["task"] == task and numbers["images"] == 3 and len(numbers["restored_mse"]) == 1
@@ -116,25 +179,50 @@ def test_list_methods_shows_each_method_and_its_arguments_with_ranges():
 
 def test_the_wrote_line_names_every_file_of_the_run(tmp_path):
     out = tmp_path / "run"
-    result = CliRunner().invoke(main, ["train", "--backbone", "test_convnext", "--batch-size", "8", "--epochs", "2",
-                                       "--max-steps-per-epoch", "1", "--workers", "0", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--backbone",
+            "test_convnext",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "2",
+            "--max-steps-per-epoch",
+            "1",
+            "--workers",
+            "0",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[-1] == (f"wrote {out}/: checkpoint.pt, config.json, log.jsonl, loss_curve.png, "
-                                              f"monitor.png, restoration_epoch001-002.png, results.json")
+    assert result.output.splitlines()[-1] == (
+        f"wrote {out}/: checkpoint.pt, config.json, log.jsonl, loss_curve.png, "
+        f"monitor.png, restoration_epoch001-002.png, results.json"
+    )
     assert len(list(out.iterdir())) == 8  # the lock is gone
 
 
-@pytest.mark.parametrize("command, config", [("train", "pretexts.engine.training.config:PretrainConfig"),
-                                             ("finetune", "pretexts.engine.evaluation.finetune_config:FinetuneConfig"),
-                                             ("probe", "pretexts.engine.evaluation.probe:ProbeConfig")])
+@pytest.mark.parametrize(
+    "command, config",
+    [
+        ("train", "pretexts.engine.training.config:PretrainConfig"),
+        ("finetune", "pretexts.engine.evaluation.finetune_config:FinetuneConfig"),
+        ("probe", "pretexts.engine.evaluation.probe:ProbeConfig"),
+    ],
+)
 def test_help_shows_every_default_the_config_declares(command, config):
     import dataclasses
     import importlib
     import re
 
     module, _, name = config.partition(":")
-    fields = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-              for f in dataclasses.fields(getattr(importlib.import_module(module), name))}
+    fields = {
+        f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        for f in dataclasses.fields(getattr(importlib.import_module(module), name))
+    }
     help_text = CliRunner().invoke(main, [command, "--help"], terminal_width=200).output
     entries = dict(re.findall(r"^  (--[a-z-]+)[^\n]*((?:\n {20,}[^\n]*)*)", help_text, re.M))
     options = {p.name: p for p in main.commands[command].params}
@@ -142,15 +230,20 @@ def test_help_shows_every_default_the_config_declares(command, config):
         param = options.get(field)
         if param is None or getattr(param, "is_flag", False) or default in (None, (), {}, dataclasses.MISSING):
             continue
-        line = next(l for l in help_text.splitlines() if l.strip().startswith(param.opts[0] + " "))
+        line = next(row for row in help_text.splitlines() if row.strip().startswith(param.opts[0] + " "))
         shown = line + entries.get(param.opts[0], "")
         assert "[default: " in " ".join(shown.split()), (field, shown)
 
 
-@pytest.mark.parametrize("command, config", [("train", "pretexts.engine.training.config:PretrainConfig"),
-                                             ("finetune", "pretexts.engine.evaluation.finetune_config:FinetuneConfig"),
-                                             ("probe", "pretexts.engine.evaluation.probe:ProbeConfig"),
-                                             ("segment", "pretexts.engine.evaluation.segmentation.config:SegmentConfig")])
+@pytest.mark.parametrize(
+    "command, config",
+    [
+        ("train", "pretexts.engine.training.config:PretrainConfig"),
+        ("finetune", "pretexts.engine.evaluation.finetune_config:FinetuneConfig"),
+        ("probe", "pretexts.engine.evaluation.probe:ProbeConfig"),
+        ("segment", "pretexts.engine.evaluation.segmentation.config:SegmentConfig"),
+    ],
+)
 def test_every_config_field_is_reachable_as_an_option(command, config, tmp_path):
     """Each field of the command's config dataclass has its own option, and the option reaches the field."""
     import dataclasses
@@ -164,9 +257,31 @@ def test_every_config_field_is_reachable_as_an_option(command, config, tmp_path)
 
 def test_betas_and_eval_sizes_reach_the_training_config(tmp_path):
     out = tmp_path / "run"
-    result = CliRunner().invoke(main, ["train", "--backbone", "test_convnext", "--batch-size", "8", "--epochs", "1",
-                                       "--max-steps-per-epoch", "1", "--workers", "0", "--betas", "0.8", "0.99",
-                                       "--eval-images", "8", "--figure-images", "3", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--backbone",
+            "test_convnext",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "1",
+            "--workers",
+            "0",
+            "--betas",
+            "0.8",
+            "0.99",
+            "--eval-images",
+            "8",
+            "--figure-images",
+            "3",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     saved = json.loads((out / "config.json").read_text())
     assert saved["betas"] == [0.8, 0.99] and saved["eval_images"] == 8 and saved["figure_images"] == 3
@@ -175,12 +290,18 @@ def test_betas_and_eval_sizes_reach_the_training_config(tmp_path):
 
 def test_generated_options_read_values_as_their_fields_declare():
     """Options built from the dataclasses: optional values, pairs, repeats, choices and flags."""
+
     def parsed(command, args):
         return main.commands[command].make_context(command, args).params
 
     train = parsed("train", ["--resume", "--compile", "--betas", "0.8", "0.9", "--quiet", "--epochs", "3"])
-    assert (train["resume"], train["compile"], train["betas"], train["quiet"], train["epochs"]) == \
-        ("auto", "inductor", (0.8, 0.9), True, 3)
+    assert (train["resume"], train["compile"], train["betas"], train["quiet"], train["epochs"]) == (
+        "auto",
+        "inductor",
+        (0.8, 0.9),
+        True,
+        3,
+    )
     assert parsed("train", [])["epochs"] is None  # not given: the dataclass's default stands
     probe = parsed("probe", ["--probe", "knn", "--probe", "linear", "--knn-k", "5", "--knn-k", "7"])
     assert probe["probes"] == ("knn", "linear") and probe["knn_k"] == (5, 7)

@@ -2,6 +2,7 @@
 code 2, never a traceback. Bad values are drawn from the ranges each option documents (<= 0 where it
 must be positive, < 0 where it must not be negative, outside (0, 1] for fractions), from text where a
 number is wanted, and from names that are no task or backbone."""
+
 import string
 
 import pytest
@@ -9,16 +10,16 @@ import timm
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-
-from pretexts.backbones import ALIASES
-from pretexts import get_pretext_class, list_pretexts
-from pretexts.cli import main
 from pretrained_checkpoints import write_checkpoint
+
+from pretexts import get_pretext_class, list_pretexts
+from pretexts.backbones import ALIASES
+from pretexts.cli import main
 
 FUZZ = settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
-NOT_POSITIVE = st.one_of(st.integers(-10**6, 0), st.floats(-1e6, 0.0))
-NEGATIVE = st.one_of(st.integers(-10**6, -1), st.floats(-1e6, -1e-6))
+NOT_POSITIVE = st.one_of(st.integers(-(10**6), 0), st.floats(-1e6, 0.0))
+NEGATIVE = st.one_of(st.integers(-(10**6), -1), st.floats(-1e6, -1e-6))
 NOT_A_FRACTION = st.one_of(NOT_POSITIVE, st.floats(1.0001, 1e6))
 TEXT = st.text(string.ascii_letters + "-_", min_size=1, max_size=12).filter(lambda s: not s.startswith("-"))
 NOT_A_NUMBER = TEXT.filter(lambda s: s.lower() not in ("inf", "infinity", "nan", "e", "-e"))
@@ -34,17 +35,23 @@ def not_a_backbone(name: str) -> bool:
 
 def options(positive=(), non_negative=(), fractions=(), integers=()) -> st.SearchStrategy:
     """[option, bad value] for one option of the given kinds; a number-wanted option may get text."""
+
     def draw(option, bad):
         if option in integers:  # an int option gets ints (and text): a float fails click's parsing first
-            bad = {NOT_POSITIVE: st.integers(-10**6, 0), NEGATIVE: st.integers(-10**6, -1)}[bad]
+            bad = {NOT_POSITIVE: st.integers(-(10**6), 0), NEGATIVE: st.integers(-(10**6), -1)}[bad]
         return st.one_of(bad, NOT_A_NUMBER).map(lambda v: [option, str(v)])
-    kinds = [(o, NOT_POSITIVE) for o in positive] + [(o, NEGATIVE) for o in non_negative] + \
-        [(o, NOT_A_FRACTION) for o in fractions]
+
+    kinds = (
+        [(o, NOT_POSITIVE) for o in positive]
+        + [(o, NEGATIVE) for o in non_negative]
+        + [(o, NOT_A_FRACTION) for o in fractions]
+    )
     return st.one_of(*[draw(o, bad) for o, bad in kinds])
 
 
 def bad_task_args() -> st.SearchStrategy:
     """--task T --task-arg key=value with an unknown key, or a known key out of its range or of the wrong type."""
+
     def for_task(task):
         params = get_pretext_class(task).params
         unknown = TEXT.filter(lambda k: k.replace("-", "_") not in params).map(lambda k: [f"{k}=1"])
@@ -52,31 +59,64 @@ def bad_task_args() -> st.SearchStrategy:
         cases = [unknown]
         if numeric:
             key = st.sampled_from(numeric)
-            cases.append(key.flatmap(lambda k: st.one_of(
-                st.floats(params[k].high + 1, params[k].high + 1e6).map(lambda v: [f"{k}={v:g}"]),
-                NOT_A_NUMBER.map(lambda v: [f"{k}={v}"]))))
+            cases.append(
+                key.flatmap(
+                    lambda k: st.one_of(
+                        st.floats(params[k].high + 1, params[k].high + 1e6).map(lambda v: [f"{k}={v:g}"]),
+                        NOT_A_NUMBER.map(lambda v: [f"{k}={v}"]),
+                    )
+                )
+            )
         return st.one_of(*cases).map(lambda kv: ["--task", task, "--task-arg", kv[0]])
+
     return st.sampled_from([t for t in list_pretexts() if t != "mixed"]).flatmap(for_task)
 
 
-NAMES = st.one_of(TEXT.filter(not_a_task).map(lambda n: ["--task", n]),
-                  TEXT.filter(not_a_backbone).map(lambda n: ["--backbone", n]))
+NAMES = st.one_of(
+    TEXT.filter(not_a_task).map(lambda n: ["--task", n]), TEXT.filter(not_a_backbone).map(lambda n: ["--backbone", n])
+)
 
-TRAIN = options(positive=("--epochs", "--batch-size", "--img-size", "--lr", "--base-lr",
-                          "--alpha-lr-scale", "--energy-scale", "--fd-delta", "--clip-grad", "--max-steps-per-epoch"),
-                non_negative=("--steps", "--warmup-epochs", "--workers"),  # --steps 0 is the paper's N = 0
-                integers=("--steps", "--epochs", "--batch-size", "--img-size", "--workers", "--max-steps-per-epoch"))
-FINETUNE = options(positive=("--epochs", "--batch-size", "--lr", "--base-lr", "--clip-grad", "--max-steps-per-epoch"),
-                   non_negative=("--warmup-epochs", "--min-lr", "--weight-decay", "--drop-path", "--smoothing",
-                                 "--mixup", "--cutmix", "--workers"),
-                   fractions=("--label-fraction", "--layer-decay", "--crop-min-scale", "--crop-pct"),
-                   integers=("--epochs", "--batch-size", "--workers", "--max-steps-per-epoch"))
-PROBE = options(positive=("--epochs", "--batch-size", "--lr", "--hidden", "--knn-k", "--knn-temperature"),
-                non_negative=("--weight-decay", "--workers"), fractions=("--crop-pct",),
-                integers=("--epochs", "--batch-size", "--hidden", "--knn-k", "--workers"))
+TRAIN = options(
+    positive=(
+        "--epochs",
+        "--batch-size",
+        "--img-size",
+        "--lr",
+        "--base-lr",
+        "--alpha-lr-scale",
+        "--energy-scale",
+        "--fd-delta",
+        "--clip-grad",
+        "--max-steps-per-epoch",
+    ),
+    non_negative=("--steps", "--warmup-epochs", "--workers"),  # --steps 0 is the paper's N = 0
+    integers=("--steps", "--epochs", "--batch-size", "--img-size", "--workers", "--max-steps-per-epoch"),
+)
+FINETUNE = options(
+    positive=("--epochs", "--batch-size", "--lr", "--base-lr", "--clip-grad", "--max-steps-per-epoch"),
+    non_negative=(
+        "--warmup-epochs",
+        "--min-lr",
+        "--weight-decay",
+        "--drop-path",
+        "--smoothing",
+        "--mixup",
+        "--cutmix",
+        "--workers",
+    ),
+    fractions=("--label-fraction", "--layer-decay", "--crop-min-scale", "--crop-pct"),
+    integers=("--epochs", "--batch-size", "--workers", "--max-steps-per-epoch"),
+)
+PROBE = options(
+    positive=("--epochs", "--batch-size", "--lr", "--hidden", "--knn-k", "--knn-temperature"),
+    non_negative=("--weight-decay", "--workers"),
+    fractions=("--crop-pct",),
+    integers=("--epochs", "--batch-size", "--hidden", "--knn-k", "--workers"),
+)
 RESTORE = options(positive=("--images", "--steps"), integers=("--images", "--steps"))
-ENERGY = options(positive=("--images", "--steps"), non_negative=("--workers",),
-                 integers=("--images", "--steps", "--workers"))
+ENERGY = options(
+    positive=("--images", "--steps"), non_negative=("--workers",), integers=("--images", "--steps", "--workers")
+)
 RANDAUG = TEXT.filter(lambda s: not s.startswith("rand") and s.lower() not in ("none", "off"))
 
 
@@ -131,8 +171,12 @@ def test_energy_refuses_bad_options_in_one_line(tmp_path_factory, checkpoint, ba
 @given(st.sampled_from(["train", "finetune", "probe", "restore", "energy", "export"]), TEXT)
 def test_every_command_refuses_missing_checkpoints_and_data(tmp_path_factory, command, name):
     missing = str(tmp_path_factory.mktemp("missing") / name)
-    args = {"train": ["train", "--data", missing], "finetune": ["finetune", "--checkpoint", missing],
-            "probe": ["probe", "--checkpoint", missing], "export": ["export", "--checkpoint", missing, "--out", "x.pt"],
-            "restore": ["restore", "--checkpoint", missing, "--out", "x.png"],
-            "energy": ["energy", "--checkpoint", missing, "--out", "x.png"]}[command]
+    args = {
+        "train": ["train", "--data", missing],
+        "finetune": ["finetune", "--checkpoint", missing],
+        "probe": ["probe", "--checkpoint", missing],
+        "export": ["export", "--checkpoint", missing, "--out", "x.pt"],
+        "restore": ["restore", "--checkpoint", missing, "--out", "x.png"],
+        "energy": ["energy", "--checkpoint", missing, "--out", "x.png"],
+    }[command]
     assert_one_line_error(args)

@@ -1,22 +1,44 @@
 """What a cluster job's log file shows (stderr not a terminal: click's runner, nohup, a scheduler): one progress line
 per epoch with its numbers, step lines under --log-every, nothing under --quiet; --figure-every thins the figures."""
+
 import re
 
+from cli_runs import TRAIN, one_torch_thread, tiny_image_folder  # noqa: F401 (autouse)
 from click.testing import CliRunner
 
-from cli_runs import TRAIN, one_torch_thread, tiny_image_folder  # noqa: F401 (autouse)
 from pretexts.cli import main
 
-LINE = re.compile(r"^epoch (\d+)/(\d+)  step (\d+)/(\d+)  loss [\d.e+-]+  lr [\d.e+-]+  alpha [\d.e+-]+  "
-                  r"\d+ img/s  eta \d+:\d\d:\d\d(  held-out [\d.e+-]+x corrupted)?$")
+LINE = re.compile(
+    r"^epoch (\d+)/(\d+)  step (\d+)/(\d+)  loss [\d.e+-]+  lr [\d.e+-]+  alpha [\d.e+-]+  "
+    r"\d+ img/s  eta \d+:\d\d:\d\d(  held-out [\d.e+-]+x corrupted)?$"
+)
 
 
 def train(tmp_path, *args) -> tuple[list[str], list[str]]:
     """(progress lines, every stderr line) of a 3-epoch, 2-step-per-epoch run on 32 images."""
     data = tiny_image_folder(tmp_path / "data")
-    result = CliRunner().invoke(main, [str(a) for a in TRAIN + ["--data", data, "--epochs", "3",
-                                       "--max-steps-per-epoch", "2", "--workers", "0", "--monitor-every", "0",
-                                       "--out", tmp_path / "run", *args]])
+    result = CliRunner().invoke(
+        main,
+        [
+            str(a)
+            for a in TRAIN
+            + [
+                "--data",
+                data,
+                "--epochs",
+                "3",
+                "--max-steps-per-epoch",
+                "2",
+                "--workers",
+                "0",
+                "--monitor-every",
+                "0",
+                "--out",
+                tmp_path / "run",
+                *args,
+            ]
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
     return [line for line in lines if line.startswith("epoch ")], lines
@@ -41,9 +63,25 @@ def test_log_every_adds_step_lines_and_quiet_prints_nothing(tmp_path):
 
 
 def test_segment_prints_its_miou_on_each_epoch_line(tmp_path):  # finetune's top-1: tests/test_finetune.py
-    result = CliRunner().invoke(main, ["segment", "--from-scratch", "--backbone", "test_convnext", "--img-size", "32",
-                                       "--data", "generated", "--max-steps", "5", "--head", "linear", "--out",
-                                       str(tmp_path / "seg")])  # 4 steps of 16 crops an epoch
+    result = CliRunner().invoke(
+        main,
+        [
+            "segment",
+            "--from-scratch",
+            "--backbone",
+            "test_convnext",
+            "--img-size",
+            "32",
+            "--data",
+            "generated",
+            "--max-steps",
+            "5",
+            "--head",
+            "linear",
+            "--out",
+            str(tmp_path / "seg"),
+        ],
+    )  # 4 steps of 16 crops an epoch
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stderr.splitlines() if line.startswith("epoch ")]
     assert [line.split("  ")[:2] for line in lines] == [["epoch 1/2", "step 4/5"], ["epoch 2/2", "step 5/5"]], lines
@@ -56,15 +94,48 @@ def test_finetune_and_segment_add_step_lines_under_log_every_and_print_none_unde
         assert result.exit_code == 0, result.output
         return [line.split("  ")[:2] for line in result.stderr.splitlines() if line.startswith("epoch ")]
 
-    segment = ["segment", "--from-scratch", "--backbone", "test_convnext", "--img-size", "32", "--data", "generated",
-               "--max-steps", "5", "--head", "linear"]  # 4 steps an epoch
+    segment = [
+        "segment",
+        "--from-scratch",
+        "--backbone",
+        "test_convnext",
+        "--img-size",
+        "32",
+        "--data",
+        "generated",
+        "--max-steps",
+        "5",
+        "--head",
+        "linear",
+    ]  # 4 steps an epoch
     assert epoch_lines(*segment, "--log-every", "2", "--out", tmp_path / "seg") == [
-        ["epoch 1/2", "step 2/5"], ["epoch 1/2", "step 4/5"], ["epoch 2/2", "step 5/5"]]
+        ["epoch 1/2", "step 2/5"],
+        ["epoch 1/2", "step 4/5"],
+        ["epoch 2/2", "step 5/5"],
+    ]
     assert epoch_lines(*segment, "--quiet", "--log-every", "2", "--out", tmp_path / "seg2") == []
-    finetune = ["finetune", "--from-scratch", "--backbone", "test_convnext", "--data", tiny_image_folder(tmp_path / "d"),
-                "--epochs", "2", "--max-steps-per-epoch", "3", "--batch-size", "8", "--workers", "0"]
+    finetune = [
+        "finetune",
+        "--from-scratch",
+        "--backbone",
+        "test_convnext",
+        "--data",
+        tiny_image_folder(tmp_path / "d"),
+        "--epochs",
+        "2",
+        "--max-steps-per-epoch",
+        "3",
+        "--batch-size",
+        "8",
+        "--workers",
+        "0",
+    ]
     assert epoch_lines(*finetune, "--log-every", "2", "--out", tmp_path / "ft") == [
-        ["epoch 1/2", "step 2/6"], ["epoch 1/2", "step 3/6"], ["epoch 2/2", "step 4/6"], ["epoch 2/2", "step 6/6"]]
+        ["epoch 1/2", "step 2/6"],
+        ["epoch 1/2", "step 3/6"],
+        ["epoch 2/2", "step 4/6"],
+        ["epoch 2/2", "step 6/6"],
+    ]
     assert epoch_lines(*finetune, "--quiet", "--log-every", "2", "--out", tmp_path / "ft2") == []
 
 
@@ -75,5 +146,9 @@ def test_a_resumed_run_may_change_how_often_it_reports():
     from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
 
     saved = PretrainConfig()
-    check_resumable(saved.to_dict(), dataclasses.replace(saved, figure_every=50, log_every=100), PRETRAIN_MAY_CHANGE,
-                    "checkpoint.pt")
+    check_resumable(
+        saved.to_dict(),
+        dataclasses.replace(saved, figure_every=50, log_every=100),
+        PRETRAIN_MAY_CHANGE,
+        "checkpoint.pt",
+    )

@@ -1,11 +1,12 @@
 """`pretexts compare`: every pair pretrained for the budget and scored beside random init, one ranked table, cells
 cached so an interrupted comparison resumes, and bad requests refused in one line."""
+
 import json
 
 import pytest
 import torch
-
 from cli_runs import fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (a fixture)
+
 from pretexts.engine.compare import cells as compare_cells
 from pretexts.engine.evaluation import finetune as finetune_module
 from pretexts.engine.training.checkpoint import load_checkpoint
@@ -20,8 +21,23 @@ def comparison(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
     data = tiny_image_folder(root / "data")
     out = root / "out"
-    result, error = run_cli([*BASE, "--data", data, "--tasks", "random-mask,colorization", "--methods", "energy",
-                             "simmim", "--seeds", "0", "1", "--out", out])  # lists as `--seeds 0 1` or repeated
+    result, error = run_cli(
+        [
+            *BASE,
+            "--data",
+            data,
+            "--tasks",
+            "random-mask,colorization",
+            "--methods",
+            "energy",
+            "simmim",
+            "--seeds",
+            "0",
+            "1",
+            "--out",
+            out,
+        ]
+    )  # lists as `--seeds 0 1` or repeated
     assert result.exit_code == 0, error or result.output
     return data, out, result.output
 
@@ -67,8 +83,23 @@ def test_a_rerun_reads_every_cell_back_instead_of_pretraining(comparison, monkey
 
     monkeypatch.setattr(compare_cells, "pretrain", no_pretraining)
     monkeypatch.setattr(compare_cells, "untrained", no_pretraining)
-    result, error = run_cli([*BASE, "--data", data, "--tasks", "random-mask,colorization", "--methods",
-                             "energy,simmim", "--seeds", "0", "--seeds", "1", "--out", out])
+    result, error = run_cli(
+        [
+            *BASE,
+            "--data",
+            data,
+            "--tasks",
+            "random-mask,colorization",
+            "--methods",
+            "energy,simmim",
+            "--seeds",
+            "0",
+            "--seeds",
+            "1",
+            "--out",
+            out,
+        ]
+    )
     assert result.exit_code == 0, error or result.output
     assert result.output.count("(cached)") == 8
     assert (out / "compare.md").read_text() == before
@@ -76,16 +107,35 @@ def test_a_rerun_reads_every_cell_back_instead_of_pretraining(comparison, monkey
 
 def test_a_cell_measured_under_other_settings_is_not_mixed_in(comparison):
     data, out, _ = comparison
-    fails_cleanly([*BASE[:3], "--batch-size", "16", *BASE[5:], "--data", data, "--methods", "simmim", "--seeds", "0",
-                   "--out", out], "measured with other settings (batch_size)", "--force")
+    fails_cleanly(
+        [
+            *BASE[:3],
+            "--batch-size",
+            "16",
+            *BASE[5:],
+            "--data",
+            data,
+            "--methods",
+            "simmim",
+            "--seeds",
+            "0",
+            "--out",
+            out,
+        ],
+        "measured with other settings (batch_size)",
+        "--force",
+    )
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--methods", "enrgy"], ["unknown method 'enrgy'", "energy"]),
-    (["--tasks", "random-msk"], ["unknown pretext task 'random-msk'", "random-mask"]),
-    (["--budget", "0"], ["budget must be minutes > 0"]),
-    (["--rank-by", "finetune"], ["--rank-by finetune needs --finetune-epochs"]),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--methods", "enrgy"], ["unknown method 'enrgy'", "energy"]),
+        (["--tasks", "random-msk"], ["unknown pretext task 'random-msk'", "random-mask"]),
+        (["--budget", "0"], ["budget must be minutes > 0"]),
+        (["--rank-by", "finetune"], ["--rank-by finetune needs --finetune-epochs"]),
+    ],
+)
 def test_bad_requests_are_refused_in_one_line(args, expected, tmp_path):
     fails_cleanly([*BASE, *args, "--out", tmp_path / "out"], *expected)
 
@@ -103,8 +153,10 @@ def test_a_cell_keeping_other_budgets_reports_only_the_asked_ones():
 
     def cell(seed):
         point = {"steps": 10, "knn": 30.0 + seed, "knn_std": 31.0, "linear": 32.0}
-        return {"points": {"2": point, "5": point, "15": point},
-                "finetunes": {"5": {"final": 40.0 + seed, "epochs": 15}, "15": {"final": 35.0, "epochs": 5}}}
+        return {
+            "points": {"2": point, "5": point, "15": point},
+            "finetunes": {"5": {"final": 40.0 + seed, "epochs": 15}, "15": {"final": 35.0, "epochs": 5}},
+        }
 
     cells = {("energy", s): cell(s) for s in (0, 1)}
     cells[("random init", 0)] = {"points": {"0": {"steps": 0, "knn": 34.0, "linear": 33.0}}, "finetunes": {}}

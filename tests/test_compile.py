@@ -1,5 +1,6 @@
 """--compile: the energy method's restoration step through torch.func + torch.compile gives eager's gradients in
 both gradient modes; other methods compile the backbone; a backbone that does not compile runs eagerly."""
+
 import pytest
 import torch
 from torch._dynamo import register_backend
@@ -60,11 +61,20 @@ class TinyVit(EnergyMethod):
 @pytest.mark.parametrize("mode", ["exact", "finite-difference"])
 def test_a_compiled_run_trains_the_same_weights_as_eager(mode, tmp_path, real_images):
     def step(compile_):
-        cfg = PretrainConfig(backbone="vit_tiny", method_args={"grad_mode": mode}, compile=compile_, batch_size=8,
-                             workers=0, lr=1e-3, warmup_epochs=0, out=str(tmp_path / str(compile_)))
+        cfg = PretrainConfig(
+            backbone="vit_tiny",
+            method_args={"grad_mode": mode},
+            compile=compile_,
+            batch_size=8,
+            workers=0,
+            lr=1e-3,
+            warmup_epochs=0,
+            out=str(tmp_path / str(compile_)),
+        )
         trainer = Pretrainer(cfg, method=TinyVit)
         trainer.train_step(real_images[:8])
         return trainer
+
     eager, compiled = step(None), step(BACKEND)
     assert compiled.method.compiled is not None and not compiled.method.compiled.failed
     assert eager.model.state_dict().keys() == compiled.model.state_dict().keys()
@@ -73,8 +83,15 @@ def test_a_compiled_run_trains_the_same_weights_as_eager(mode, tmp_path, real_im
 
 
 def test_a_step_that_does_not_compile_says_so_once_and_runs_eagerly(tmp_path, real_images, capsys):
-    cfg = PretrainConfig(backbone="vit_tiny", compile="refusing_backend", batch_size=8, workers=0, lr=1e-3,
-                         warmup_epochs=0, out=str(tmp_path))
+    cfg = PretrainConfig(
+        backbone="vit_tiny",
+        compile="refusing_backend",
+        batch_size=8,
+        workers=0,
+        lr=1e-3,
+        warmup_epochs=0,
+        out=str(tmp_path),
+    )
     trainer = Pretrainer(cfg, method=TinyVit)
     before = trainer.model.head.weight.clone()
     trainer.train_step(real_images[:8])
@@ -86,9 +103,18 @@ def test_a_step_that_does_not_compile_says_so_once_and_runs_eagerly(tmp_path, re
 
 def test_other_methods_compile_the_backbone_and_fall_back_to_eager(tmp_path, real_images, capsys):
     def trainer(compile_):
-        cfg = PretrainConfig(backbone="test_convnext", method="ae", compile=compile_, batch_size=8, workers=0,
-                             lr=1e-3, warmup_epochs=0, out=str(tmp_path / compile_))
+        cfg = PretrainConfig(
+            backbone="test_convnext",
+            method="ae",
+            compile=compile_,
+            batch_size=8,
+            workers=0,
+            lr=1e-3,
+            warmup_epochs=0,
+            out=str(tmp_path / compile_),
+        )
         return Pretrainer(cfg)
+
     compiled = trainer(BACKEND)
     compiled.train_step(real_images[:8])
     backbone = compiled.model.backbone

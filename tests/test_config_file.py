@@ -1,8 +1,8 @@
 """--config and --set: a run's saved config.json starts the same run again; YAML subsets and overrides."""
+
 import json
 
 import torch
-
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
 from pretrained_checkpoints import write_checkpoint
 
@@ -13,8 +13,23 @@ def weights(path) -> dict:
 
 def test_a_saved_config_reproduces_the_run_to_the_same_weights(tmp_path):
     first, second = tmp_path / "first", tmp_path / "second"
-    result, _ = run_cli([*TRAIN, "--epochs", "1", "--max-steps-per-epoch", "2", "--workers", "0",
-                         "--task", "super-resolution", "--task-arg", "scale=4", "--out", first])
+    result, _ = run_cli(
+        [
+            *TRAIN,
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "2",
+            "--workers",
+            "0",
+            "--task",
+            "super-resolution",
+            "--task-arg",
+            "scale=4",
+            "--out",
+            first,
+        ]
+    )
     assert result.exit_code == 0, result.output
     result, _ = run_cli(["train", "--config", first / "config.json", "--out", second])
     assert result.exit_code == 0, result.output
@@ -26,11 +41,30 @@ def test_a_saved_config_reproduces_the_run_to_the_same_weights(tmp_path):
 
 def test_yaml_subset_with_options_and_sets_in_that_order(tmp_path):
     config = tmp_path / "run.yaml"
-    config.write_text("backbone: test_convnext\nbatch_size: 8\nepochs: 3\nworkers: 0\nmax_steps_per_epoch: 1\n"
-                      "task: super-resolution\ntask_args: {scale: 8}\nbase_lr: 0.5\nmin_lr: 1e-6\n")
+    config.write_text(
+        "backbone: test_convnext\nbatch_size: 8\nepochs: 3\nworkers: 0\nmax_steps_per_epoch: 1\n"
+        "task: super-resolution\ntask_args: {scale: 8}\nbase_lr: 0.5\nmin_lr: 1e-6\n"
+    )
     out = tmp_path / "run"
-    result, _ = run_cli(["train", "--config", config, "--epochs", "1", "--task-arg", "scale=4", "--out", out,
-                         "--set", "base_lr=1e-3", "--set", "lr=none", "--set", "betas=[0.9, 0.99]"])
+    result, _ = run_cli(
+        [
+            "train",
+            "--config",
+            config,
+            "--epochs",
+            "1",
+            "--task-arg",
+            "scale=4",
+            "--out",
+            out,
+            "--set",
+            "base_lr=1e-3",
+            "--set",
+            "lr=none",
+            "--set",
+            "betas=[0.9, 0.99]",
+        ]
+    )
     assert result.exit_code == 0, result.output
     saved = json.loads((out / "config.json").read_text())
     assert saved["epochs"] == 1 and saved["task_args"] == {"scale": "4"} and saved["base_lr"] == 1e-3
@@ -63,8 +97,9 @@ def test_bad_config_files_and_values_are_one_line_errors(tmp_path):
 def test_probe_and_finetune_take_their_saved_configs(tmp_path):
     ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
     probe = tmp_path / "probe"
-    result, _ = run_cli(["probe", "--checkpoint", ckpt, "--probe", "knn", "--knn-k", "5", "--workers", "0",
-                         "--out", probe])
+    result, _ = run_cli(
+        ["probe", "--checkpoint", ckpt, "--probe", "knn", "--knn-k", "5", "--workers", "0", "--out", probe]
+    )
     assert result.exit_code == 0, result.output
     again = tmp_path / "probe2"
     result, _ = run_cli(["probe", "--config", probe / "config.json", "--set", f"out={again}"])
@@ -73,8 +108,25 @@ def test_probe_and_finetune_take_their_saved_configs(tmp_path):
     assert first["knn"] == second["knn"]
     assert "give --checkpoint CKPT" in run_cli(["probe", "--workers", "0"])[1]  # or --timm-model, --from-scratch
     finetune = tmp_path / "ft"
-    result, _ = run_cli(["finetune", "--checkpoint", ckpt, "--epochs", "1", "--max-steps-per-epoch", "1",
-                         "--batch-size", "8", "--workers", "0", "--randaug", "none", "--out", finetune])
+    result, _ = run_cli(
+        [
+            "finetune",
+            "--checkpoint",
+            ckpt,
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "1",
+            "--batch-size",
+            "8",
+            "--workers",
+            "0",
+            "--randaug",
+            "none",
+            "--out",
+            finetune,
+        ]
+    )
     assert result.exit_code == 0, result.output
     result, _ = run_cli(["finetune", "--config", finetune / "config.json", "--out", tmp_path / "ft2"])
     assert result.exit_code == 0, result.output

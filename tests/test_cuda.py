@@ -7,6 +7,7 @@ that the parameters were on the device during a step and the loss ran under bf16
 `PRETEXTS_TEST_DEVICE=cpu pytest -m cuda tests/test_cuda.py` runs the same bodies on the CPU (bf16 autocast there
 too) and lifts the skip: a dry run on a machine without a GPU, which is how this file was checked before it met one.
 """
+
 import dataclasses
 import json
 import math
@@ -14,21 +15,25 @@ import os
 
 import pytest
 import torch
-
 from cli_runs import one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (a fixture)
+from pretext_images import cifar_batch, tiny_vit
+
 from pretexts import create_pretext, list_pretexts
 from pretexts.engine.evaluation import probe
 from pretexts.engine.methods.energy.model import EnergyModel
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.engine.training.optimizer_step import OptimizerStep
-from pretext_images import cifar_batch, tiny_vit
 
 DEVICE = os.environ.get("PRETEXTS_TEST_DEVICE", "cuda")
 KIND = torch.device(DEVICE).type  # what a tensor's device.type reads (cuda:1 -> cuda)
-pytestmark = [pytest.mark.cuda, pytest.mark.skipif(
-    KIND == "cuda" and not torch.cuda.is_available(),
-    reason="needs a CUDA GPU (PRETEXTS_TEST_DEVICE=cpu dry-runs this file on the CPU)")]
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(
+        KIND == "cuda" and not torch.cuda.is_available(),
+        reason="needs a CUDA GPU (PRETEXTS_TEST_DEVICE=cpu dry-runs this file on the CPU)",
+    ),
+]
 
 CONVNEXT = ["--backbone", "test_convnext"]
 VIT = ["--backbone", "vit_tiny"]  # patch 4 at 32 px
@@ -44,9 +49,13 @@ class Spy:
     def __init__(self, monkeypatch):
         self.params, self.autocast, self.samples, self.energy, self.features = set(), set(), set(), set(), set()
         self.entered = None  # the autocast contexts entered by the loss running now
-        step, compute_loss, energy, extract, enter = (OptimizerStep.__call__, Pretrainer.compute_loss,
-                                                      EnergyModel.energy, probe.extract_features,
-                                                      torch.autocast.__enter__)
+        step, compute_loss, energy, extract, enter = (
+            OptimizerStep.__call__,
+            Pretrainer.compute_loss,
+            EnergyModel.energy,
+            probe.extract_features,
+            torch.autocast.__enter__,
+        )
         spy = self
 
         def optimizer_step(self, loss_of, micro_batches, number):
@@ -59,6 +68,7 @@ class Spy:
                 finally:  # the outermost autocast of the loss is the run's (finite differences nest a disabled one)
                     spy.autocast.add(spy.entered[0] if spy.entered else None)
                     spy.entered = None
+
             return step(self, watched, micro_batches, number)
 
         def watched_enter(self):
@@ -153,9 +163,16 @@ def test_train_energy_exact(energy_run):
     assert_trained_on_device(*energy_run, energy=True)
 
 
-@pytest.mark.parametrize("method", [
-    ["--grad-mode", "finite-difference", *CONVNEXT], ["--method", "ae", *CONVNEXT], ["--method", "mae", *VIT],
-    ["--method", "simmim", *CONVNEXT]], ids=["energy-finite-difference", "ae", "mae", "simmim"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        ["--grad-mode", "finite-difference", *CONVNEXT],
+        ["--method", "ae", *CONVNEXT],
+        ["--method", "mae", *VIT],
+        ["--method", "simmim", *CONVNEXT],
+    ],
+    ids=["energy-finite-difference", "ae", "mae", "simmim"],
+)
 def test_train_every_method(tmp_path, data, spy, method):
     succeeds([*TRAIN, *method, "--data", data, "--out", tmp_path / "run"])
     assert_trained_on_device(tmp_path / "run", spy, energy="--method" not in method)
@@ -163,8 +180,25 @@ def test_train_every_method(tmp_path, data, spy, method):
 
 def test_finetune(tmp_path, energy_run, spy):
     out = tmp_path / "ft"
-    succeeds(["finetune", "--checkpoint", energy_run[0] / "checkpoint.pt", *FAST, "--amp", "bf16", "--epochs", "1",
-              "--max-steps-per-epoch", "2", "--randaug", "none", "--quiet", "--out", out])
+    succeeds(
+        [
+            "finetune",
+            "--checkpoint",
+            energy_run[0] / "checkpoint.pt",
+            *FAST,
+            "--amp",
+            "bf16",
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "2",
+            "--randaug",
+            "none",
+            "--quiet",
+            "--out",
+            out,
+        ]
+    )
     results = read_results(out / "results.json")
     assert 0 <= results["best_top1"] <= 100 and (out / "finetuned.pt").is_file()
     assert spy.params == {KIND} and spy.autocast == {torch.bfloat16}
@@ -172,8 +206,26 @@ def test_finetune(tmp_path, energy_run, spy):
 
 def test_probe(tmp_path, energy_run, spy):
     out = tmp_path / "probe"
-    succeeds(["probe", "--checkpoint", energy_run[0] / "checkpoint.pt", "--probe", "knn", "--probe", "linear",
-              "--epochs", "2", "--workers", "0", "--device", DEVICE, "--quiet", "--out", out])
+    succeeds(
+        [
+            "probe",
+            "--checkpoint",
+            energy_run[0] / "checkpoint.pt",
+            "--probe",
+            "knn",
+            "--probe",
+            "linear",
+            "--epochs",
+            "2",
+            "--workers",
+            "0",
+            "--device",
+            DEVICE,
+            "--quiet",
+            "--out",
+            out,
+        ]
+    )
     results = read_results(out / "results.json")
     assert {"knn", "linear"} <= set(results) and results["train_images"] == 32
     assert spy.features == {KIND}
@@ -181,8 +233,23 @@ def test_probe(tmp_path, energy_run, spy):
 
 def test_segment(tmp_path, energy_run, spy):
     out = tmp_path / "seg"
-    succeeds(["segment", "--checkpoint", energy_run[0] / "checkpoint.pt", "--data", "generated", *FAST,
-              "--amp", "bf16", "--max-steps", "2", "--quiet", "--out", out])
+    succeeds(
+        [
+            "segment",
+            "--checkpoint",
+            energy_run[0] / "checkpoint.pt",
+            "--data",
+            "generated",
+            *FAST,
+            "--amp",
+            "bf16",
+            "--max-steps",
+            "2",
+            "--quiet",
+            "--out",
+            out,
+        ]
+    )
     results = read_results(out / "results.json")
     assert 0 <= results["miou_percent"] <= 100 and results["steps"] == 2
     assert (out / "predictions.png").stat().st_size > 0
@@ -191,8 +258,21 @@ def test_segment(tmp_path, energy_run, spy):
 
 def test_restore(tmp_path, energy_run, spy):
     fig = tmp_path / "restored.png"
-    succeeds(["restore", "--checkpoint", energy_run[0] / "checkpoint.pt", "--images", "2", "--steps", "1",
-              "--device", DEVICE, "--out", fig])
+    succeeds(
+        [
+            "restore",
+            "--checkpoint",
+            energy_run[0] / "checkpoint.pt",
+            "--images",
+            "2",
+            "--steps",
+            "1",
+            "--device",
+            DEVICE,
+            "--out",
+            fig,
+        ]
+    )
     numbers = read_results(fig.with_suffix(".json"))
     assert numbers["images"] == 2 and len(numbers["restored_mse"]) == 1 and fig.stat().st_size > 0
     assert spy.energy == {KIND}
@@ -200,8 +280,21 @@ def test_restore(tmp_path, energy_run, spy):
 
 def test_energy_histogram(tmp_path, energy_run, spy):
     fig = tmp_path / "energy.png"
-    succeeds(["energy", "--checkpoint", energy_run[0] / "checkpoint.pt", "--images", "8", "--workers", "0",
-              "--device", DEVICE, "--out", fig])
+    succeeds(
+        [
+            "energy",
+            "--checkpoint",
+            energy_run[0] / "checkpoint.pt",
+            "--images",
+            "8",
+            "--workers",
+            "0",
+            "--device",
+            DEVICE,
+            "--out",
+            fig,
+        ]
+    )
     read_results(fig.with_suffix(".json"))
     assert fig.stat().st_size > 0 and spy.energy == {KIND}
 
@@ -216,9 +309,31 @@ def test_export(tmp_path, energy_run):
 def test_compare(tmp_path, data, spy):
     """A tiny comparison: its pretraining takes the device and, with amp left at auto, bf16 on CUDA."""
     out = tmp_path / "compare"
-    succeeds(["compare", *CONVNEXT, "--batch-size", "8", "--budget", "0.01", "--threads", "1", "--device", DEVICE,
-              "--data", data, "--tasks", "colorization", "--methods", "energy", "--seeds", "0", "--quiet",
-              "--out", out])
+    succeeds(
+        [
+            "compare",
+            *CONVNEXT,
+            "--batch-size",
+            "8",
+            "--budget",
+            "0.01",
+            "--threads",
+            "1",
+            "--device",
+            DEVICE,
+            "--data",
+            data,
+            "--tasks",
+            "colorization",
+            "--methods",
+            "energy",
+            "--seeds",
+            "0",
+            "--quiet",
+            "--out",
+            out,
+        ]
+    )
     record = read_results(out / "compare.json")
     assert len(record["cells"]) == 2 and (out / "compare.md").is_file()
     assert spy.params == {KIND} and spy.samples == {KIND}

@@ -1,4 +1,5 @@
 """Data sources and the loader: uint8 on the host, float [0,1] on the device, seeded augmentation."""
+
 import pytest
 import torch
 
@@ -40,6 +41,7 @@ def test_sampler_resumes_part_way_and_shards_across_ranks():
 
 def test_image_folder_with_and_without_val(tmp_path):
     from PIL import Image
+
     for split in ["train", "val"]:
         for cls in ["a", "b"]:
             (tmp_path / "tv" / split / cls).mkdir(parents=True)
@@ -72,8 +74,21 @@ def test_a_flat_folder_of_unlabelled_images_pretrains(tmp_path):
     (flat / "notes.txt").write_text("not an image")
     train, val = build_source(str(flat), "train"), build_source(str(flat), "val")
     assert len(train) == 19 and len(val) == 1
-    result, error = run_cli([*TRAIN, "--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0",
-                             "--data", flat, "--out", tmp_path / "run"])
+    result, error = run_cli(
+        [
+            *TRAIN,
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "1",
+            "--workers",
+            "0",
+            "--data",
+            flat,
+            "--out",
+            tmp_path / "run",
+        ]
+    )
     assert result.exit_code == 0, error or result.output
     assert "held-out restoration MSE on 1 images" in result.output
 
@@ -91,22 +106,33 @@ def write_mnist(root, count: int = 24) -> None:
     pixels = np.stack([np.asarray(Image.open(p).convert("L").resize((28, 28))) for p in paths])
     for prefix in ("train", "t10k"):
         (raw / f"{prefix}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 2051, count, 28, 28) + pixels.tobytes())
-        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, count) +
-                                                          bytes(i % 10 for i in range(count)))
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(
+            struct.pack(">II", 2049, count) + bytes(i % 10 for i in range(count))
+        )
 
 
 def test_a_timm_dataset_name_reads_its_files_from_data_and_resumes_exactly(tmp_path):
-    from pretexts.engine import PretrainConfig
     from test_resume import assert_resume_is_exact
+
+    from pretexts.engine import PretrainConfig
 
     write_mnist(tmp_path / "mnist")
     source = build_source(str(tmp_path / "mnist"), "train", dataset="torch/mnist")
     assert len(source) == 24 and source[3][1] == 3
 
     def config(out, **extra):
-        return PretrainConfig(backbone="test_convnext", dataset="torch/mnist", data=str(tmp_path / "mnist"),
-                              batch_size=8, epochs=2, max_steps_per_epoch=1, workers=0, eval_images=8,
-                              out=str(tmp_path / out), **extra)
+        return PretrainConfig(
+            backbone="test_convnext",
+            dataset="torch/mnist",
+            data=str(tmp_path / "mnist"),
+            batch_size=8,
+            epochs=2,
+            max_steps_per_epoch=1,
+            workers=0,
+            eval_images=8,
+            out=str(tmp_path / out),
+            **extra,
+        )
 
     assert_resume_is_exact(config)
 

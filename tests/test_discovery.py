@@ -1,5 +1,6 @@
 """Tasks are discovered like methods: a new file in the package a registry names with "package.*" registers itself,
 with no other edit (no list of modules to extend)."""
+
 import importlib
 import sys
 import textwrap
@@ -44,11 +45,15 @@ def write(folder, filename, text, **fields):
 def temporary_package(tmp_path):
     """An importable package `discovered_pkg` with empty `tasks` and `methods` subpackages and its own registries."""
     root = tmp_path / "discovered_pkg"
-    write(root, "__init__.py", """
+    write(
+        root,
+        "__init__.py",
+        """
         from pretexts.registry import Registry
         TASKS = Registry("pretext task", "discovered_pkg.tasks", ("discovered_pkg.tasks.*",))
         METHODS = Registry("method", "discovered_pkg.methods", ("discovered_pkg.methods.*",))
-        """)
+        """,
+    )
     write(root / "tasks", "__init__.py", "")
     write(root / "methods", "__init__.py", "")
     sys.path.insert(0, str(tmp_path))
@@ -67,8 +72,14 @@ def test_a_new_task_and_method_file_register_through_a_fresh_registry(temporary_
     tasks, methods = discovered_pkg.TASKS, discovered_pkg.METHODS
     assert isinstance(tasks, Registry) and isinstance(methods, Registry)
     write(temporary_package / "tasks", "flip.py", TASK_FILE, registry="discovered_pkg", name="TASKS", task="flip")
-    write(temporary_package / "methods", "nothing.py", METHOD_FILE, registry="discovered_pkg", name="METHODS",
-          method="nothing")
+    write(
+        temporary_package / "methods",
+        "nothing.py",
+        METHOD_FILE,
+        registry="discovered_pkg",
+        name="METHODS",
+        method="nothing",
+    )
     importlib.invalidate_caches()
     assert list(tasks.table) == [] and list(methods.table) == []  # nothing is imported before first use
     assert tasks.get("flip").__module__ == "discovered_pkg.tasks.flip"
@@ -87,13 +98,26 @@ def test_the_real_registries_list_their_packages_with_a_star():
 
 def test_a_file_dropped_among_the_builtin_tasks_and_methods_is_registered(tmp_path, monkeypatch):
     """The real `TASKS` and `METHODS`: a module found in `pretexts/tasks/` (or `engine/methods/`) registers itself."""
-    write(tmp_path / "tasks", "extra_flip.py", TASK_FILE, registry="pretexts.registry", name="TASKS",
-          task="test-extra-flip")
-    write(tmp_path / "methods", "extra_nothing.py", METHOD_FILE, registry="pretexts.engine.methods", name="METHODS",
-          method="test-extra-nothing")
+    write(
+        tmp_path / "tasks",
+        "extra_flip.py",
+        TASK_FILE,
+        registry="pretexts.registry",
+        name="TASKS",
+        task="test-extra-flip",
+    )
+    write(
+        tmp_path / "methods",
+        "extra_nothing.py",
+        METHOD_FILE,
+        registry="pretexts.engine.methods",
+        name="METHODS",
+        method="test-extra-nothing",
+    )
     monkeypatch.setattr(pretexts.tasks, "__path__", [*pretexts.tasks.__path__, str(tmp_path / "tasks")])
-    monkeypatch.setattr(pretexts.engine.methods, "__path__",
-                        [*pretexts.engine.methods.__path__, str(tmp_path / "methods")])
+    monkeypatch.setattr(
+        pretexts.engine.methods, "__path__", [*pretexts.engine.methods.__path__, str(tmp_path / "methods")]
+    )
     importlib.invalidate_caches()
     try:
         registry.TASKS.load(force=True)

@@ -1,14 +1,15 @@
 """Energy histograms: scores of real, corrupted and restored states, the figure and its numbers."""
+
 import json
 
 import pytest
 import torch
 from click.testing import CliRunner
+from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 import pretexts
-from pretexts.engine.evaluation.energy_histogram import energy_scores, summarise
 from pretexts.cli import main
-from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
+from pretexts.engine.evaluation.energy_histogram import energy_scores, summarise
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
 
@@ -37,9 +38,26 @@ def test_scores_cover_every_group_are_seeded_and_each_step_goes_down_the_energy(
 def test_cli_energy_writes_the_figure_and_its_numbers(checkpoint, tmp_path):
     path, _ = checkpoint
     out = tmp_path / "energy.png"
-    result = CliRunner().invoke(main, ["energy", "--checkpoint", str(path), "--data", "sample", "--task",
-                                       "super-resolution", "--task-arg", "scale=4", "--images", "24", "--workers", "0",
-                                       "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "energy",
+            "--checkpoint",
+            str(path),
+            "--data",
+            "sample",
+            "--task",
+            "super-resolution",
+            "--task-arg",
+            "scale=4",
+            "--images",
+            "24",
+            "--workers",
+            "0",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert out.stat().st_size > 0 and "super-resolution on 24 images" in result.output
     results = json.loads(out.with_suffix(".json").read_text())

@@ -1,11 +1,12 @@
 """The energy model and the restoration: double backward reaches the backbone, alpha stays positive."""
+
 import pytest
 import torch
 
-from pretexts import backbones
-from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
+from pretexts import backbones
 from pretexts.engine import restoration_loss, restore
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.errors import ParameterError, UnknownNameError
 
 

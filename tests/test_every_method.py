@@ -1,29 +1,49 @@
 """What every built-in method gives the loop alike: a step that trains the backbone, its own options on the command
 line (and no other method's), old configs read into its arguments, and a held-out report in its own words."""
+
 import dataclasses
 import json
 
 import pytest
 import torch
 from click.testing import CliRunner
+from safetensors.torch import load_file
 
 from pretexts.cli import main
 from pretexts.cli.config_file import build_config
 from pretexts.engine import PretrainConfig, Pretrainer, load_checkpoint
-from safetensors.torch import load_file
 from pretexts.engine.methods import METHODS
 from pretexts.engine.training.config import with_method_args
 from pretexts.errors import ParameterError
 
 BUILT_IN = ["energy", "ae", "mae", "simmim"]
-ENERGY_OPTIONS = ["--steps", "--alpha", "--alpha-lr-scale", "--head-init-std", "--energy-scale", "--grad-mode",
-                  "--fd-delta"]
+ENERGY_OPTIONS = [
+    "--steps",
+    "--alpha",
+    "--alpha-lr-scale",
+    "--head-init-std",
+    "--energy-scale",
+    "--grad-mode",
+    "--fd-delta",
+]
 
 
 def config(method: str, out) -> PretrainConfig:
     backbone = "vit_tiny" if method == "mae" else "test_convnext"  # MAE masks ViT tokens
-    return PretrainConfig(method=method, backbone=backbone, batch_size=8, epochs=1, max_steps_per_epoch=1, workers=0,
-                          warmup_epochs=0, lr=1e-3, monitor_every=0, eval_images=8, figure_images=2, out=str(out))
+    return PretrainConfig(
+        method=method,
+        backbone=backbone,
+        batch_size=8,
+        epochs=1,
+        max_steps_per_epoch=1,
+        workers=0,
+        warmup_epochs=0,
+        lr=1e-3,
+        monitor_every=0,
+        eval_images=8,
+        figure_images=2,
+        out=str(out),
+    )
 
 
 def options_listed(args: list[str]) -> set[str]:
@@ -81,14 +101,45 @@ def test_the_help_follows_a_config_files_method(tmp_path):
 def test_a_methods_options_reach_its_arguments(tmp_path):
     """--steps and --grad-mode (the energy method's), --set and --method-arg all land in method_args."""
     out = tmp_path / "run"
-    result = CliRunner().invoke(main, ["train", "--backbone", "test_convnext", "--batch-size", "8", "--epochs", "1",
-                                       "--max-steps-per-epoch", "1", "--workers", "0", "--monitor-every", "0",
-                                       "--steps", "1", "--alpha", "0.2", "--grad-mode", "finite-difference",
-                                       "--set", "fd_delta=0.02", "--method-arg", "energy_scale=2", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--backbone",
+            "test_convnext",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "1",
+            "--workers",
+            "0",
+            "--monitor-every",
+            "0",
+            "--steps",
+            "1",
+            "--alpha",
+            "0.2",
+            "--grad-mode",
+            "finite-difference",
+            "--set",
+            "fd_delta=0.02",
+            "--method-arg",
+            "energy_scale=2",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     args = json.loads((out / "config.json").read_text())["method_args"]
-    assert (args["steps"], args["alpha"], args["grad_mode"], args["fd_delta"], args["energy_scale"]) == \
-        (1, 0.2, "finite-difference", 0.02, 2.0)
+    assert (args["steps"], args["alpha"], args["grad_mode"], args["fd_delta"], args["energy_scale"]) == (
+        1,
+        0.2,
+        "finite-difference",
+        0.02,
+        2.0,
+    )
     assert "-> step 1 " in result.output and "step 2" not in result.output
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert rows[0]["alpha"] > 0  # step_stats ride on the log line
@@ -97,8 +148,17 @@ def test_a_methods_options_reach_its_arguments(tmp_path):
 
 
 def test_an_old_config_with_the_energy_options_at_the_top_is_read_into_method_args(tmp_path):
-    old = {"task": "colorization", "steps": 1, "alpha": 0.3, "alpha_lr_scale": 10.0, "grad_mode": "finite-difference",
-           "loss": "smooth_l1", "head_init_std": None, "energy_scale": 1.0, "fd_delta": 0.01}
+    old = {
+        "task": "colorization",
+        "steps": 1,
+        "alpha": 0.3,
+        "alpha_lr_scale": 10.0,
+        "grad_mode": "finite-difference",
+        "loss": "smooth_l1",
+        "head_init_std": None,
+        "energy_scale": 1.0,
+        "fd_delta": 0.01,
+    }
     cfg = PretrainConfig.from_dict(old)
     assert cfg.method_args == {k: v for k, v in old.items() if k != "task"} and cfg.recipe == "paper"
     args = METHODS.get("energy").parse_args(cfg)
@@ -108,8 +168,9 @@ def test_an_old_config_with_the_energy_options_at_the_top_is_read_into_method_ar
     assert PretrainConfig.from_dict({**old, "method": "ae"}).method_args == {"loss": "smooth_l1"}
     file = tmp_path / "config.json"
     file.write_text(json.dumps(old))
-    built = build_config(PretrainConfig, {}, str(file), ("steps=0",), merge=("task_args", "method_args"),
-                         loose=with_method_args)
+    built = build_config(
+        PretrainConfig, {}, str(file), ("steps=0",), merge=("task_args", "method_args"), loose=with_method_args
+    )
     assert built.method_args["steps"] == "0" and built.method_args["alpha"] == 0.3
     assert METHODS.get("energy").parse_args(built)["steps"] == 0
     file.write_text(json.dumps({**old, "method": "mae"}))  # an old MAE run's config.json starts a run again
@@ -129,10 +190,26 @@ def test_a_killed_run_resumes_to_the_same_weights(method, tmp_path):
 def test_its_checkpoint_fine_tunes_probes_and_exports(method, tmp_path):
     Pretrainer(config(method, tmp_path / "run")).run()
     ckpt = tmp_path / "run" / "checkpoint.pt"
-    for command in (["finetune", "--epochs", "1", "--max-steps-per-epoch", "1", "--batch-size", "8",
-                     "--randaug", "none", "--workers", "0"], ["probe", "--probe", "knn", "--workers", "0"], ["export"]):
-        result = CliRunner().invoke(main, [command[0], "--checkpoint", str(ckpt), *command[1:],
-                                           "--out", str(tmp_path / command[0])])
+    for command in (
+        [
+            "finetune",
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "1",
+            "--batch-size",
+            "8",
+            "--randaug",
+            "none",
+            "--workers",
+            "0",
+        ],
+        ["probe", "--probe", "knn", "--workers", "0"],
+        ["export"],
+    ):
+        result = CliRunner().invoke(
+            main, [command[0], "--checkpoint", str(ckpt), *command[1:], "--out", str(tmp_path / command[0])]
+        )
         assert result.exit_code == 0, f"{method}: {command[0]}: {result.output[-1500:]}"
     trained = load_checkpoint(ckpt)["model"]
     exported = load_file(tmp_path / "export" / "model.safetensors")

@@ -1,10 +1,11 @@
 """--logger tensorboard: the event file holds each step's scalars, the held-out error and the figure."""
+
 import json
 
 import pytest
+from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
 from pretexts.engine import PretrainConfig
 from pretexts.engine.training.experiment_log import flat_scalars
 from pretexts.errors import ParameterError
@@ -17,8 +18,21 @@ def events(out) -> EventAccumulator:
 
 def test_tensorboard_holds_the_scalars_the_held_out_error_and_the_figure(tmp_path):
     out = tmp_path / "run"
-    result, _ = run_cli([*TRAIN, "--epochs", "2", "--max-steps-per-epoch", "2", "--workers", "0",
-                         "--logger", "tensorboard", "--out", out])
+    result, _ = run_cli(
+        [
+            *TRAIN,
+            "--epochs",
+            "2",
+            "--max-steps-per-epoch",
+            "2",
+            "--workers",
+            "0",
+            "--logger",
+            "tensorboard",
+            "--out",
+            out,
+        ]
+    )
     assert result.exit_code == 0, result.output
     logged = events(out)
     tags = logged.Tags()
@@ -45,6 +59,7 @@ def test_unknown_logger_and_missing_package_are_clear_errors(monkeypatch):
     with pytest.raises(ParameterError, match="logger must be one of jsonl, tensorboard, wandb"):
         PretrainConfig(logger="mlflow")
     import importlib.util
+
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
     with pytest.raises(ParameterError, match=r'pip install "pretexts\[wandb\]"'):
@@ -52,10 +67,19 @@ def test_unknown_logger_and_missing_package_are_clear_errors(monkeypatch):
 
 
 def test_nested_results_flatten_to_scalar_names():
-    assert flat_scalars({"loss": 0.5, "skipped": True, "held_out": {"corrupted_mse": 2, "restored_mse": [1.0, 0.5],
-                                                                   "images": 8, "method": "energy"}}) == \
-        {"loss": 0.5, "held_out/corrupted_mse": 2.0, "held_out/restored_mse_step1": 1.0,
-         "held_out/restored_mse_step2": 0.5, "held_out/images": 8.0}
+    assert flat_scalars(
+        {
+            "loss": 0.5,
+            "skipped": True,
+            "held_out": {"corrupted_mse": 2, "restored_mse": [1.0, 0.5], "images": 8, "method": "energy"},
+        }
+    ) == {
+        "loss": 0.5,
+        "held_out/corrupted_mse": 2.0,
+        "held_out/restored_mse_step1": 1.0,
+        "held_out/restored_mse_step2": 0.5,
+        "held_out/images": 8.0,
+    }
 
 
 def test_wandb_gets_the_same_scalars_and_figures_offline_and_resumes_its_run(tmp_path, monkeypatch):
@@ -81,6 +105,7 @@ def test_wandb_gets_the_same_scalars_and_figures_offline_and_resumes_its_run(tmp
     fake = types.SimpleNamespace(init=init, Image=lambda path: ("image", path))
     monkeypatch.setitem(sys.modules, "wandb", fake)
     import importlib.util
+
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "wandb" else real(name, *a))
     monkeypatch.delenv("WANDB_MODE", raising=False)

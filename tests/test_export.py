@@ -1,4 +1,5 @@
 """Export: timm rebuilds the pretrained backbone from the file with strict keys and equal outputs."""
+
 import json
 import shutil
 
@@ -6,14 +7,14 @@ import pytest
 import timm
 import torch
 from click.testing import CliRunner
+from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 from pretexts import create_pretext
 from pretexts.backbones.vit_tokens import sincos_pos_embed
 from pretexts.base import Corrupted
+from pretexts.cli import main
 from pretexts.engine import export_backbone
 from pretexts.engine.methods.states import state_adapter
-from pretexts.cli import main
-from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
 
@@ -30,8 +31,9 @@ def test_exported_cnn_equals_the_in_package_backbone(tmp_path, backbone, suffix)
     exported = timm_model(info)
     images = torch.rand(4, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        torch.testing.assert_close(exported(energy_model.normalize(images)),
-                                   energy_model.backbone(energy_model.normalize(images)))
+        torch.testing.assert_close(
+            exported(energy_model.normalize(images)), energy_model.backbone(energy_model.normalize(images))
+        )
     # strict: the file holds exactly the model's keys
     file_state = timm.models.load_state_dict(str(tmp_path / f"backbone{suffix}"))
     assert set(file_state) == set(exported.state_dict())
@@ -40,15 +42,22 @@ def test_exported_cnn_equals_the_in_package_backbone(tmp_path, backbone, suffix)
 def test_exported_patch_sorting_vit_carries_the_sincos_table(tmp_path):
     path, energy_model = write_checkpoint(tmp_path / "ckpt.pt", "vit_tiny", "patch-sorting", task_args={"edge_max": 1})
     info = export_backbone(str(path), str(tmp_path / "vit.safetensors"))
-    assert info["kwargs"] == {"patch_size": 4, "img_size": 32, "num_classes": 0} and info["timm_name"] == "vit_tiny_patch16_224"
+    assert (
+        info["kwargs"] == {"patch_size": 4, "img_size": 32, "num_classes": 0}
+        and info["timm_name"] == "vit_tiny_patch16_224"
+    )
     exported = timm_model(info)
     images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     table = sincos_pos_embed((8, 8), 192).expand(2, -1, -1)
     sorted_sample = Corrupted(state=table, target=table, context=images)
     states = state_adapter(create_pretext("patch-sorting"), energy_model)
     with torch.no_grad():  # the energy the checkpoint's sorting saw, from the plain timm ViT
-        torch.testing.assert_close(energy_model.score(exported(energy_model.normalize(images))),
-                                   states.energy(sorted_sample, table), atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            energy_model.score(exported(energy_model.normalize(images))),
+            states.energy(sorted_sample, table),
+            atol=1e-5,
+            rtol=1e-4,
+        )
 
 
 def test_cli_export_prints_the_load_line_and_writes_its_json(tmp_path):
@@ -73,8 +82,12 @@ def test_folder_export_is_hub_ready_and_loads_with_one_timm_call(tmp_path):
     assert exported.pretrained_cfg["input_size"] == (3, 32, 32) and exported.num_classes == 0
     images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        torch.testing.assert_close(exported(energy_model.normalize(images)),
-                                   energy_model.backbone(energy_model.normalize(images)), atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(
+            exported(energy_model.normalize(images)),
+            energy_model.backbone(energy_model.normalize(images)),
+            atol=1e-5,
+            rtol=1e-4,
+        )
 
 
 def test_file_export_load_line_carries_the_trained_input_size(tmp_path):
@@ -87,11 +100,24 @@ def test_file_export_load_line_carries_the_trained_input_size(tmp_path):
 def finetuned_run(tmp_path_factory):
     """A one-epoch fine-tuning run from a pretraining checkpoint: its checkpoint.pt and finetuned.pt."""
     from pretexts.engine import FinetuneConfig, finetune
+
     root = tmp_path_factory.mktemp("finetuned")
     ckpt, _ = write_checkpoint(root / "pretrain.pt", "convnext_atto")
     out = root / "run"
-    finetune(FinetuneConfig(checkpoint=str(ckpt), epochs=1, max_steps_per_epoch=2, batch_size=16, workers=0,
-                            mixup=0, cutmix=0, randaug="none", out=str(out)), echo=lambda line: None)
+    finetune(
+        FinetuneConfig(
+            checkpoint=str(ckpt),
+            epochs=1,
+            max_steps_per_epoch=2,
+            batch_size=16,
+            workers=0,
+            mixup=0,
+            cutmix=0,
+            randaug="none",
+            out=str(out),
+        ),
+        echo=lambda line: None,
+    )
     return out
 
 
@@ -112,8 +138,9 @@ def test_cli_exports_a_fine_tuned_model_with_its_classifier(tmp_path, finetuned_
 
 
 def test_a_fine_tuning_checkpoint_is_refused_as_a_pretraining_one(finetuned_run, tmp_path):
-    result = CliRunner().invoke(main, ["finetune", "--checkpoint", str(finetuned_run / "finetuned.pt"),
-                                       "--out", str(tmp_path / "again")])
+    result = CliRunner().invoke(
+        main, ["finetune", "--checkpoint", str(finetuned_run / "finetuned.pt"), "--out", str(tmp_path / "again")]
+    )
     assert result.exit_code == 2 and "is a fine-tuning checkpoint" in result.output
 
 
@@ -127,13 +154,26 @@ def test_push_to_hub_uploads_the_exported_folder(tmp_path, monkeypatch):
         shutil.copytree(folder_path, uploaded)
         return f"https://huggingface.co/{repo_id}/commit/1"
 
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo",
-                        lambda self, repo_id, **kwargs: huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}"))
+    monkeypatch.setattr(
+        huggingface_hub.HfApi,
+        "create_repo",
+        lambda self, repo_id, **kwargs: huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}"),
+    )
     monkeypatch.setattr(huggingface_hub.HfApi, "file_exists", lambda self, **kwargs: False)
     monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", upload_folder)
     path, _ = write_checkpoint(tmp_path / "ckpt.pt", "convnext_atto")
-    result = CliRunner().invoke(main, ["export", "--checkpoint", str(path), "--out", str(tmp_path / "local"),
-                                       "--push-to-hub", "someone/pretexts-convnext"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "export",
+            "--checkpoint",
+            str(path),
+            "--out",
+            str(tmp_path / "local"),
+            "--push-to-hub",
+            "someone/pretexts-convnext",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "pushed to https://huggingface.co/someone/pretexts-convnext/commit/1" in result.output
     assert {"model.safetensors", "config.json", "README.md"} <= {p.name for p in uploaded.iterdir()}
@@ -151,8 +191,9 @@ def test_a_failed_upload_keeps_the_local_export_and_says_how_to_fix_it(tmp_path,
     monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", refuse)
     path, _ = write_checkpoint(tmp_path / "ckpt.pt", "convnext_atto")
     out = tmp_path / "local"
-    result = CliRunner().invoke(main, ["export", "--checkpoint", str(path), "--out", str(out),
-                                       "--push-to-hub", "someone/x"])
+    result = CliRunner().invoke(
+        main, ["export", "--checkpoint", str(path), "--out", str(out), "--push-to-hub", "someone/x"]
+    )
     assert result.exit_code == 2 and "huggingface-cli login" in result.output and "401" in result.output
     assert timm.create_model(f"local-dir:{out}", pretrained=True).num_classes == 0
 

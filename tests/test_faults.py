@@ -1,4 +1,5 @@
 """Faults lose nothing: NaN losses, unwritable folders, full disks, and broken plugins."""
+
 import errno
 import json
 import math
@@ -13,17 +14,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from click.testing import CliRunner
-
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
+from click.testing import CliRunner
+from pretrained_checkpoints import write_checkpoint
+from test_registry import _install_distribution as install_distribution  # noqa: F401 (fixture)
+
+from pretexts.cli import main
 from pretexts.engine import FinetuneConfig, Finetuner, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.nonfinite import NonFiniteGuard
 from pretexts.engine.training.run_folder import open_log
-from pretexts.cli import main
 from pretexts.errors import NonFiniteLossError, OutputError
-from pretrained_checkpoints import write_checkpoint
-from test_registry import _install_distribution as install_distribution, clean_registry  # noqa: F401 (fixture)
 
 RUN = TRAIN + ["--max-steps-per-epoch", "1", "--workers", "0"]
 
@@ -50,8 +51,10 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_checkpoint(one_epoch, tmp_pa
     # not finite. (--resume refuses to change the scale, so the saved run is given it.)
     ckpt = load_checkpoint(out / "checkpoint.pt")
     config = ckpt["config"]
-    save_checkpoint({**ckpt, "config": {**config, "method_args": {**config["method_args"], "energy_scale": 1e38}}},
-                    out / "checkpoint.pt")
+    save_checkpoint(
+        {**ckpt, "config": {**config, "method_args": {**config["method_args"], "energy_scale": 1e38}}},
+        out / "checkpoint.pt",
+    )
     good = (out / "checkpoint.pt").read_bytes()
     result, error = run_cli(RUN + ["--epochs", "2", "--out", out, "--resume"])
     assert result.exit_code == 2 and "Traceback" not in result.output
@@ -66,8 +69,17 @@ class NanAtStep2(Pretrainer):
 
 
 def test_skip_nonfinite_counts_the_skipped_steps(tmp_path):
-    cfg = PretrainConfig(backbone="test_convnext", epochs=1, batch_size=8, max_steps_per_epoch=3, workers=0,
-                         out=str(tmp_path), eval_images=8, figure_images=2, skip_nonfinite=True)
+    cfg = PretrainConfig(
+        backbone="test_convnext",
+        epochs=1,
+        batch_size=8,
+        max_steps_per_epoch=3,
+        workers=0,
+        out=str(tmp_path),
+        eval_images=8,
+        figure_images=2,
+        skip_nonfinite=True,
+    )
     results = NanAtStep2(cfg).run()
     assert results["skipped_nonfinite_steps"] == 1 and results["optimizer_steps"] == 3
     assert json.loads((tmp_path / "results.json").read_text())["skipped_nonfinite_steps"] == 1
@@ -78,6 +90,7 @@ def test_skip_nonfinite_counts_the_skipped_steps(tmp_path):
 
 class InfGradientAtStep2(Pretrainer):
     """A finite loss whose gradient overflows on the way back."""
+
     def compute_loss(self, sample):
         loss = super().compute_loss(sample) * 1.0
         if self.global_step == 1:
@@ -86,8 +99,16 @@ class InfGradientAtStep2(Pretrainer):
 
 
 def test_a_nonfinite_gradient_behind_a_finite_loss_never_reaches_the_weights(tmp_path):
-    cfg = PretrainConfig(backbone="test_convnext", epochs=1, batch_size=8, max_steps_per_epoch=3, workers=0,
-                         out=str(tmp_path), eval_images=8, figure_images=2)
+    cfg = PretrainConfig(
+        backbone="test_convnext",
+        epochs=1,
+        batch_size=8,
+        max_steps_per_epoch=3,
+        workers=0,
+        out=str(tmp_path),
+        eval_images=8,
+        figure_images=2,
+    )
     trainer = InfGradientAtStep2(cfg)
     with pytest.raises(NonFiniteLossError, match="gradient norm is (nan|inf) at step 2"):
         trainer.run()
@@ -106,13 +127,24 @@ class FinetuneNanAtStep2(Finetuner):
 
 def test_fine_tuning_has_pretrainings_nonfinite_policy(tmp_path):
     ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
-    common = dict(checkpoint=str(ckpt), epochs=1, max_steps_per_epoch=3, batch_size=8, workers=0, mixup=0, cutmix=0,
-                  randaug="none", quiet=True)
-    with pytest.raises(NonFiniteLossError,
-                       match="loss is nan at step 2; no checkpoint was written yet.*--skip-nonfinite"):
+    common = dict(
+        checkpoint=str(ckpt),
+        epochs=1,
+        max_steps_per_epoch=3,
+        batch_size=8,
+        workers=0,
+        mixup=0,
+        cutmix=0,
+        randaug="none",
+        quiet=True,
+    )
+    with pytest.raises(
+        NonFiniteLossError, match="loss is nan at step 2; no checkpoint was written yet.*--skip-nonfinite"
+    ):
         FinetuneNanAtStep2(FinetuneConfig(**common, out=str(tmp_path / "stop")), echo=lambda line: None).run()
-    results = FinetuneNanAtStep2(FinetuneConfig(**common, skip_nonfinite=True, out=str(tmp_path / "skip")),
-                                 echo=lambda line: None).run()
+    results = FinetuneNanAtStep2(
+        FinetuneConfig(**common, skip_nonfinite=True, out=str(tmp_path / "skip")), echo=lambda line: None
+    ).run()
     assert results["skipped_nonfinite_steps"] == 1 and results["optimizer_steps"] == 3
     saved = load_checkpoint(tmp_path / "skip" / "checkpoint.pt")
     assert saved["nonfinite_skipped"] == 1 and all(torch.isfinite(w).all() for w in saved["model"].values())
@@ -188,22 +220,30 @@ def test_broken_and_duplicate_plugins_are_listed_and_break_nothing(tmp_path, cle
     import pretexts
     from pretexts import registry
 
-    install_distribution(tmp_path, "plugin_dup", """
+    install_distribution(
+        tmp_path,
+        "plugin_dup",
+        """
         import pretexts
 
         @pretexts.register("colorization")
         class Colour(pretexts.Pretext):
             '''A second colorization.'''
-        """, "colorization = plugin_dup:Colour")
-    install_distribution(tmp_path, "plugin_exit", "import sys\nsys.exit('cannot run here')\n",
-                         "quitter = plugin_exit:Task")
+        """,
+        "colorization = plugin_dup:Colour",
+    )
+    install_distribution(
+        tmp_path, "plugin_exit", "import sys\nsys.exit('cannot run here')\n", "quitter = plugin_exit:Task"
+    )
     try:
         with pytest.warns(UserWarning, match="the built-in wins"):
             registry.load_plugins(force=True)
         result = CliRunner().invoke(main, ["list"])
         assert result.exit_code == 0, result.output
         assert "colorization       IGNORED plugin (the built-in 'colorization' wins): plugin_dup 1.0" in result.output
-        assert "registered twice" in result.output and "quitter            BROKEN plugin: plugin_exit 1.0" in result.output
+        assert (
+            "registered twice" in result.output and "quitter            BROKEN plugin: plugin_exit 1.0" in result.output
+        )
         assert "plugin_exit.py:2: SystemExit: cannot run here" in result.output
         assert "Grayscale input, colour target" in result.output  # the built-in still listed
         assert type(pretexts.create_pretext("colorization")).__module__ == "pretexts.tasks.colorization"
@@ -214,9 +254,9 @@ def test_broken_and_duplicate_plugins_are_listed_and_break_nothing(tmp_path, cle
             sys.modules.pop(name, None)
 
 
-
-def test_a_write_failure_outside_the_checkpoint_is_one_line_and_resume_skips_the_torn_log(one_epoch, tmp_path,
-                                                                                          monkeypatch):
+def test_a_write_failure_outside_the_checkpoint_is_one_line_and_resume_skips_the_torn_log(
+    one_epoch, tmp_path, monkeypatch
+):
     """A full disk while the log is written: one line, exit 2; the torn log line does not stop --resume."""
     out = copy_of(one_epoch, tmp_path)
     from pretexts.engine.training import loop
@@ -228,6 +268,7 @@ def test_a_write_failure_outside_the_checkpoint_is_one_line_and_resume_skips_the
             handle.buffer.write(text[:7].encode())  # part of a line reaches the disk, as when it fills
             handle.buffer.flush()
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
         handle.write = write
         return handle
 
@@ -254,9 +295,25 @@ def test_images_that_fail_to_decode_in_loader_workers_end_in_one_line_not_a_hang
             Image.effect_noise((64, 64), 60).convert("RGB").save(path, quality=95)
             data = path.read_bytes()
             path.write_bytes(data[: len(data) * 2 // 3])  # header intact, pixels cut
-    done = subprocess.run([sys.executable, "-m", "pretexts", *TRAIN, "--workers", "2", "--epochs", "1",
-                           "--data", str(tmp_path / "data"), "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pretexts",
+            *TRAIN,
+            "--workers",
+            "2",
+            "--epochs",
+            "1",
+            "--data",
+            str(tmp_path / "data"),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2, done.stderr[-2000:]
     assert last.lstrip().startswith("Error:") and "cannot be read" in last, last

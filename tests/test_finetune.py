@@ -1,29 +1,42 @@
 """Fine-tuning: learns on real images, layer-wise lr decay, label-fraction subsets, pretrained weights, CLI."""
+
 import json
 from collections import Counter
 
 import pytest
 import timm
-from timm.scheduler import CosineLRScheduler
 import torch
 from click.testing import CliRunner
+from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
+from timm.scheduler import CosineLRScheduler
 
 from pretexts.backbones import create_backbone
 from pretexts.backbones.vit_tokens import sincos_pos_embed
+from pretexts.cli import main
 from pretexts.engine import FinetuneConfig, Finetuner
 from pretexts.engine.data.datasets import build_source
-from pretexts.engine.evaluation.finetune import build_finetune_optimizer
 from pretexts.engine.data.labelled_data import class_balanced_subset, labels_of
+from pretexts.engine.evaluation.finetune import build_finetune_optimizer
 from pretexts.engine.evaluation.pretrained import create_classifier
-from pretexts.cli import main
 from pretexts.errors import CheckpointError, ParameterError
-from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
 
 # The paper's recipe regularises for 100 epochs of ImageNet; a few epochs on 320 images need it off.
-SMALL_DATA = dict(mixup=0, cutmix=0, randaug="none", smoothing=0, drop_path=0, layer_decay=1.0,
-                  crop_min_scale=0.5, crop_pct=1.0, batch_size=16, base_lr=8e-3, warmup_epochs=0.5, workers=0)
+SMALL_DATA = dict(
+    mixup=0,
+    cutmix=0,
+    randaug="none",
+    smoothing=0,
+    drop_path=0,
+    layer_decay=1.0,
+    crop_min_scale=0.5,
+    crop_pct=1.0,
+    batch_size=16,
+    base_lr=8e-3,
+    warmup_epochs=0.5,
+    workers=0,
+)
 
 
 def test_finetuning_a_tiny_backbone_on_the_real_sample_beats_chance(tmp_path):
@@ -46,8 +59,11 @@ def test_layer_decay_gives_deeper_blocks_larger_learning_rates():
     optimizer = build_finetune_optimizer(model, cfg)
     CosineLRScheduler(optimizer, t_initial=100, t_in_epochs=False).step_update(0)  # applies each group's lr_scale
     lr_of = {id(p): g["lr"] for g in optimizer.param_groups for p in g["params"]}
-    lrs = [lr_of[id(model.patch_embed.proj.weight)]] + \
-          [lr_of[id(block.attn.qkv.weight)] for block in model.blocks] + [lr_of[id(model.head.weight)]]
+    lrs = (
+        [lr_of[id(model.patch_embed.proj.weight)]]
+        + [lr_of[id(block.attn.qkv.weight)] for block in model.blocks]
+        + [lr_of[id(model.head.weight)]]
+    )
     assert lrs[-1] == pytest.approx(1e-3)  # the classifier gets the full lr
     for shallow, deep in zip(lrs, lrs[1:]):
         assert shallow == pytest.approx(0.75 * deep)
@@ -58,18 +74,33 @@ def test_layer_decay_gives_deeper_blocks_larger_learning_rates():
 def test_defaults_are_the_papers_fine_tuning_recipe():
     """Appendix A, Table A (fine-tuning column)."""
     cfg = FinetuneConfig(from_scratch=True, backbone="resnet18")
-    recipe = (cfg.base_lr, cfg.weight_decay, cfg.betas, cfg.layer_decay, cfg.drop_path, cfg.smoothing, cfg.mixup,
-              cfg.cutmix, cfg.randaug)
+    recipe = (
+        cfg.base_lr,
+        cfg.weight_decay,
+        cfg.betas,
+        cfg.layer_decay,
+        cfg.drop_path,
+        cfg.smoothing,
+        cfg.mixup,
+        cfg.cutmix,
+        cfg.randaug,
+    )
     assert recipe == (1e-3, 0.05, (0.9, 0.999), 0.75, 0.1, 0.1, 0.8, 1.0, "rand-m9-mstd0.5")
     assert cfg.peak_lr == pytest.approx(1e-3 * 64 / 256)
 
 
 def test_layer_scales_hold_from_the_first_step_without_warm_up(tmp_path):
-    cfg = FinetuneConfig(from_scratch=True, backbone="vit_tiny", img_size=32, epochs=1, out=str(tmp_path),
-                         **{**SMALL_DATA, "layer_decay": 0.5, "warmup_epochs": 0.0})
+    cfg = FinetuneConfig(
+        from_scratch=True,
+        backbone="vit_tiny",
+        img_size=32,
+        epochs=1,
+        out=str(tmp_path),
+        **{**SMALL_DATA, "layer_decay": 0.5, "warmup_epochs": 0.0},
+    )
     trainer = Finetuner(cfg, echo=lambda line: None)
     lrs = sorted({round(g["lr"], 12) for g in trainer.optimizer.param_groups})
-    assert len(lrs) > 3 and lrs[-1] == pytest.approx(cfg.peak_lr) and lrs[0] < cfg.peak_lr * 0.5 ** 10
+    assert len(lrs) > 3 and lrs[-1] == pytest.approx(cfg.peak_lr) and lrs[0] < cfg.peak_lr * 0.5**10
 
 
 def test_a_checkpoint_with_another_backbone_name_is_refused(tmp_path):
@@ -89,8 +120,15 @@ def test_label_fraction_subset_is_class_balanced_and_seeded():
 
 
 def test_label_fraction_trains_on_the_subset_only(tmp_path):
-    cfg = FinetuneConfig(from_scratch=True, backbone="convnext_atto", epochs=1, label_fraction=0.25,
-                         max_steps_per_epoch=1, out=str(tmp_path), **SMALL_DATA)
+    cfg = FinetuneConfig(
+        from_scratch=True,
+        backbone="convnext_atto",
+        epochs=1,
+        label_fraction=0.25,
+        max_steps_per_epoch=1,
+        out=str(tmp_path),
+        **SMALL_DATA,
+    )
     assert len(Finetuner(cfg, echo=lambda line: None).train_set) == 80
 
 
@@ -100,7 +138,7 @@ def test_patch_sorting_checkpoint_starts_from_its_position_embedding(tmp_path, m
     model, saved = create_classifier(str(path), num_classes=10, drop_path_rate=0.1)
     assert saved["task"] == "patch-sorting" and model.num_classes == 10
     torch.testing.assert_close(model.blocks[3].mlp.fc1.weight, pretrained.backbone.blocks[3].mlp.fc1.weight)
-    patches = model.pos_embed[0, model.num_prefix_tokens:]
+    patches = model.pos_embed[0, model.num_prefix_tokens :]
     table = sincos_pos_embed(model.patch_embed.grid_size, model.embed_dim)
     torch.testing.assert_close(patches, table if expected == "sincos" else torch.zeros_like(table))
     assert model.pos_embed.requires_grad  # trainable in fine-tuning (Appendix A.2)
@@ -118,8 +156,24 @@ def test_config_asks_for_a_checkpoint_or_from_scratch():
 def test_cli_finetunes_a_checkpoint_and_writes_results(tmp_path):
     path, _ = write_checkpoint(tmp_path / "ckpt.pt")
     out = tmp_path / "ft"
-    result = CliRunner().invoke(main, ["finetune", "--checkpoint", str(path), "--epochs", "1", "--batch-size", "16",
-                                       "--max-steps-per-epoch", "2", "--workers", "0", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "finetune",
+            "--checkpoint",
+            str(path),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "16",
+            "--max-steps-per-epoch",
+            "2",
+            "--workers",
+            "0",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     epoch_lines = [line for line in result.stderr.splitlines() if line.startswith("epoch 1/1  step 2/2  loss ")]
     assert len(epoch_lines) == 1 and " img/s  eta " in epoch_lines[0] and "  val top-1 " in epoch_lines[0]
@@ -129,8 +183,12 @@ def test_cli_finetunes_a_checkpoint_and_writes_results(tmp_path):
 
 
 def test_cli_missing_checkpoint_is_one_line_error_with_exit_code_2(tmp_path):
-    for command in (["finetune"], ["probe"], ["export", "--out", str(tmp_path / "b.safetensors")],
-                    ["energy", "--out", str(tmp_path / "e.png")]):
+    for command in (
+        ["finetune"],
+        ["probe"],
+        ["export", "--out", str(tmp_path / "b.safetensors")],
+        ["energy", "--out", str(tmp_path / "e.png")],
+    ):
         result = CliRunner().invoke(main, command + ["--checkpoint", str(tmp_path / "missing.pt")])
         assert result.exit_code == 2, (command, result.output)
         assert "does not exist" in result.output and len(result.output.strip().splitlines()) == 1
@@ -142,8 +200,15 @@ def test_a_stopped_fine_tune_resumes_to_the_same_weights(tmp_path):
     import os
     import signal
 
-    recipe = {**SMALL_DATA, "mixup": 0.8, "cutmix": 1.0, "randaug": "rand-m9-mstd0.5", "drop_path": 0.1,
-              "max_steps_per_epoch": 3, "epochs": 2}
+    recipe = {
+        **SMALL_DATA,
+        "mixup": 0.8,
+        "cutmix": 1.0,
+        "randaug": "rand-m9-mstd0.5",
+        "drop_path": 0.1,
+        "max_steps_per_epoch": 3,
+        "epochs": 2,
+    }
 
     def config(out, **extra):
         return FinetuneConfig(from_scratch=True, backbone="convnext_atto", out=str(out), **recipe, **extra)
@@ -185,9 +250,27 @@ def test_finetune_without_data_uses_the_data_the_checkpoint_was_pretrained_on(tm
     data = tiny_image_folder(tmp_path / "data")  # 2 classes, not the 10-class embedded sample
     ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext", data=str(data))
     out = tmp_path / "ft"
-    result = CliRunner().invoke(main, ["finetune", "--checkpoint", str(ckpt), "--epochs", "1", "--batch-size", "8",
-                                       "--max-steps-per-epoch", "1", "--workers", "0", "--randaug", "none", "--quiet",
-                                       "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "finetune",
+            "--checkpoint",
+            str(ckpt),
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--max-steps-per-epoch",
+            "1",
+            "--workers",
+            "0",
+            "--randaug",
+            "none",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     first = result.output.splitlines()[0]
     assert first.startswith(f"fine-tuning {ckpt} on '{data}' (the data the weights were trained on"), first
@@ -224,15 +307,37 @@ def test_best_pt_keeps_the_best_epochs_weights_beside_the_final_ones(tmp_path, m
     monkeypatch.setattr(module, "top1_accuracy", top1)
     ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext")
     out = tmp_path / "ft"
-    result = CliRunner().invoke(main, ["finetune", "--checkpoint", str(ckpt), "--epochs", "3", "--batch-size", "16",
-                                       "--max-steps-per-epoch", "1", "--workers", "0", "--randaug", "none",
-                                       "--warmup-epochs", "0", "--quiet", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "finetune",
+            "--checkpoint",
+            str(ckpt),
+            "--epochs",
+            "3",
+            "--batch-size",
+            "16",
+            "--max-steps-per-epoch",
+            "1",
+            "--workers",
+            "0",
+            "--randaug",
+            "none",
+            "--warmup-epochs",
+            "0",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     results = json.loads((out / "results.json").read_text())
     assert (results["best_epoch"], results["best_top1"], results["final_top1"]) == (2, 70.0, 60.0)
     assert results["weights"] == {"final": "finetuned.pt", "best": "best.pt"}
-    assert (f"top-1 on val/ (80 images, 10 classes): final 60.00% (epoch 3, {out}/finetuned.pt), best 70.00% "
-            f"(epoch 2, {out}/best.pt)") in result.output
+    assert (
+        f"top-1 on val/ (80 images, 10 classes): final 60.00% (epoch 3, {out}/finetuned.pt), best 70.00% "
+        f"(epoch 2, {out}/best.pt)"
+    ) in result.output
     for name, epoch in (("best.pt", 2), ("finetuned.pt", 3)):
         saved = torch.load(out / name, weights_only=True)
         assert saved["kind"] == "finetuned" and saved["epoch"] == epoch
@@ -247,8 +352,24 @@ def test_a_folder_holding_only_a_best_pt_is_a_run(tmp_path):
     out = tmp_path / "ft"
     out.mkdir()
     (out / "best.pt").write_bytes(b"an earlier run's best weights")
-    args = ["finetune", "--checkpoint", str(ckpt), "--epochs", "1", "--batch-size", "16", "--max-steps-per-epoch",
-            "1", "--workers", "0", "--randaug", "none", "--quiet", "--out", str(out)]
+    args = [
+        "finetune",
+        "--checkpoint",
+        str(ckpt),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--max-steps-per-epoch",
+        "1",
+        "--workers",
+        "0",
+        "--randaug",
+        "none",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and "already holds a run (best.pt)" in result.output
     assert (out / "best.pt").read_bytes() == b"an earlier run's best weights"

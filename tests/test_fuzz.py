@@ -5,17 +5,18 @@ seeded determinism. A size that does not fit (a mask grid larger than the image)
 only with ParameterError. Invalid parameters and inputs always raise ParameterError, never an error
 from deeper in torch.
 """
+
 from collections import Counter
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
+from pretext_images import tiny_vit
 
 from pretexts import Param, ParameterError, create_pretext, get_pretext_class, list_pretexts
 from pretexts.engine.methods.states import state_adapter
 from pretexts.tasks.mixed import is_pixel_task
-from pretext_images import tiny_vit
 
 TASKS = list_pretexts()
 PIXEL_TASKS = [n for n in TASKS if n != "mixed" and is_pixel_task(get_pretext_class(n)())]
@@ -92,8 +93,13 @@ def test_valid_parameters_keep_the_contract(name):
         height, width = (32, 32) if name == "patch-sorting" else (data.draw(st.integers(4, 40)),) * 2
         if name != "patch-sorting" and data.draw(st.booleans()):
             width = data.draw(st.integers(4, 40), label="width")
-        images = make_images(data.draw(st.integers(0, 2**16)), data.draw(st.integers(1, 4), label="batch"),
-                             height, width, data.draw(st.sampled_from(DTYPES), label="dtype"))
+        images = make_images(
+            data.draw(st.integers(0, 2**16)),
+            data.draw(st.integers(1, 4), label="batch"),
+            height,
+            width,
+            data.draw(st.sampled_from(DTYPES), label="dtype"),
+        )
         try:
             task = state_adapter(create_pretext(name, **kwargs), tiny_vit(patch)).prepare()
             sample = corrupt(task, images, seed=7)
@@ -163,13 +169,21 @@ def test_invalid_parameters_and_inputs_raise_parameter_error(name):
     def check(call):
         kwargs, images = call
         with pytest.raises(ParameterError, match=r"\S"):  # (the CLI prints it on one line, whatever it echoes)
-            state_adapter(create_pretext(name, **kwargs), tiny_vit()).prepare()(images, torch.Generator().manual_seed(0))
+            state_adapter(create_pretext(name, **kwargs), tiny_vit()).prepare()(
+                images, torch.Generator().manual_seed(0)
+            )
 
     check()
 
 
-PARAM_KINDS = [Param(16, int, 1, 64), Param(0.5, float, 0.0, 1.0), Param(0.1, float, low=0.0), Param(True, bool),
-               Param("a", str, choices=("a", "b")), Param(3, int)]  # tuple: names checked by their task (mixed)
+PARAM_KINDS = [
+    Param(16, int, 1, 64),
+    Param(0.5, float, 0.0, 1.0),
+    Param(0.1, float, low=0.0),
+    Param(True, bool),
+    Param("a", str, choices=("a", "b")),
+    Param(3, int),
+]  # tuple: names checked by their task (mixed)
 
 
 @pytest.mark.parametrize("param", PARAM_KINDS, ids=lambda p: p.describe())

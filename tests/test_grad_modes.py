@@ -1,15 +1,16 @@
 """The finite-difference gradient mode matches the exact double backward; speed options keep the gradient."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 from timm.layers import set_reentrant_ckpt, use_reentrant_ckpt
 
-from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 from pretexts.backbones.factory import set_grad_checkpointing
 from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, restoration_loss, restore
-from pretexts.errors import ParameterError
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.methods.states import state_adapter
+from pretexts.errors import ParameterError
 
 
 def tiny_vit(**kwargs):
@@ -24,8 +25,11 @@ def gradients(model, task, sample, mode: str, seed: int = 0, amp: torch.dtype | 
     with torch.autocast("cpu", amp, enabled=amp is not None):
         states = restore(model, task, sample, steps=2, grad_mode=mode)
     restoration_loss(states, sample.target).backward()
-    params = [p.grad if p.grad is not None else torch.zeros_like(p)
-              for name, p in model.named_parameters() if name != "log_alpha"]
+    params = [
+        p.grad if p.grad is not None else torch.zeros_like(p)
+        for name, p in model.named_parameters()
+        if name != "log_alpha"
+    ]
     return torch.cat([g.flatten() for g in params]), model.log_alpha.grad.clone()
 
 
@@ -91,8 +95,16 @@ class TinyVit(EnergyMethod):
 
 
 def test_compiled_model_trains_a_step_in_finite_difference_mode(tmp_path, real_images):
-    cfg = PretrainConfig(backbone="vit_tiny", method_args={"grad_mode": "finite-difference"}, compile="aot_eager",
-                         batch_size=8, workers=0, lr=1e-3, warmup_epochs=0, out=str(tmp_path))
+    cfg = PretrainConfig(
+        backbone="vit_tiny",
+        method_args={"grad_mode": "finite-difference"},
+        compile="aot_eager",
+        batch_size=8,
+        workers=0,
+        lr=1e-3,
+        warmup_epochs=0,
+        out=str(tmp_path),
+    )
     trainer = Pretrainer(cfg, method=TinyVit)
     assert trainer.model.math_attention is False  # fused attention is allowed without a double backward
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}

@@ -1,5 +1,6 @@
 """Representation health: effective rank, top-component share, brightness correlation and kNN behave as their
 definitions say on features whose answer is known."""
+
 import torch
 
 from pretexts.engine.measures.health import brightness, correlation, knn_top1, label_free, rankme, top_component_share

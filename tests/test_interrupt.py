@@ -1,5 +1,6 @@
 """Kills and signals lose nothing: SIGKILL mid-save leaves the last checkpoint, SIGTERM and Ctrl-C
 save one at the current step, and --resume continues to the weights of a run never stopped."""
+
 import json
 import os
 import random
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from pretexts.engine.methods.energy.model import create_energy_model
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
+
 from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.training.interrupt import StopSignals
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,8 +106,15 @@ def stop_a_cli_run(args: list, out: Path, sig: signal.Signals) -> dict:
     """Start `pretexts train` in a subprocess, send `sig` after 2 log lines; return the checkpoint."""
     args = args + ["--out", str(out)]
     same_threads = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}  # as the runs it is compared with
-    process = subprocess.Popen([sys.executable, "-m", "pretexts", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True, env=same_threads)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pretexts", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=same_threads,
+    )
     try:
         wait_for_lines(out / "log.jsonl", 2, process)
         os.killpg(process.pid, sig) if sig == signal.SIGINT else process.send_signal(sig)
@@ -163,8 +171,18 @@ class TermAtStep2(DropPathModel):
 
 def test_mid_epoch_stop_and_resume_in_process_with_drop_path(tmp_path):
     def config(out, **kw):
-        return PretrainConfig(backbone="test_convnext", epochs=1, batch_size=8, max_steps_per_epoch=4, workers=0,
-                              out=str(out), eval_images=8, figure_images=2, seed=2, **kw)
+        return PretrainConfig(
+            backbone="test_convnext",
+            epochs=1,
+            batch_size=8,
+            max_steps_per_epoch=4,
+            workers=0,
+            out=str(out),
+            eval_images=8,
+            figure_images=2,
+            seed=2,
+            **kw,
+        )
 
     before = signal.getsignal(signal.SIGTERM)
     results = TermAtStep2(config(tmp_path / "stopped")).run()
@@ -192,8 +210,13 @@ def test_sigkill_of_a_training_run_leaves_a_checkpoint_that_resumes_to_the_same_
     epoch-1 checkpoint loads, and --resume ends with the weights of the run never killed."""
     args = RUN + ["--data", str(data), "--workers", "0", "--out", str(tmp_path)]
     same_threads = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
-    process = subprocess.Popen([sys.executable, "-m", "pretexts", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env=same_threads)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pretexts", *args],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=same_threads,
+    )
     try:
         wait_for_lines(tmp_path / "log.jsonl", 5, process)  # step 5: epoch 2 is under way
     finally:

@@ -1,5 +1,6 @@
 """The package keeps its direction: each layer imports only from itself and the layers below it, the training loop
 names no method, and the three repository folders install under one namespace."""
+
 import ast
 from pathlib import Path
 
@@ -9,15 +10,15 @@ INSTALLED = {"pretexts": "pretexts", "engine": "pretexts.engine", "backbones": "
 
 # lowest first; a module belongs to the longest prefix that names it (ARCHITECTURE.md, "Layers")
 LAYERS = [
-    ("pretexts",),                                              # the tasks: pure corruptions, errors, registries
-    ("pretexts.backbones",),                                    # timm by name
-    ("pretexts.engine.modules", "pretexts.engine.measures"),    # shared nn blocks, decoders; feature measures
+    ("pretexts",),  # the tasks: pure corruptions, errors, registries
+    ("pretexts.backbones",),  # timm by name
+    ("pretexts.engine.modules", "pretexts.engine.measures"),  # shared nn blocks, decoders; feature measures
     ("pretexts.engine.data",),
     ("pretexts.engine.methods",),
     ("pretexts.engine.training",),
     ("pretexts.engine.evaluation",),
-    ("pretexts.engine.compare",),                               # pretrains, probes and ranks: above both
-    ("pretexts.engine", "pretexts.cli", "pretexts.__main__"),   # the Python API and the CLI
+    ("pretexts.engine.compare",),  # pretrains, probes and ranks: above both
+    ("pretexts.engine", "pretexts.cli", "pretexts.__main__"),  # the Python API and the CLI
 ]
 
 
@@ -39,7 +40,7 @@ def imported_modules(path: Path) -> set[str]:
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
+            base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join([*base, *([node.module] if node.module else [])])
             names.add(module)
             if node.module is None:  # `from . import x`: x is a module of the package
@@ -75,18 +76,23 @@ def test_no_import_runs_back_up_the_layers():
 
 def test_the_training_room_names_no_particular_method():
     generic = {"pretexts.engine.methods", "pretexts.engine.methods.base"}
-    particular = [f"{path.relative_to(ENGINE)}: {name}" for path in (ENGINE / "training").rglob("*.py")
-                  for name in imported_modules(path)
-                  if name.startswith("pretexts.engine.methods") and name not in generic]
+    particular = [
+        f"{path.relative_to(ENGINE)}: {name}"
+        for path in (ENGINE / "training").rglob("*.py")
+        for name in imported_modules(path)
+        if name.startswith("pretexts.engine.methods") and name not in generic
+    ]
     assert particular == []
 
 
 def test_no_room_imports_the_training_loop():
-    offenders = [str(path.relative_to(ENGINE)) for room in ("evaluation", "methods", "data")
-                 for path in (ENGINE / room).rglob("*.py") if "pretexts.engine.training.loop" in imported_modules(path)]
+    offenders = [
+        str(path.relative_to(ENGINE))
+        for room in ("evaluation", "methods", "data")
+        for path in (ENGINE / room).rglob("*.py")
+        if "pretexts.engine.training.loop" in imported_modules(path)
+    ]
     assert offenders == []
-
-
 
 
 def package_folders() -> set[str]:
@@ -108,10 +114,13 @@ def test_every_package_folder_is_installed_under_the_pretexts_namespace():
 
 def test_no_module_imports_the_repository_folders_by_their_bare_names():
     """`import engine` would load a second copy beside pretexts.engine (or a user's engine.py)."""
-    offenders = [f"{path.relative_to(REPO)}: {name}" for top in ("pretexts", "engine", "backbones", "tests",
-                                                                  "benchmarks", "examples")
-                 for path in (REPO / top).rglob("*.py")
-                 for name in imported_modules(path) if name.split(".")[0] in ("engine", "backbones")]
+    offenders = [
+        f"{path.relative_to(REPO)}: {name}"
+        for top in ("pretexts", "engine", "backbones", "tests", "benchmarks", "examples")
+        for path in (REPO / top).rglob("*.py")
+        for name in imported_modules(path)
+        if name.split(".")[0] in ("engine", "backbones")
+    ]
     assert offenders == []
 
 
@@ -125,10 +134,37 @@ def test_a_users_engine_and_backbones_do_not_shadow_the_library(tmp_path):
     (tmp_path / "backbones").mkdir()
     (tmp_path / "backbones" / "__init__.py").write_text("raise ImportError('the user backbones/ was imported')\n")
     result = subprocess.run(
-        [sys.executable, "-m", "pretexts", "train", "--backbone", "test_convnext", "--data", "synthetic",
-         "--batch-size", "8", "--epochs", "1", "--max-steps-per-epoch", "1", "--eval-images", "8",
-         "--figure-images", "2", "--monitor-every", "0", "--workers", "0", "--out", str(tmp_path / "run")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pretexts",
+            "train",
+            "--backbone",
+            "test_convnext",
+            "--data",
+            "synthetic",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "1",
+            "--eval-images",
+            "8",
+            "--figure-images",
+            "2",
+            "--monitor-every",
+            "0",
+            "--workers",
+            "0",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
 

@@ -1,10 +1,11 @@
 """The method learns: on real images, colorization steps lower the loss and restore colour."""
+
 import torch
 import torch.nn.functional as F
 
-from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
 from pretexts.engine import restoration_loss, restore
+from pretexts.engine.methods.energy.model import create_energy_model
 
 
 def test_colorization_steps_lower_the_loss_and_restore_colour(real_images):
@@ -27,7 +28,6 @@ def test_colorization_steps_lower_the_loss_and_restore_colour(real_images):
         restored = restore(model, task, sample, steps=2)[-1]
     corrupted_error = F.mse_loss(sample.state, sample.target)
     assert F.mse_loss(restored, sample.target) < 0.9 * corrupted_error
-
 
 
 def test_the_default_recipe_and_task_beat_the_corrupted_input_on_held_out_images(tmp_path):

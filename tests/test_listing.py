@@ -1,5 +1,6 @@
 """`pretexts list` reads the built-ins' declarations from their source: it imports no torch, and what it reads is
 what the imported tasks, methods and probes declare; plugins are still imported, a shadowing one still ignored."""
+
 import os
 import subprocess
 import sys
@@ -14,18 +15,29 @@ from pretexts.registry import METHODS, PROBES, TASKS
 
 def run_listing(args: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI's `main` in a fresh interpreter; its last line says whether torch was imported."""
-    code = (f"import sys; from pretexts.cli import main; main({args!r}, standalone_mode=False); "
-            f"print('torch imported:', 'torch' in sys.modules)")
+    code = (
+        f"import sys; from pretexts.cli import main; main({args!r}, standalone_mode=False); "
+        f"print('torch imported:', 'torch' in sys.modules)"
+    )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
 
 
-@pytest.mark.parametrize("args, shown", [
-    (["list"], ["super-resolution", "scale=auto (16 at 224 px, 2 at 32 px)", "mixed"]),
-    (["list", "-v"], ["--task-arg grid=...", "default scaled to the image: 16 at 224 px, 2 at 32 px",
-                      "--preset small: count=75"]),
-    (["list", "--methods"], ["energy", "--method-arg steps=...", "mae", "simmim"]),
-    (["list", "--probes"], ["linear", "knn", "knn_k=(20, 200)"]),
-])
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["list"], ["super-resolution", "scale=auto (16 at 224 px, 2 at 32 px)", "mixed"]),
+        (
+            ["list", "-v"],
+            [
+                "--task-arg grid=...",
+                "default scaled to the image: 16 at 224 px, 2 at 32 px",
+                "--preset small: count=75",
+            ],
+        ),
+        (["list", "--methods"], ["energy", "--method-arg steps=...", "mae", "simmim"]),
+        (["list", "--probes"], ["linear", "knn", "knn_k=(20, 200)"]),
+    ],
+)
 def test_listing_imports_no_torch(args, shown):
     done = run_listing(args)
     assert done.returncode == 0, done.stderr
@@ -49,20 +61,24 @@ def test_what_is_read_is_what_the_imported_entries_declare(registry):
 
 
 def test_a_plugin_is_listed_and_one_shadowing_a_builtin_ignored_without_importing_the_builtins(tmp_path):
-    (tmp_path / "plugin_flip.py").write_text(textwrap.dedent("""
+    (tmp_path / "plugin_flip.py").write_text(
+        textwrap.dedent("""
         from pretexts.registry import TASKS
 
         @TASKS.register("flip-plugin")
         class Flip:
             '''Flip the image (a plugin).'''
-        """))
-    (tmp_path / "plugin_shadow.py").write_text(textwrap.dedent("""
+        """)
+    )
+    (tmp_path / "plugin_shadow.py").write_text(
+        textwrap.dedent("""
         from pretexts.registry import TASKS
 
         @TASKS.register("denoising")
         class Denoise:
             '''Not the built-in.'''
-        """))
+        """)
+    )
     info = tmp_path / "plugin_shadow-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-shadow\nVersion: 1.0\n")
@@ -75,19 +91,24 @@ def test_a_plugin_is_listed_and_one_shadowing_a_builtin_ignored_without_importin
     assert "Mix each image with Gaussian noise" in done.stdout  # the built-in's own line
     assert done.stdout.splitlines()[-1] == "torch imported: False"
     # the built-ins, imported later in the same process, register as ever; the plugin's task stays
-    code = ("import warnings; warnings.simplefilter('ignore'); from pretexts.cli import main; "
-            "main(['list'], standalone_mode=False); import pretexts; "
-            "print(type(pretexts.create_pretext('denoising')).__module__, pretexts.get_pretext_class('flip-plugin'))")
+    code = (
+        "import warnings; warnings.simplefilter('ignore'); from pretexts.cli import main; "
+        "main(['list'], standalone_mode=False); import pretexts; "
+        "print(type(pretexts.create_pretext('denoising')).__module__, pretexts.get_pretext_class('flip-plugin'))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].startswith("pretexts.tasks.denoising <class 'plugin_flip.Flip'>")
 
 
 def test_a_builtin_whose_declarations_cannot_be_read_is_imported_instead(tmp_path, monkeypatch):
-    (tmp_path / "thing_registry.py").write_text("from pretexts.registry import Registry\n\n"
-                                                "THINGS = Registry('thing', 'pretexts.no-such-group', ('thing_parts',), "
-                                                "decorator='register', declares=('params',))\n")
-    (tmp_path / "thing_parts.py").write_text(textwrap.dedent("""
+    (tmp_path / "thing_registry.py").write_text(
+        "from pretexts.registry import Registry\n\n"
+        "THINGS = Registry('thing', 'pretexts.no-such-group', ('thing_parts',), "
+        "decorator='register', declares=('params',))\n"
+    )
+    (tmp_path / "thing_parts.py").write_text(
+        textwrap.dedent("""
         from thing_registry import THINGS
 
         register = THINGS.register
@@ -96,7 +117,8 @@ def test_a_builtin_whose_declarations_cannot_be_read_is_imported_instead(tmp_pat
         class Computed:
             '''Parameters made by a comprehension, which the reader does not evaluate.'''
             params = {key: key.upper() for key in "ab"}
-        """))
+        """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         from thing_registry import THINGS

@@ -1,16 +1,32 @@
 """`train --method mae`: MAE's masking and loss in the project's loop; its checkpoint goes downstream."""
+
 import json
 
 import pytest
 import timm
 import torch
-
 from cli_runs import one_torch_thread, run_cli  # noqa: F401 (a fixture)
-from pretexts.engine import PretrainConfig, load_checkpoint
 from test_resume import assert_resume_is_exact
 
-FAST = ["train", "--method", "mae", "--backbone", "vit_tiny", "--batch-size", "16", "--max-steps-per-epoch", "2",
-        "--workers", "0", "--set", "eval_images=16", "--set", "figure_images=2"]
+from pretexts.engine import PretrainConfig, load_checkpoint
+
+FAST = [
+    "train",
+    "--method",
+    "mae",
+    "--backbone",
+    "vit_tiny",
+    "--batch-size",
+    "16",
+    "--max-steps-per-epoch",
+    "2",
+    "--workers",
+    "0",
+    "--set",
+    "eval_images=16",
+    "--set",
+    "figure_images=2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +46,13 @@ def test_mae_trains_and_reports_the_masked_patch_error(mae_run):
     assert "held-out masked-patch MSE on" in output and "patch-mean fill" in output and "step 1" not in output
     assert (out / "reconstruction_epoch002.png").is_file() and not list(out.glob("restoration_epoch*"))
     saved = json.loads((out / "config.json").read_text())  # every argument as the method resolved it
-    assert saved["method_args"] == {"mask_ratio": 0.5, "decoder_dim": 0, "decoder_depth": 0, "decoder_heads": 0,
-                                    "norm_pix_loss": True}
+    assert saved["method_args"] == {
+        "mask_ratio": 0.5,
+        "decoder_dim": 0,
+        "decoder_depth": 0,
+        "decoder_heads": 0,
+        "norm_pix_loss": True,
+    }
     ckpt = load_checkpoint(out / "checkpoint.pt")
     assert any(k.startswith("decoder_blocks.") for k in ckpt["model"]) and ckpt["global_step"] == 4
 
@@ -39,11 +60,29 @@ def test_mae_trains_and_reports_the_masked_patch_error(mae_run):
 def test_the_mae_checkpoint_fine_tunes_probes_and_exports(mae_run, tmp_path):
     out, _ = mae_run
     ckpt = out / "checkpoint.pt"
-    result, error = run_cli(["finetune", "--checkpoint", ckpt, "--epochs", "1", "--max-steps-per-epoch", "1",
-                             "--batch-size", "8", "--workers", "0", "--randaug", "none", "--out", tmp_path / "ft"])
+    result, error = run_cli(
+        [
+            "finetune",
+            "--checkpoint",
+            ckpt,
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "1",
+            "--batch-size",
+            "8",
+            "--workers",
+            "0",
+            "--randaug",
+            "none",
+            "--out",
+            tmp_path / "ft",
+        ]
+    )
     assert result.exit_code == 0, error or result.output
-    result, error = run_cli(["probe", "--checkpoint", ckpt, "--probe", "knn", "--workers", "0",
-                             "--out", tmp_path / "probe"])
+    result, error = run_cli(
+        ["probe", "--checkpoint", ckpt, "--probe", "knn", "--workers", "0", "--out", tmp_path / "probe"]
+    )
     assert result.exit_code == 0, error or result.output
     result, error = run_cli(["export", "--checkpoint", ckpt, "--out", tmp_path / "export"])
     assert result.exit_code == 0, error or result.output
@@ -54,8 +93,18 @@ def test_the_mae_checkpoint_fine_tunes_probes_and_exports(mae_run, tmp_path):
 
 def test_mae_resumes_to_the_same_weights(tmp_path):
     def config(out, **extra):
-        return PretrainConfig(method="mae", backbone="vit_tiny", batch_size=16, epochs=2, max_steps_per_epoch=1,
-                              workers=0, eval_images=8, figure_images=2, out=str(tmp_path / out), **extra)
+        return PretrainConfig(
+            method="mae",
+            backbone="vit_tiny",
+            batch_size=16,
+            epochs=2,
+            max_steps_per_epoch=1,
+            workers=0,
+            eval_images=8,
+            figure_images=2,
+            out=str(tmp_path / out),
+            **extra,
+        )
 
     assert_resume_is_exact(config)
 
@@ -66,6 +115,9 @@ def test_method_arguments_are_checked():
     result, error = run_cli([*FAST, "--method-arg", "mask_rate=0.5"])
     assert result.exit_code == 2 and "has no argument 'mask_rate'; its arguments: mask_ratio" in error
     result, error = run_cli(["train", "--method-arg", "mask_ratio=0.5"])
-    assert result.exit_code == 2 and "method 'energy' has no argument 'mask_ratio'; its arguments: steps, loss, alpha" in error
+    assert (
+        result.exit_code == 2
+        and "method 'energy' has no argument 'mask_ratio'; its arguments: steps, loss, alpha" in error
+    )
     result, error = run_cli(["train", "--method", "mae", "--backbone", "convnext_atto"])
     assert result.exit_code == 2 and "MAE needs a ViT backbone" in error

@@ -1,4 +1,5 @@
 """MAE's published behaviour (He et al. 2022, models_mae.py), checked offline on the embedded images."""
+
 import pytest
 import torch
 

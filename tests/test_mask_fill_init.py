@@ -2,11 +2,12 @@
 
 A fill equal to the normalisation mean is the trap the `mean` fill's nudge avoids: after normalisation the box is
 all zeros, ConvNeXt's post-stem LayerNorm sees zero-variance tokens, and the loss at init explodes."""
+
 import pytest
 import torch
 
-from pretexts.engine.methods.energy.model import create_energy_model
 import pretexts
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts.engine.methods.states import state_adapter
 from pretexts.tasks.masking import FILLS, IMAGENET_MEAN, NEAR_MEAN
@@ -65,6 +66,7 @@ def test_gray_is_moved_off_a_normalisation_mean_of_one_half(real_images):
     mask = sample.info["mask"].unsqueeze(1).expand_as(images)
     assert torch.allclose(sample.state[mask], torch.tensor(0.5 + NEAR_MEAN))
     assert init_loss(model, task, sample) < 10  # 5.8e4 with the box at 0.5
-    imagenet = state_adapter(pretexts.create_pretext("random-mask", fill="gray"), create_energy_model(
-        "convnext_atto", img_size=32)).prepare()
+    imagenet = state_adapter(
+        pretexts.create_pretext("random-mask", fill="gray"), create_energy_model("convnext_atto", img_size=32)
+    ).prepare()
     assert (imagenet(images, torch.Generator().manual_seed(0)).state[mask] == 0.5).all()

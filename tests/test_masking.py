@@ -1,4 +1,5 @@
 """Gridded and random-rectangle masks (paper, Table 1), and what their masked pixels hold (`fill`)."""
+
 import math
 
 import numpy as np
@@ -24,8 +25,9 @@ def blanked(state):
 @pytest.mark.parametrize("grid, ratio, size", [(8, 0.3, 64), (16, 0.7, 64), (24, 0.5, 96), (5, 0.9, 32)])
 def test_gridded_mask_hits_its_ratio_within_one_cell(grid, ratio, size):
     images = positive_images(6, size)
-    sample = create_pretext("gridded-mask", grid=grid, ratio=ratio, fill="black")(images,
-                                                                                torch.Generator().manual_seed(0))
+    sample = create_pretext("gridded-mask", grid=grid, ratio=ratio, fill="black")(
+        images, torch.Generator().manual_seed(0)
+    )
     mask = blanked(sample.state)
     assert torch.equal(mask, sample.info["mask"])
     cells = math.ceil(size / grid) ** 2
@@ -142,7 +144,7 @@ def test_noise_is_uniform_and_seeded(name, kwargs, real_images):
     values = sample.state[sample.info["mask"].unsqueeze(1).expand_as(real_images)]
     assert values.numel() > 5000
     assert values.mean().item() == pytest.approx(0.5, abs=0.01)
-    assert values.std().item() == pytest.approx(12 ** -0.5, abs=0.01)  # U(0, 1): 0.2887
+    assert values.std().item() == pytest.approx(12**-0.5, abs=0.01)  # U(0, 1): 0.2887
     assert torch.equal(fill_sample(name, kwargs, "noise", real_images).state, sample.state)
     other = fill_sample(name, kwargs, "noise", real_images, seed=1)
     assert not torch.equal(other.state, sample.state)

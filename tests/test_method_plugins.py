@@ -1,13 +1,14 @@
 """A third-party pretraining method, added in one file through the `pretexts.methods` entry-point group, trains
 from the CLI beside the built-ins; a broken or name-clashing method plugin breaks nothing."""
+
 import json
 
 import pytest
 from click.testing import CliRunner
-
-from pretexts.engine import methods
-from pretexts.cli import main
 from plugin_installs import plugin_installer
+
+from pretexts.cli import main
+from pretexts.engine import methods
 
 ROTATION = '''
     """Rotation prediction (Gidaris et al. 2018) as a pretexts method: one file, registered by entry point."""
@@ -79,13 +80,34 @@ def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_pa
     method_plugin("pretexts_rotation", ROTATION, "rotation = pretexts_rotation:Rotation")
     methods.METHODS.load(force=True)
     listed = CliRunner().invoke(main, ["list", "--methods"])
-    assert "rotation           Predict which of 4 quarter turns each image was given. [plugin pretexts_rotation 1.0]" \
-        in listed.output, listed.output
+    assert (
+        "rotation           Predict which of 4 quarter turns each image was given. [plugin pretexts_rotation 1.0]"
+        in listed.output
+    ), listed.output
     assert "--method-arg turns=...  int in [2, 4], default 4" in listed.output
     out = tmp_path / "run"
-    result = CliRunner().invoke(main, ["train", "--method", "rotation", "--method-arg", "turns=4", "--backbone",
-                                       "test_convnext", "--batch-size", "16", "--epochs", "2", "--workers", "0",
-                                       "--max-steps-per-epoch", "3", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--method",
+            "rotation",
+            "--method-arg",
+            "turns=4",
+            "--backbone",
+            "test_convnext",
+            "--batch-size",
+            "16",
+            "--epochs",
+            "2",
+            "--workers",
+            "0",
+            "--max-steps-per-epoch",
+            "3",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert len(log) == 6 and all(row["loss"] > 0 for row in log)
@@ -95,20 +117,25 @@ def test_a_method_plugin_is_listed_and_trains_from_the_cli(method_plugin, tmp_pa
     assert "--turns" in CliRunner().invoke(main, ["train", "--method", "rotation", "--help"]).output
     assert "pretraining test_convnext on random quarter turns (of 4)" in result.output
     assert (out / "restoration_epoch002.png").is_file() and (out / "checkpoint.pt").is_file()
-    bad = CliRunner().invoke(main, ["train", "--method", "rotation", "--method-arg", "turns=9", "--out",
-                                    str(tmp_path / "bad")])
+    bad = CliRunner().invoke(
+        main, ["train", "--method", "rotation", "--method-arg", "turns=9", "--out", str(tmp_path / "bad")]
+    )
     assert bad.exit_code == 2 and "allowed range is [2, 4]" in bad.output
 
 
 def test_a_broken_or_clashing_method_plugin_breaks_nothing(method_plugin, tmp_path):
     method_plugin("method_broken", "raise ImportError('needs faiss')\n", "clusters = method_broken:Trainer")
-    method_plugin("method_dup", """
+    method_plugin(
+        "method_dup",
+        """
         from pretexts.engine import Method, register_method
 
         @register_method("ae")
         class Mine(Method):
             '''Another ae.'''
-        """, "ae = method_dup:Mine")
+        """,
+        "ae = method_dup:Mine",
+    )
     with pytest.warns(UserWarning, match="the built-in wins"):
         methods.METHODS.load(force=True)
     listed = CliRunner().invoke(main, ["list", "--methods"])

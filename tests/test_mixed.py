@@ -1,4 +1,5 @@
 """The mixture of pixel tasks (paper, Section 4.2, Table 3)."""
+
 import pytest
 import torch
 
@@ -38,8 +39,11 @@ def test_presets_of_sub_tasks():
 
 
 def test_sub_task_parameters_after_the_name():
-    task = create_pretext("mixed", tasks="random-mask:small:count=3,super-resolution:scale=4,gridded-mask:grid=4:"
-                                         "ratio=0.5:fill=black", fill="noise")
+    task = create_pretext(
+        "mixed",
+        tasks="random-mask:small:count=3,super-resolution:scale=4,gridded-mask:grid=4:ratio=0.5:fill=black",
+        fill="noise",
+    )
     masks, resolution, grid = task.subtasks
     assert (masks.count, masks.low, masks.fill) == (3, 0.01, "noise")  # the preset, then the entry's own values
     assert resolution.scale == 4 and (grid.grid, grid.ratio, grid.fill) == (4, 0.5, "black")  # its own fill wins
@@ -50,22 +54,31 @@ def test_sub_task_parameters_after_the_name():
 
 def test_a_sub_task_that_does_not_fit_the_images_is_refused_in_one_line():
     task = create_pretext("mixed", tasks="denoising,super-resolution:scale=16")
-    with pytest.raises(ParameterError, match=r"^super-resolution: scale 16 leaves 2x2 low-resolution pixels at 32 px; "
-                                             r"use scale <= 8"):
+    with pytest.raises(
+        ParameterError,
+        match=r"^super-resolution: scale 16 leaves 2x2 low-resolution pixels at 32 px; "
+        r"use scale <= 8",
+    ):
         task(torch.rand(8, 3, 32, 32), torch.Generator().manual_seed(0))
 
 
-@pytest.mark.parametrize("tasks, message", [
-    ("patch-sorting,denoising", "only pixel tasks can be mixed; 'patch-sorting'"),
-    ("denoisng", "unknown pretext task 'denoisng'.*denoising"),
-    ("random-mask:huge", "unknown preset 'huge'"),
-    ("mixed", "cannot mix 'mixed' into itself"),
-    ("super-resolution:scal=4", r"^mixed: parameter 'tasks': super-resolution: unknown parameter 'scal'; valid "
-                                r"parameters: scale\. Did you mean: scale\?$"),
-    ("super-resolution:scale=0", "super-resolution: parameter 'scale' is 0; allowed range is"),
-    ("random-mask:small:large", "'random-mask:small:large' is not NAME, NAME:PRESET or NAME:KEY=VALUE"),
-    ("denoising:=1", "'denoising:=1' is not NAME"),
-])
+@pytest.mark.parametrize(
+    "tasks, message",
+    [
+        ("patch-sorting,denoising", "only pixel tasks can be mixed; 'patch-sorting'"),
+        ("denoisng", "unknown pretext task 'denoisng'.*denoising"),
+        ("random-mask:huge", "unknown preset 'huge'"),
+        ("mixed", "cannot mix 'mixed' into itself"),
+        (
+            "super-resolution:scal=4",
+            r"^mixed: parameter 'tasks': super-resolution: unknown parameter 'scal'; valid "
+            r"parameters: scale\. Did you mean: scale\?$",
+        ),
+        ("super-resolution:scale=0", "super-resolution: parameter 'scale' is 0; allowed range is"),
+        ("random-mask:small:large", "'random-mask:small:large' is not NAME, NAME:PRESET or NAME:KEY=VALUE"),
+        ("denoising:=1", "'denoising:=1' is not NAME"),
+    ],
+)
 def test_bad_task_lists_are_clear_errors(tasks, message):
     with pytest.raises(ParameterError, match=message):
         create_pretext("mixed", tasks=tasks)

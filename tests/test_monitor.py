@@ -1,16 +1,28 @@
 """The representation visible while it forms: monitor numbers in log.jsonl, results.json and monitor.png, label-free
 on unlabelled folders, best.pt by a monitored metric, a history that survives --resume, one collapse warning."""
+
 import json
 
 import pytest
 import torch
-
 from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli  # noqa: F401 (a fixture)
+
 from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.monitor import Monitor
 
-RUN = [*TRAIN, "--workers", "0", "--eval-images", "4", "--figure-images", "2", "--monitor-every", "2",
-       "--monitor-images", "40"]
+RUN = [
+    *TRAIN,
+    "--workers",
+    "0",
+    "--eval-images",
+    "4",
+    "--figure-images",
+    "2",
+    "--monitor-every",
+    "2",
+    "--monitor-images",
+    "40",
+]
 
 
 def monitor_rows(out) -> list[dict]:
@@ -19,8 +31,9 @@ def monitor_rows(out) -> list[dict]:
 
 def test_labelled_data_gets_label_free_health_knn_a_figure_and_best_pt(tmp_path):
     out = tmp_path / "run"
-    result, _ = run_cli([*RUN, "--epochs", "2", "--max-steps-per-epoch", "3", "--keep-best", "knn_cosine",
-                         "--out", out])
+    result, _ = run_cli(
+        [*RUN, "--epochs", "2", "--max-steps-per-epoch", "3", "--keep-best", "knn_cosine", "--out", out]
+    )
     assert result.exit_code == 0, result.output
     rows = monitor_rows(out)
     assert [r["step"] for r in rows] == [2, 3, 4, 6]  # every 2 steps, and the first epoch's end (3)
@@ -47,8 +60,9 @@ def test_an_unlabelled_folder_gets_the_label_free_numbers_only(tmp_path):
     result, _ = run_cli([*RUN, "--data", flat, "--epochs", "1", "--max-steps-per-epoch", "2", "--out", tmp_path / "r"])
     assert result.exit_code == 0, result.output
     assert set(monitor_rows(tmp_path / "r")[-1]["monitor"]) == {"rankme", "top_pc_share", "energy_brightness_corr"}
-    result, error = run_cli([*RUN, "--data", flat, "--epochs", "1", "--keep-best", "knn_cosine", "--out",
-                             tmp_path / "r2"])
+    result, error = run_cli(
+        [*RUN, "--data", flat, "--epochs", "1", "--keep-best", "knn_cosine", "--out", tmp_path / "r2"]
+    )
     assert result.exit_code == 2 and "needs labelled data" in error and "rankme" in error
 
 
@@ -73,9 +87,9 @@ def test_a_collapse_is_warned_once(capsys):
 
 @pytest.mark.parametrize("method", ["energy", "ae"])
 def test_features_are_the_backbones_pooled_output(method, real_images):
+    import pretexts
     from pretexts.engine import PretrainConfig
     from pretexts.engine.methods import METHODS
-    import pretexts
 
     cfg = PretrainConfig(method=method, backbone="test_convnext")
     m = METHODS.get(method)(cfg, pretexts.create_pretext(cfg.task), torch.device("cpu"))

@@ -1,4 +1,5 @@
 """The one optimiser step of pretraining, fine-tuning and segmentation (engine/training/optimizer_step.py)."""
+
 import copy
 from pathlib import Path
 
@@ -36,6 +37,7 @@ def loss_of(model, dtype=None, scale: float = 1.0):
         inputs, labels = micro
         with autocast(torch.device("cpu"), dtype):
             return F.cross_entropy(model(inputs), labels) * scale
+
     return loss
 
 
@@ -70,7 +72,7 @@ def test_clip_grad_bounds_the_norm_and_reports_it_unclipped():
 
 def nan_at(number_to_poison: int, model):
     inner = loss_of(model)
-    return lambda number: (lambda micro: inner(micro) * float("nan") if number == number_to_poison else inner(micro))
+    return lambda number: lambda micro: inner(micro) * float("nan") if number == number_to_poison else inner(micro)
 
 
 def test_a_nan_loss_is_skipped_and_counted_with_skip_on():
@@ -90,8 +92,11 @@ def test_a_nan_loss_stops_with_the_step_and_the_way_out_with_skip_off():
     inputs, labels = data()
     model, step = parts()
     before = copy.deepcopy(model.state_dict())
-    with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 1; .*Lower --lr or set --clip-grad, or pass "
-                                                 r"--skip-nonfinite"):
+    with pytest.raises(
+        NonFiniteLossError,
+        match=r"loss is nan at step 1; .*Lower --lr or set --clip-grad, or pass "
+        r"--skip-nonfinite",
+    ):
         step(nan_at(1, model)(1), [(inputs, labels)], 1)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
@@ -104,6 +109,7 @@ def test_an_infinite_gradient_behind_a_finite_loss_is_the_same_fault():
             value = loss_of(model)(micro) * 1.0
             value.register_hook(lambda grad: grad * float("inf"))
             return value
+
         return loss
 
     model, step = parts()
@@ -117,15 +123,17 @@ def test_an_infinite_gradient_behind_a_finite_loss_is_the_same_fault():
 def test_fp16_scales_the_loss_and_clips_the_unscaled_gradient():
     inputs, labels = data()
     model, step = parts(dtype=torch.float16, clip_grad=0.01)
-    assert step.scaler.is_enabled() and step.scaler.get_scale() == 2.0 ** 16
+    assert step.scaler.is_enabled() and step.scaler.get_scale() == 2.0**16
     stats = step(loss_of(model, torch.float16), [(inputs, labels)], 1)
     clipped = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
-    assert not stats.skipped and stats.grad_norm > 0.1 and clipped == pytest.approx(0.01, rel=1e-3), \
+    assert not stats.skipped and stats.grad_norm > 0.1 and clipped == pytest.approx(0.01, rel=1e-3), (
         "clipped after unscaling"
+    )
     full_model, full = parts()
-    assert stats.grad_norm == pytest.approx(full(loss_of(full_model), [(inputs, labels)], 1).grad_norm,
-                                            rel=1e-2), "the norm of the true gradient, not the scaled one"
-    assert step.scaler.get_scale() == 2.0 ** 16, "no overflow, so the scale stays"
+    assert stats.grad_norm == pytest.approx(full(loss_of(full_model), [(inputs, labels)], 1).grad_norm, rel=1e-2), (
+        "the norm of the true gradient, not the scaled one"
+    )
+    assert step.scaler.get_scale() == 2.0**16, "no overflow, so the scale stays"
 
 
 def test_fp16_leaves_an_overflowing_step_to_the_scaler():
@@ -140,5 +148,5 @@ def test_fp16_leaves_an_overflowing_step_to_the_scaler():
 
     stats = step(overflow, [(inputs, labels)], 1)
     # the scaler skips the update and halves its scale, as it does for fp16's routine overflows: no fault
-    assert stats.grad_norm is None and step.nonfinite.skipped == 0 and step.scaler.get_scale() == 2.0 ** 15
+    assert stats.grad_norm is None and step.nonfinite.skipped == 0 and step.scaler.get_scale() == 2.0**15
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())

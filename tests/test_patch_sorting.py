@@ -1,13 +1,14 @@
 """Patch sorting: shuffled sin-cos position embeddings, edge masking, patch dropout (paper, Appendix A.2)."""
+
 import pytest
 import torch
+from pretext_images import cifar_batch, tiny_vit
 
-from pretexts.engine.methods.energy.model import create_energy_model
-from pretexts.engine.methods.states import state_adapter
 from pretexts import ParameterError, create_pretext
 from pretexts.backbones.vit_tokens import sincos_pos_embed
 from pretexts.base import Corrupted
-from pretext_images import cifar_batch, tiny_vit
+from pretexts.engine.methods.energy.model import create_energy_model
+from pretexts.engine.methods.states import state_adapter
 
 
 def prepared(model, **kwargs):
@@ -38,7 +39,7 @@ def test_edge_masking_zeroes_exactly_k_border_pixels_of_every_patch():
     assert set(edge.tolist()) == {1, 2}
     for b, k in enumerate(edge.tolist()):
         ring = torch.ones(8, 8, dtype=torch.bool)
-        ring[k:8 - k, k:8 - k] = False
+        ring[k : 8 - k, k : 8 - k] = False
         expected = ring.repeat(4, 4)
         zero = (sample.context[b] == 0).all(0)
         assert torch.equal(zero, expected), (b, k)
@@ -66,7 +67,7 @@ def test_dropout_draws_half_the_tokens_and_only_in_training():
 def test_with_the_models_own_embeddings_the_forward_matches_timm():
     model = tiny_vit().eval()
     images = cifar_batch(2)
-    own = model.backbone.pos_embed[:, model.backbone.num_prefix_tokens:].expand(2, -1, -1)
+    own = model.backbone.pos_embed[:, model.backbone.num_prefix_tokens :].expand(2, -1, -1)
     states = state_adapter(create_pretext("patch-sorting"), model)
     with torch.no_grad():
         sample = Corrupted(state=own, target=own, context=images)
@@ -99,8 +100,11 @@ def test_sincos_table_is_timms():
 
 def test_a_cnn_backbone_is_a_clear_error():
     model = create_energy_model("resnet18")
-    with pytest.raises(ParameterError, match=r"needs a ViT backbone with absolute position embeddings "
-                                             r"\(vit_tiny, vit_small, \.\.\.\); got resnet18"):
+    with pytest.raises(
+        ParameterError,
+        match=r"needs a ViT backbone with absolute position embeddings "
+        r"\(vit_tiny, vit_small, \.\.\.\); got resnet18",
+    ):
         prepared(model)
 
 

@@ -1,4 +1,5 @@
 """The example third-party task (examples/plugin) installs, registers by entry point and trains."""
+
 import importlib
 import json
 import os
@@ -9,15 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from click.testing import CliRunner
-
 from cli_runs import tiny_image_folder
+from click.testing import CliRunner
+from pretext_images import cifar_batch, tiny_vit
+
+from pretexts import create_pretext, list_pretexts, registry
+from pretexts.cli import main
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts.engine.methods.states import state_adapter
-from pretexts.cli import main
-from pretexts import create_pretext, list_pretexts, registry
-from pretext_images import cifar_batch, tiny_vit
 
 PLUGIN = Path(__file__).resolve().parents[1] / "examples" / "plugin"
 
@@ -29,9 +29,23 @@ def installed_plugin(tmp_path):
     # Build from a copy: setuptools writes build/ and *.egg-info next to the sources.
     shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-         "--disable-pip-version-check", "--target", str(target), str(source)],
-        capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     sys.path.insert(0, str(target))
     importlib.invalidate_caches()
@@ -63,14 +77,34 @@ def test_the_plugin_registers_and_trains(installed_plugin):
 def test_pretexts_list_and_train_see_the_plugin(installed_plugin, tmp_path):
     """A fresh `pretexts` process finds the plugin through its entry point alone."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(installed_plugin), os.environ.get("PYTHONPATH", "")])}
-    listed = subprocess.run([sys.executable, "-m", "pretexts", "list", "-v", "jp*"], capture_output=True, text=True,
-                            env=env)
+    listed = subprocess.run(
+        [sys.executable, "-m", "pretexts", "list", "-v", "jp*"], capture_output=True, text=True, env=env
+    )
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("jpeg") and "quality_low" in listed.stdout and "BROKEN" not in listed.stdout
     out = tmp_path / "run"
-    result = CliRunner().invoke(main, ["train", "--task", "jpeg", "--backbone", "test_convnext", "--batch-size", "8",
-                                       "--epochs", "1", "--max-steps-per-epoch", "2", "--workers", "0",
-                                       "--data", str(tiny_image_folder(tmp_path / "data")), "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--task",
+            "jpeg",
+            "--backbone",
+            "test_convnext",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "2",
+            "--workers",
+            "0",
+            "--data",
+            str(tiny_image_folder(tmp_path / "data")),
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and json.loads((out / "config.json").read_text())["task"] == "jpeg"

@@ -17,19 +17,24 @@ The thresholds below sit 4-5x above these and catch the faults tried: a gradient
 0.0008-0.0013 when they run in float32, outside autocast, as they do). Other model seeds and images: the same
 numbers within 0.001.
 """
+
 import pytest
 import torch
 import torch.nn.functional as F
+from cli_runs import one_torch_thread  # noqa: F401 (a fixture: tiny models run faster on one thread)
 
 import pretexts
-from cli_runs import one_torch_thread  # noqa: F401 (a fixture: tiny models run faster on one thread)
 from pretexts.engine import EnergyMethod, PretrainConfig
 from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.methods.energy.restore import restore
 from pretexts.engine.training.precision import autocast
 
-DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs a CUDA GPU")])]
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+    ),
+]
 BACKBONES = {
     "vit": lambda: create_energy_model("vit_tiny", img_size=32, patch_size=8, depth=2),
     "convnext": lambda: create_energy_model("convnext_atto", img_size=32),
@@ -42,6 +47,7 @@ UPDATE_ERROR = 0.03
 
 def energy_method(backbone: str, mode: str, device: torch.device) -> EnergyMethod:
     """The energy method as a run builds it (its speedups included), on a seeded tiny model."""
+
     class Tiny(EnergyMethod):
         def build_model(self):
             torch.manual_seed(0)
@@ -70,8 +76,7 @@ def step_under(method: EnergyMethod, images: torch.Tensor, dtype: torch.dtype | 
 
 def agreement(reference: torch.Tensor, other: torch.Tensor) -> tuple[float, float]:
     """(cosine, relative norm of the difference) of `other` against `reference`."""
-    return (F.cosine_similarity(reference, other, dim=0).item(),
-            ((other - reference).norm() / reference.norm()).item())
+    return (F.cosine_similarity(reference, other, dim=0).item(), ((other - reference).norm() / reference.norm()).item())
 
 
 @pytest.mark.parametrize("device", DEVICES)

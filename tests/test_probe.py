@@ -1,26 +1,30 @@
 """Frozen-feature evaluation: weighted kNN, linear and MLP heads on cached features, the probe command."""
+
 import json
 
 import pytest
 import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
+from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 from torch import nn
 
-from pretexts.engine import ProbeConfig, knn_predict
-from pretexts.engine.measures.knn import knn_accuracy
-from pretexts.engine.evaluation.probe import probe_head, train_head
 from pretexts.cli import main
+from pretexts.engine import ProbeConfig, knn_predict
+from pretexts.engine.evaluation.probe import probe_head, train_head
+from pretexts.engine.measures.knn import knn_accuracy
 from pretexts.errors import ParameterError
 from pretexts.params import Param
-from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
 
 
 def test_knn_on_one_hot_label_features_is_perfect():
     generator = torch.Generator().manual_seed(0)
-    train_labels, val_labels = torch.randint(10, (500,), generator=generator), torch.randint(10, (100,), generator=generator)
+    train_labels, val_labels = (
+        torch.randint(10, (500,), generator=generator),
+        torch.randint(10, (100,), generator=generator),
+    )
     train, val = F.one_hot(train_labels, 10).float(), F.one_hot(val_labels, 10).float()
     for k in (20, 200):
         assert knn_accuracy(train, train_labels, val, val_labels, 10, k) == 100.0
@@ -57,8 +61,16 @@ def test_linear_and_mlp_heads_learn_separable_features():
     for method in ("linear", "mlp"):
         torch.manual_seed(0)
         head = probe_head(method, 32, 5, hidden=64)
-        accuracy = train_head(head, (features[:500], labels[:500]), (features[500:], labels[500:]), seed=0,
-                              epochs=100, batch_size=256, lr=1e-3, weight_decay=0.0)
+        accuracy = train_head(
+            head,
+            (features[:500], labels[:500]),
+            (features[500:], labels[500:]),
+            seed=0,
+            epochs=100,
+            batch_size=256,
+            lr=1e-3,
+            weight_decay=0.0,
+        )
         assert accuracy > 90, (method, accuracy)
 
 
@@ -79,9 +91,28 @@ def test_unknown_probe_method_is_refused():
 def test_cli_probe_extracts_once_and_reports_every_method(tmp_path):
     path, _ = write_checkpoint(tmp_path / "ckpt.pt")
     out = tmp_path / "probe"
-    result = CliRunner().invoke(main, ["probe", "--checkpoint", str(path), "--probe", "linear", "--probe", "mlp",
-                                       "--probe", "knn", "--epochs", "5", "--hidden", "64", "--workers", "0",
-                                       "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "probe",
+            "--checkpoint",
+            str(path),
+            "--probe",
+            "linear",
+            "--probe",
+            "mlp",
+            "--probe",
+            "knn",
+            "--epochs",
+            "5",
+            "--hidden",
+            "64",
+            "--workers",
+            "0",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert result.output.count("features: 320 train, 80 val images") == 1
     results = json.loads((out / "results.json").read_text())
@@ -114,16 +145,45 @@ def test_a_registered_probe_runs_from_the_cli_beside_the_built_ins(tmp_path):
         assert "--probe-arg cosine=...  bool, default True. compare directions, not distances" in listed
         path, _ = write_checkpoint(tmp_path / "ckpt.pt")
         out = tmp_path / "probe"
-        result = CliRunner().invoke(main, ["probe", "--checkpoint", str(path), "--probe", "nearest-mean",
-                                           "--probe", "knn", "--probe-arg", "cosine=no", "--knn-k", "5",
-                                           "--workers", "0", "--out", str(out)])
+        result = CliRunner().invoke(
+            main,
+            [
+                "probe",
+                "--checkpoint",
+                str(path),
+                "--probe",
+                "nearest-mean",
+                "--probe",
+                "knn",
+                "--probe-arg",
+                "cosine=no",
+                "--knn-k",
+                "5",
+                "--workers",
+                "0",
+                "--out",
+                str(out),
+            ],
+        )
         assert result.exit_code == 0, result.output
         results = json.loads((out / "results.json").read_text())
         assert 0 <= results["nearest-mean"]["top1"] <= 100 and results["nearest-mean"]["cosine"] is False
         assert set(results["knn"]) == {"k=5", "temperature"}
         assert "nearest-mean top-1: " in result.output
-        bad = CliRunner().invoke(main, ["probe", "--checkpoint", str(path), "--probe", "nearest-mean",
-                                        "--probe-arg", "cosine=maybe", "--out", str(tmp_path / "bad")])
+        bad = CliRunner().invoke(
+            main,
+            [
+                "probe",
+                "--checkpoint",
+                str(path),
+                "--probe",
+                "nearest-mean",
+                "--probe-arg",
+                "cosine=maybe",
+                "--out",
+                str(tmp_path / "bad"),
+            ],
+        )
         assert bad.exit_code == 2 and "probe nearest-mean: parameter 'cosine' must be true or false" in bad.output
     finally:
         PROBES.table.pop("nearest-mean")
@@ -147,8 +207,9 @@ def test_a_probe_parameter_given_as_a_config_field_moves_into_probe_args(tmp_pat
     from pretexts.engine.evaluation.probe_config import with_probe_args
 
     old = tmp_path / "config.json"
-    old.write_text(json.dumps({"checkpoint": "c.pt", "probes": ["knn", "mlp"], "knn_k": [5], "hidden": 64,
-                               "epochs": 100}))
+    old.write_text(
+        json.dumps({"checkpoint": "c.pt", "probes": ["knn", "mlp"], "knn_k": [5], "hidden": 64, "epochs": 100})
+    )
     cfg = build_config(ProbeConfig, {}, str(old), ("epochs=3",), merge=("probe_args",), loose=with_probe_args)
     assert cfg.probe_args == {"knn_k": [5], "hidden": 64, "epochs": "3"}
     assert cfg.probe_params("mlp")["epochs"] == 3 and cfg.probe_params("knn")["knn_k"] == (5,)
@@ -172,6 +233,7 @@ def test_the_standardised_knn_probe_sees_classes_a_loud_direction_drowns():
 def probe_plugins(tmp_path):
     """Installs probe plugin distributions (module, dist-info, `pretexts.probes` entry point) for one test."""
     from plugin_installs import plugin_installer
+
     from pretexts.registry import PROBES
 
     with plugin_installer(tmp_path, PROBES, "pretexts.probes") as install:
@@ -184,13 +246,17 @@ def test_list_probes_names_broken_and_clashing_probe_plugins(probe_plugins):
     from pretexts.registry import PROBES
 
     probe_plugins("probe_broken", "raise ImportError('needs faiss')\n", "faiss-knn = probe_broken:probe")
-    probe_plugins("probe_dup", """
+    probe_plugins(
+        "probe_dup",
+        """
         from pretexts.engine.evaluation.probe import register_probe
 
         @register_probe("knn")
         def probe(train, val, num_classes, cfg):
             '''Another knn.'''
-        """, "knn = probe_dup:probe")
+        """,
+        "knn = probe_dup:probe",
+    )
     with pytest.warns(UserWarning, match="the built-in wins"):
         PROBES.load(force=True)
     listed = CliRunner().invoke(main, ["list", "--probes"]).output
@@ -202,8 +268,9 @@ def test_list_probes_names_broken_and_clashing_probe_plugins(probe_plugins):
 # ---- what is probed, on which data --------------------------------------------------------------
 def probe_cli(*args) -> tuple:
     """(click's result, results.json) of a kNN probe; the last arg pair is the --out."""
-    result = CliRunner().invoke(main, ["probe", "--probe", "knn", "--knn-k", "5", "--workers", "0", "--quiet",
-                                       *map(str, args)])
+    result = CliRunner().invoke(
+        main, ["probe", "--probe", "knn", "--knn-k", "5", "--workers", "0", "--quiet", *map(str, args)]
+    )
     assert result.exit_code == 0, result.output
     out = args[list(args).index("--out") + 1]
     return result, json.loads((out / "results.json").read_text())
@@ -253,8 +320,9 @@ def test_probe_takes_exports_and_timm_weights_and_gets_the_checkpoints_features(
     assert folder["knn"] == reference["knn"]
     # a timm model with a weights file: timm's own preprocessing (test_convnext: 160 px), nothing downloaded
     save_file(model.backbone.state_dict(), tmp_path / "weights.safetensors")
-    result, results = probe_cli("--timm-model", "test_convnext", "--checkpoint", tmp_path / "weights.safetensors",
-                                "--out", tmp_path / "timm")
+    result, results = probe_cli(
+        "--timm-model", "test_convnext", "--checkpoint", tmp_path / "weights.safetensors", "--out", tmp_path / "timm"
+    )
     assert results["backbone"] == "test_convnext" and results["img_size"] == 160
     assert timm.create_model("test_convnext").pretrained_cfg["input_size"] == (3, 160, 160)
 
@@ -285,24 +353,32 @@ def test_timm_weights_are_read_from_the_hub_cache_and_never_downloaded(tmp_path,
     assert f"probing timm test_convnext ('{repo}" in result.output and results["feature_dim"] == 64
 
 
-@pytest.mark.parametrize("args, expected", [
-    ([], "give --checkpoint CKPT (of `pretexts train`, or an export), --timm-model NAME, or --from-scratch"),
-    (["--from-scratch"], "--from-scratch needs --backbone NAME"),
-    (["--checkpoint", "x.pt", "--backbone", "resnet18"], "--backbone goes with --from-scratch"),
-    (["--from-scratch", "--backbone", "resnet18", "--checkpoint", "x.pt"], "leave out --checkpoint and --timm-model"),
-    (["--timm-model", "resnet1"], "'resnet1' is no timm model. Did you mean: resnet18"),
-    (["--timm-model", "hf-hub:timm/resnet18.a1_in1k"], "nothing is downloaded"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        ([], "give --checkpoint CKPT (of `pretexts train`, or an export), --timm-model NAME, or --from-scratch"),
+        (["--from-scratch"], "--from-scratch needs --backbone NAME"),
+        (["--checkpoint", "x.pt", "--backbone", "resnet18"], "--backbone goes with --from-scratch"),
+        (
+            ["--from-scratch", "--backbone", "resnet18", "--checkpoint", "x.pt"],
+            "leave out --checkpoint and --timm-model",
+        ),
+        (["--timm-model", "resnet1"], "'resnet1' is no timm model. Did you mean: resnet18"),
+        (["--timm-model", "hf-hub:timm/resnet18.a1_in1k"], "nothing is downloaded"),
+    ],
+)
 def test_a_probe_without_one_clear_backbone_is_one_line(tmp_path, args, expected):
     result = CliRunner().invoke(main, ["probe", *args, "--out", str(tmp_path / "p")])
-    assert result.exit_code == 2 and expected in result.output and len(result.output.strip().splitlines()) == 1, \
+    assert result.exit_code == 2 and expected in result.output and len(result.output.strip().splitlines()) == 1, (
         result.output
+    )
 
 
 def test_a_weights_file_without_its_export_json_asks_for_the_timm_model(tmp_path):
     from safetensors.torch import save_file
 
     save_file({"w": torch.zeros(1)}, tmp_path / "w.safetensors")
-    result = CliRunner().invoke(main, ["probe", "--checkpoint", str(tmp_path / "w.safetensors"),
-                                       "--out", str(tmp_path / "p")])
+    result = CliRunner().invoke(
+        main, ["probe", "--checkpoint", str(tmp_path / "w.safetensors"), "--out", str(tmp_path / "p")]
+    )
     assert result.exit_code == 2 and "give --timm-model NAME with it" in result.output

@@ -1,4 +1,5 @@
 """Progress bars: on for a terminal, off under --quiet and when the output is not a terminal."""
+
 import io
 
 from pretexts.engine.training.progress import progress

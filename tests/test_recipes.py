@@ -1,23 +1,29 @@
 """Optimiser recipes: `recipe="paper"` is the paper's Table A exactly; explicit values win; bad names fail clearly."""
+
 import json
 
 import pytest
-
 import torch
 
 from pretexts.engine import EnergyMethod, PretrainConfig
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.training.loop import build_optimizer
 from pretexts.engine.training.recipes import RECIPES
 from pretexts.errors import ParameterError
-
-from pretexts.engine.methods.energy.model import create_energy_model
 
 
 def test_paper_recipe_is_table_a_exactly():
     cfg = PretrainConfig(recipe="paper", batch_size=256)
     method = EnergyMethod(cfg, None, torch.device("cpu"))
-    assert (cfg.base_lr, cfg.peak_lr, cfg.weight_decay, cfg.betas, method.args["alpha"], method.args["alpha_lr_scale"],
-            cfg.schedule) == (1e-4, 1e-4, 0.05, (0.9, 0.95), 0.1, 1.0, "cosine")
+    assert (
+        cfg.base_lr,
+        cfg.peak_lr,
+        cfg.weight_decay,
+        cfg.betas,
+        method.args["alpha"],
+        method.args["alpha_lr_scale"],
+        cfg.schedule,
+    ) == (1e-4, 1e-4, 0.05, (0.9, 0.95), 0.1, 1.0, "cosine")
     model = method.model = create_energy_model("vit_tiny", img_size=32, alpha=method.args["alpha"])
     optimizer = build_optimizer(method, cfg)
     assert optimizer.defaults["lr"] == 1e-4 and optimizer.defaults["betas"] == (0.9, 0.95)

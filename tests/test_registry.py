@@ -1,4 +1,5 @@
 """The task registry: names, wildcards, None kwargs, duplicates, suggestions and entry-point plugins."""
+
 import subprocess
 import sys
 import textwrap
@@ -25,10 +26,12 @@ def clean_registry():
 
 def test_import_pretexts_loads_no_torch_until_a_task_is_used():
     """`pretexts --help` stays instant: the package and its CLI import neither torch nor timm."""
-    code = ("import sys, pretexts, pretexts.cli; assert not {'torch', 'timm', 'kornia'} & set(sys.modules), "
-            "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm', 'kornia'))[:3]; "
-            "assert 'colorization' in pretexts.list_pretexts() and 'torch' in sys.modules; "
-            "assert pretexts.Pretext.__module__ == 'pretexts.base'")
+    code = (
+        "import sys, pretexts, pretexts.cli; assert not {'torch', 'timm', 'kornia'} & set(sys.modules), "
+        "sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'timm', 'kornia'))[:3]; "
+        "assert 'colorization' in pretexts.list_pretexts() and 'torch' in sys.modules; "
+        "assert pretexts.Pretext.__module__ == 'pretexts.base'"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
@@ -47,9 +50,11 @@ def test_unknown_name_suggests_close_names():
 
 def test_duplicate_name_names_both_definitions(clean_registry):
     with pytest.raises(DuplicateNameError) as err:
+
         @pretexts.register("colorization")
         class Other(pretexts.Pretext):
             pass
+
     assert "colorization.py" in str(err.value) and "test_registry.py" in str(err.value)
 
 
@@ -77,7 +82,10 @@ def _install_distribution(tmp_path, name: str, module_source: str, entry: str):
 
 
 def test_entry_point_plugin_is_discovered(tmp_path, clean_registry, monkeypatch):
-    _install_distribution(tmp_path, "plugin_invert", """
+    _install_distribution(
+        tmp_path,
+        "plugin_invert",
+        """
         import pretexts
 
         @pretexts.register("invert")
@@ -85,7 +93,9 @@ def test_entry_point_plugin_is_discovered(tmp_path, clean_registry, monkeypatch)
             '''Inverted colours, original target.'''
             def corrupt(self, images, generator=None):
                 return pretexts.Corrupted(state=1 - images, target=images)
-        """, "invert = plugin_invert:Invert")
+        """,
+        "invert = plugin_invert:Invert",
+    )
     try:
         registry.load_plugins(force=True)
         assert "invert" in pretexts.list_pretexts()
@@ -96,8 +106,9 @@ def test_entry_point_plugin_is_discovered(tmp_path, clean_registry, monkeypatch)
 
 
 def test_broken_plugin_is_reported_and_breaks_nothing(tmp_path, clean_registry):
-    _install_distribution(tmp_path, "plugin_broken", "raise ImportError('missing dependency foo')\n",
-                          "broken = plugin_broken:Task")
+    _install_distribution(
+        tmp_path, "plugin_broken", "raise ImportError('missing dependency foo')\n", "broken = plugin_broken:Task"
+    )
     try:
         registry.load_plugins(force=True)
         assert "missing dependency foo" in pretexts.broken_plugins()["broken"]
@@ -135,25 +146,33 @@ def test_a_broken_plugin_task_is_named_with_where_it_failed_and_no_unrelated_sug
 
 
 def test_a_plugin_under_another_entry_point_name_works_and_shows_its_package(plugin):
-    plugin("plugin_alias", """
+    plugin(
+        "plugin_alias",
+        """
         import pretexts
         @pretexts.register("test-flip")
         class Flip(pretexts.Pretext):
             def corrupt(self, images, generator=None):
                 return pretexts.Corrupted(images.flip(-1), images)
-        """, "flipper = plugin_alias:Flip")
+        """,
+        "flipper = plugin_alias:Flip",
+    )
     registry.load_plugins(force=True)
     assert "flipper" not in pretexts.broken_plugins() and "test-flip" in pretexts.list_pretexts()
     assert registry.plugin_of("test-flip") == "plugin_alias 1.0" and registry.plugin_of("colorization") is None
 
 
 def test_a_plugin_reusing_a_builtin_name_is_ignored_once_and_the_builtin_wins(plugin):
-    plugin("plugin_clash", """
+    plugin(
+        "plugin_clash",
+        """
         import pretexts
         @pretexts.register("colorization")
         class MyColour(pretexts.Pretext):
             pass
-        """, "colorization = plugin_clash:MyColour")
+        """,
+        "colorization = plugin_clash:MyColour",
+    )
     with pytest.warns(UserWarning, match="the built-in wins"):
         registry.load_plugins(force=True)
     assert pretexts.get_pretext_class("colorization").__module__ == "pretexts.tasks.colorization"

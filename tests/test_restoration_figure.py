@@ -1,6 +1,7 @@
 """The energy method's figure: the raw restoration (the paper's, every pixel moved) and, for a masking task, the
 same last step with the known pixels put back, labelled and measured, so its noise off the boxes is not mistaken
 for the restoration's quality."""
+
 import pytest
 import torch
 import torch.nn.functional as F

@@ -1,9 +1,10 @@
 """Super-resolution, denoising and colorization (paper, Table 2)."""
+
 import pytest
 import torch
+from pretext_images import cifar_batch
 
 from pretexts import ParameterError, create_pretext
-from pretext_images import cifar_batch
 
 
 @pytest.mark.parametrize("scale", [2, 4, 8, 16, 32])
@@ -35,8 +36,11 @@ def test_super_resolution_scale_larger_than_the_image_is_a_clear_error():
 
 
 def test_super_resolution_scale_that_leaves_a_2x2_image_is_refused_naming_one_that_fits():
-    with pytest.raises(ParameterError, match=r"^super-resolution: scale 16 leaves 2x2 low-resolution pixels at 32 px; "
-                                             r"use scale <= 8 \(e.g. 2, the paper's 16 at 224 px scaled\)\.$"):
+    with pytest.raises(
+        ParameterError,
+        match=r"^super-resolution: scale 16 leaves 2x2 low-resolution pixels at 32 px; "
+        r"use scale <= 8 \(e.g. 2, the paper's 16 at 224 px scaled\)\.$",
+    ):
         create_pretext("super-resolution", scale=16)(cifar_batch(1))
     assert create_pretext("super-resolution", scale=8)(cifar_batch(1)).info["low"].shape[-1] == 4
 

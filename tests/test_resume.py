@@ -1,4 +1,5 @@
 """Checkpoints: resume gives the same weights as an uninterrupted run; bad checkpoints are named."""
+
 from pathlib import Path
 
 import pytest
@@ -9,9 +10,20 @@ from pretexts.errors import CheckpointError
 
 
 def config(out, epochs: int, **kw) -> PretrainConfig:
-    return PretrainConfig(backbone="resnet18", data="sample", epochs=epochs, batch_size=16, workers=0,
-                          max_steps_per_epoch=2, out=str(out), base_lr=1e-3, eval_images=16, figure_images=2,
-                          task_args=kw.pop("task_args", {}), **kw)
+    return PretrainConfig(
+        backbone="resnet18",
+        data="sample",
+        epochs=epochs,
+        batch_size=16,
+        workers=0,
+        max_steps_per_epoch=2,
+        out=str(out),
+        base_lr=1e-3,
+        eval_images=16,
+        figure_images=2,
+        task_args=kw.pop("task_args", {}),
+        **kw,
+    )
 
 
 def weights(path) -> dict:
@@ -51,8 +63,14 @@ def test_two_epochs_equal_one_epoch_resume_one_epoch(tmp_path):
 
 def test_run_writes_checkpoint_log_figures_and_results(tmp_path):
     results = Pretrainer(config(tmp_path, 1)).run()
-    for name in ["checkpoint.pt", "log.jsonl", "restoration_epoch001.png", "loss_curve.png", "results.json",
-                 "config.json"]:
+    for name in [
+        "checkpoint.pt",
+        "log.jsonl",
+        "restoration_epoch001.png",
+        "loss_curve.png",
+        "results.json",
+        "config.json",
+    ]:
         assert (tmp_path / name).stat().st_size > 0, name
     held = results["held_out"]
     assert held["images"] == 16 and len(held["restored_mse"]) == 2 and held["corrupted_mse"] > 0
@@ -87,12 +105,17 @@ def test_a_checkpoint_records_its_scaled_task_parameters_and_a_resume_checks_the
     assert ckpt["task_sizes"] == {"0:gridded-mask": {"grid": 2}}  # the paper's 16 at 224 px is 2 at 32 px
     # a scaling rule that has changed since: refused, naming both
     save_checkpoint({**ckpt, "task_sizes": {"0:gridded-mask": {"grid": 16}}}, path)
-    with pytest.raises(CheckpointError, match=r"scaled parameters \{'0:gridded-mask': \{'grid': 16\}\}.*resolves them "
-                                              r"to \{'0:gridded-mask': \{'grid': 2\}\} at 32 px"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"scaled parameters \{'0:gridded-mask': \{'grid': 16\}\}.*resolves them "
+        r"to \{'0:gridded-mask': \{'grid': 2\}\} at 32 px",
+    ):
         Pretrainer(config(tmp_path, 2, task="mixed", task_args=mixed, monitor_every=0, resume="auto")).run()
     # written before they were recorded: it continues, and says with what
     save_checkpoint({k: v for k, v in ckpt.items() if k != "task_sizes"}, path)
     Pretrainer(config(tmp_path, 2, task="mixed", task_args=mixed, monitor_every=0, resume="auto")).run()
-    assert "does not record its task's scaled parameters; it continues with {'0:gridded-mask': {'grid': 2}}" in \
-        capsys.readouterr().err
+    assert (
+        "does not record its task's scaled parameters; it continues with {'0:gridded-mask': {'grid': 2}}"
+        in capsys.readouterr().err
+    )
     assert load_checkpoint(path)["global_step"] == 4

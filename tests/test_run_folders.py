@@ -1,5 +1,6 @@
 """A run never writes over another run or its inputs, one process writes a folder at a time, files are replaced
 by rename (never through a link), --resume keeps the run's settings, and non-finite weights are never saved."""
+
 import json
 import socket
 import subprocess
@@ -7,12 +8,12 @@ import sys
 
 import pytest
 import torch
-
 from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli  # noqa: F401 (a fixture)
+from pretrained_checkpoints import write_checkpoint
+
 from pretexts.engine import PretrainConfig, Pretrainer
 from pretexts.engine.training.run_folder import write_json
 from pretexts.errors import NonFiniteLossError
-from pretrained_checkpoints import write_checkpoint
 
 
 def train_args(out, *extra) -> list:
@@ -41,8 +42,27 @@ def test_force_starts_the_run_over_with_a_fresh_log(tmp_path):
 def test_finetune_into_a_folder_holding_a_run_is_refused(tmp_path):
     ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
     out = tmp_path / "ft"
-    args = ["finetune", "--checkpoint", ckpt, "--epochs", "1", "--max-steps-per-epoch", "1", "--batch-size", "8",
-            "--workers", "0", "--randaug", "none", "--mixup", "0", "--cutmix", "0", "--out", out]
+    args = [
+        "finetune",
+        "--checkpoint",
+        ckpt,
+        "--epochs",
+        "1",
+        "--max-steps-per-epoch",
+        "1",
+        "--batch-size",
+        "8",
+        "--workers",
+        "0",
+        "--randaug",
+        "none",
+        "--mixup",
+        "0",
+        "--cutmix",
+        "0",
+        "--out",
+        out,
+    ]
     assert run_cli(args)[0].exit_code == 0
     result, error = run_cli(args)
     assert result.exit_code == 2 and "already holds a run" in error
@@ -71,8 +91,21 @@ def test_resume_from_another_folder_into_a_run_is_refused_and_loses_nothing(tmp_
     assert run_cli(train_args(a))[0].exit_code == 0
     assert run_cli(train_args(b, "--seed", "1"))[0].exit_code == 0
     before = {name: (b / name).read_bytes() for name in ("checkpoint.pt", "log.jsonl", "config.json", "results.json")}
-    result, error = run_cli([*TRAIN, "--epochs", "2", "--max-steps-per-epoch", "2", "--workers", "0",
-                             "--resume", a / "checkpoint.pt", "--out", b])
+    result, error = run_cli(
+        [
+            *TRAIN,
+            "--epochs",
+            "2",
+            "--max-steps-per-epoch",
+            "2",
+            "--workers",
+            "0",
+            "--resume",
+            a / "checkpoint.pt",
+            "--out",
+            b,
+        ]
+    )
     assert result.exit_code == 2 and "already holds a run" in error, result.output
     assert {name: (b / name).read_bytes() for name in before} == before
 
@@ -118,8 +151,11 @@ def test_a_folder_written_by_a_live_process_is_refused_naming_it(tmp_path):
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (out / ".lock").write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "command": "train",
-                                               "since": "2026-01-01 00:00:00"}))
+        (out / ".lock").write_text(
+            json.dumps(
+                {"pid": holder.pid, "host": socket.gethostname(), "command": "train", "since": "2026-01-01 00:00:00"}
+            )
+        )
         result, error = run_cli(train_args(out))
         assert result.exit_code == 2 and f"pid {holder.pid}" in error and "being written by" in error, result.output
         assert not (out / "log.jsonl").exists()
@@ -155,8 +191,9 @@ def test_resume_never_writes_through_a_symlink(tmp_path):
         target.write_text(f"precious {name}\n")
         (out / name).unlink()
         (out / name).symlink_to(target)
-    result, _ = run_cli([*TRAIN, "--epochs", "2", "--max-steps-per-epoch", "2", "--workers", "0", "--out", out,
-                         "--resume"])
+    result, _ = run_cli(
+        [*TRAIN, "--epochs", "2", "--max-steps-per-epoch", "2", "--workers", "0", "--out", out, "--resume"]
+    )
     assert result.exit_code == 0, result.output
     for name, target in outside.items():
         assert target.read_text() == f"precious {name}\n", name
@@ -167,16 +204,36 @@ def test_resume_never_writes_through_a_symlink(tmp_path):
 def test_resume_keeps_the_saved_settings_and_refuses_changes_to_the_run(tmp_path):
     data = copy_sample_images(tmp_path / "data", 10)
     out = tmp_path / "run"
-    first = [*TRAIN, "--data", data, "--seed", "3", "--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0",
-             "--eval-images", "4", "--out", out]
+    first = [
+        *TRAIN,
+        "--data",
+        data,
+        "--seed",
+        "3",
+        "--epochs",
+        "1",
+        "--max-steps-per-epoch",
+        "1",
+        "--workers",
+        "0",
+        "--eval-images",
+        "4",
+        "--out",
+        out,
+    ]
     assert run_cli(first)[0].exit_code == 0
     result, _ = run_cli(["train", "--resume", "--out", out, "--epochs", "2", "--workers", "0"])
     assert result.exit_code == 0, result.output
     saved = json.loads((out / "config.json").read_text())
     assert (saved["data"], saved["batch_size"], saved["seed"], saved["backbone"]) == (str(data), 8, 3, "test_convnext")
     assert (saved["max_steps_per_epoch"], saved["eval_images"], saved["epochs"]) == (1, 4, 2)
-    for option, value in (("--batch-size", "16"), ("--seed", "4"), ("--data", "sample"), ("--lr", "0.5"),
-                          ("--max-steps-per-epoch", "3")):
+    for option, value in (
+        ("--batch-size", "16"),
+        ("--seed", "4"),
+        ("--data", "sample"),
+        ("--lr", "0.5"),
+        ("--max-steps-per-epoch", "3"),
+    ):
         result, error = run_cli(["train", "--resume", "--out", out, "--epochs", "3", option, value])
         assert result.exit_code == 2 and "a resumed run keeps its" in error and option in error, (option, error)
     assert json.loads((out / "config.json").read_text()) == saved
@@ -184,8 +241,16 @@ def test_resume_keeps_the_saved_settings_and_refuses_changes_to_the_run(tmp_path
 
 # ---- weights are finite before they are saved ---------------------------------------------------
 def test_nonfinite_weights_are_never_saved_as_the_last_good_checkpoint(tmp_path):
-    cfg = PretrainConfig(backbone="test_convnext", batch_size=8, epochs=1, max_steps_per_epoch=1, workers=0,
-                         eval_images=2, figure_images=2, out=str(tmp_path))
+    cfg = PretrainConfig(
+        backbone="test_convnext",
+        batch_size=8,
+        epochs=1,
+        max_steps_per_epoch=1,
+        workers=0,
+        eval_images=2,
+        figure_images=2,
+        out=str(tmp_path),
+    )
     trainer = Pretrainer(cfg)
     trainer.run()
     good = (tmp_path / "checkpoint.pt").read_bytes()

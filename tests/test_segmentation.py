@@ -1,23 +1,23 @@
 """Segmentation: metrics by hand, head/backbone shapes, layout errors, a fixed batch overfits."""
+
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from cli_runs import one_torch_thread  # noqa: F401 (autouse)
 from PIL import Image
 
 from pretexts import backbones
 from pretexts.engine import load_checkpoint
+from pretexts.engine.evaluation.segmentation import train
 from pretexts.engine.evaluation.segmentation.config import SegmentConfig
 from pretexts.engine.evaluation.segmentation.data import SegmentationFolder
 from pretexts.engine.evaluation.segmentation.generate import write_generated
 from pretexts.engine.evaluation.segmentation.heads import Segmenter
 from pretexts.engine.evaluation.segmentation.metrics import IGNORE, confusion, scores
-from pretexts.engine.evaluation.segmentation import train
 from pretexts.engine.evaluation.segmentation.train import evaluate, optimizer_for, predict, train_segmenter
 from pretexts.errors import DataError, NonFiniteLossError
-
-from cli_runs import one_torch_thread  # noqa: F401 (autouse)
 
 
 def test_miou_hand_computed_with_ignore():
@@ -73,7 +73,9 @@ def test_ade20k_zero_is_ignored_and_labels_shift(tmp_path):
     for d in ("images/training", "annotations/training"):
         (tmp_path / d).mkdir(parents=True)
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "images/training/x.jpg")
-    Image.fromarray(np.array([[0, 1], [150, 2]], np.uint8).repeat(4, 0).repeat(4, 1)).save(tmp_path / "annotations/training/x.png")
+    Image.fromarray(np.array([[0, 1], [150, 2]], np.uint8).repeat(4, 0).repeat(4, 1)).save(
+        tmp_path / "annotations/training/x.png"
+    )
     _, mask = SegmentationFolder(tmp_path, "training", 8, False)[0]
     assert set(mask.unique().tolist()) == {IGNORE, 0, 149, 1}
 
@@ -103,6 +105,7 @@ def test_a_nan_loss_stops_or_is_skipped_as_in_pretraining(tmp_path, monkeypatch)
             calls.append(None)
             loss = torch.nn.functional.cross_entropy(*args, **kwargs)
             return loss * float("nan") if len(calls) == 2 else loss
+
         return SimpleNamespace(cross_entropy=cross_entropy)
 
     data = write_generated(tmp_path / "d", 8, 2, 32)
@@ -111,7 +114,8 @@ def test_a_nan_loss_stops_or_is_skipped_as_in_pretraining(tmp_path, monkeypatch)
     with pytest.raises(NonFiniteLossError, match="loss is nan at step 2; .*--clip-grad, or pass --skip-nonfinite"):
         train_segmenter(SegmentConfig(**common, out=str(tmp_path / "stop")), log=lambda line: None)
     monkeypatch.setattr(train, "F", nan_at_step_2())
-    results = train_segmenter(SegmentConfig(**common, skip_nonfinite=True, out=str(tmp_path / "skip")),
-                              log=lambda line: None)
+    results = train_segmenter(
+        SegmentConfig(**common, skip_nonfinite=True, out=str(tmp_path / "skip")), log=lambda line: None
+    )
     assert results["skipped_nonfinite_steps"] == 1 and results["steps"] == 3
     assert all(torch.isfinite(w).all() for w in load_checkpoint(tmp_path / "skip" / "segmenter.pt")["model"].values())

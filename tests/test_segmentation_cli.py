@@ -1,4 +1,5 @@
 """`pretexts segment` end to end on the generated set: from a pretraining checkpoint and from scratch."""
+
 import json
 
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (autouse)
@@ -8,24 +9,59 @@ def test_segment_from_pretraining_checkpoint(tmp_path):
     result, error = run_cli(TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "2", "--out", tmp_path / "pre"])
     assert result.exit_code == 0, result.output
     out = tmp_path / "seg"
-    result, error = run_cli(["segment", "--checkpoint", tmp_path / "pre" / "checkpoint.pt", "--data", "generated",
-                             "--out", out, "--max-steps", "3", "--batch-size", "8", "--eval-mode", "slide"])
+    result, error = run_cli(
+        [
+            "segment",
+            "--checkpoint",
+            tmp_path / "pre" / "checkpoint.pt",
+            "--data",
+            "generated",
+            "--out",
+            out,
+            "--max-steps",
+            "3",
+            "--batch-size",
+            "8",
+            "--eval-mode",
+            "slide",
+        ]
+    )
     assert result.exit_code == 0, result.output
     results = json.loads((out / "results.json").read_text())
     assert 0 <= results["miou_percent"] <= 100 and 0 <= results["pixel_acc_percent"] <= 100 and results["steps"] == 3
     assert "miou" not in results  # the fraction's old key is gone, not silently rescaled
     # each printed number says what it is, in percent, as results.json records it
     last = result.output.strip().splitlines()[-2]
-    assert last == (f"on {results['val_images']} validation images ({results['num_classes']} classes, slide eval): "
-                    f"mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%"), last
+    assert last == (
+        f"on {results['val_images']} validation images ({results['num_classes']} classes, slide eval): "
+        f"mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%"
+    ), last
     assert (out / "predictions.png").stat().st_size > 0
     assert len((out / "log.jsonl").read_text().splitlines()) == 1
 
 
 def test_segment_from_scratch_and_bad_arguments(tmp_path):
     out = tmp_path / "seg"
-    result, _ = run_cli(["segment", "--from-scratch", "--backbone", "resnet18", "--img-size", "32", "--data",
-                         "generated", "--out", out, "--epochs", "2", "--max-steps", "5", "--head", "linear"])
+    result, _ = run_cli(
+        [
+            "segment",
+            "--from-scratch",
+            "--backbone",
+            "resnet18",
+            "--img-size",
+            "32",
+            "--data",
+            "generated",
+            "--out",
+            out,
+            "--epochs",
+            "2",
+            "--max-steps",
+            "5",
+            "--head",
+            "linear",
+        ]
+    )
     assert result.exit_code == 0, result.output
     assert [json.loads(x)["step"] for x in (out / "log.jsonl").read_text().splitlines()] == [4, 5]
     result, error = run_cli(["segment", "--data", "generated", "--out", out])
@@ -33,6 +69,7 @@ def test_segment_from_scratch_and_bad_arguments(tmp_path):
     result, error = run_cli(["segment", "--from-scratch", "--backbone", "resnet18", "--data", tmp_path, "--out", out])
     assert result.exit_code == 2 and "already holds a run" in error and "--force" in error  # never over a run
     assert "--resume" not in error  # segment cannot continue a run
-    result, error = run_cli(["segment", "--from-scratch", "--backbone", "resnet18", "--data", tmp_path, "--out",
-                             tmp_path / "other"])
+    result, error = run_cli(
+        ["segment", "--from-scratch", "--backbone", "resnet18", "--data", tmp_path, "--out", tmp_path / "other"]
+    )
     assert result.exit_code == 2 and "neither ADE20K" in error

@@ -1,6 +1,7 @@
 """SimMIM as microsoft/SimMIM does it: the mask token replaces the stem's output only at masked positions, the L1
 loss reads masked pixels only, 60 % of 32-px patches at 224 px scaled with the image, on ViT, Swin, ConvNeXt and
 ResNet alike."""
+
 import math
 
 import pytest
@@ -23,8 +24,9 @@ def build(name: str, img_size: int) -> SimMIMModel:
 
 def a_mask(model: SimMIMModel, img_size: int, seed: int = 0, batch: int = 2) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
-    return random_mask(batch, img_size, model.stem_stride, mask_patch_size(img_size, model.stem_stride), 0.6,
-                       generator, "cpu")
+    return random_mask(
+        batch, img_size, model.stem_stride, mask_patch_size(img_size, model.stem_stride), 0.6, generator, "cpu"
+    )
 
 
 def stem_output(model: SimMIMModel, images: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

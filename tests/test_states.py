@@ -1,22 +1,25 @@
 """How a task's state enters a model is the model side's (engine/methods/states.py): one adapter per state kind,
 picked by the task's `state_kind`; the tasks themselves import no backbone or engine code."""
+
 import subprocess
 import sys
 
 import pytest
 import torch
+from pretext_images import cifar_batch, tiny_vit
 
 from pretexts import Corrupted, DuplicateNameError, ParameterError, Pretext, create_pretext
 from pretexts.backbones.vit_tokens import sincos_pos_embed
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts.engine.methods.states import STATE_KINDS, StateAdapter, register_state_kind, state_adapter
-from pretext_images import cifar_batch, tiny_vit
 
 
 def test_loading_every_task_imports_neither_backbones_nor_engine():
-    code = ("import sys, pretexts; names = pretexts.list_pretexts(); "
-            "[pretexts.create_pretext(n) for n in names]; "
-            "print(sorted(m for m in sys.modules if m.startswith(('pretexts.backbones', 'pretexts.engine'))))")
+    code = (
+        "import sys, pretexts; names = pretexts.list_pretexts(); "
+        "[pretexts.create_pretext(n) for n in names]; "
+        "print(sorted(m for m in sys.modules if m.startswith(('pretexts.backbones', 'pretexts.engine'))))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

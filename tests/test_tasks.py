@@ -1,12 +1,13 @@
 """Contracts every registered pretext task keeps: shapes, targets, seeding, parameters, one training step."""
+
 import pytest
 import torch
+from pretext_images import cifar_batch, tiny_vit
 
+from pretexts import ParameterError, create_pretext, get_pretext_class, list_pretexts
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts.engine.methods.states import state_adapter
-from pretexts import ParameterError, create_pretext, get_pretext_class, list_pretexts
 from pretexts.tasks.mixed import is_pixel_task
-from pretext_images import cifar_batch, tiny_vit
 
 TASKS = list_pretexts()
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -21,8 +22,15 @@ def corrupt(task, images, seed=0):
 
 
 def test_the_paper_tasks_are_registered():
-    expected = {"gridded-mask", "random-mask", "super-resolution", "denoising", "colorization",
-                "patch-sorting", "mixed"}
+    expected = {
+        "gridded-mask",
+        "random-mask",
+        "super-resolution",
+        "denoising",
+        "colorization",
+        "patch-sorting",
+        "mixed",
+    }
     assert expected <= set(TASKS)
 
 
@@ -78,11 +86,14 @@ def test_out_of_range_parameters_name_the_range(name):
                 create_pretext(name, **{key: bad})
 
 
-@pytest.mark.parametrize("name, kwargs", [
-    ("random-mask", {"low": 0.05, "high": 0.01}),
-    ("random-mask", {"aspect_low": 3.0, "aspect_high": 2.0}),
-    ("denoising", {"gamma_low": 0.8, "gamma_high": 0.2}),
-])
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        ("random-mask", {"low": 0.05, "high": 0.01}),
+        ("random-mask", {"aspect_low": 3.0, "aspect_high": 2.0}),
+        ("denoising", {"gamma_low": 0.8, "gamma_high": 0.2}),
+    ],
+)
 def test_cross_parameter_checks(name, kwargs):
     with pytest.raises(ParameterError, match="must be <="):
         create_pretext(name, **kwargs)

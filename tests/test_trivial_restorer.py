@@ -1,23 +1,31 @@
 """A trivial restorer beside every restoration number: each task's own (`Pretext.trivial_restore`), below the
 corrupted input's error on real images, carried in the held-out dict, the held-out line and the figure's title."""
+
 import json
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from pretexts.engine.methods.energy.model import create_energy_model
-from pretexts.engine.methods.energy import restoration_error
-from pretexts.engine.methods.states import state_adapter
-from pretexts.engine.methods.energy.report import restoration_report
 from pretexts import create_pretext, get_pretext_class, list_pretexts
 from pretexts.base import Corrupted
+from pretexts.engine.methods.energy import restoration_error
+from pretexts.engine.methods.energy.model import create_energy_model
+from pretexts.engine.methods.energy.report import restoration_report
+from pretexts.engine.methods.states import state_adapter
 from pretexts.tasks.masking import FILLS
 
 CASES = [("random-mask", {"fill": fill}) for fill in FILLS] + [
-    ("random-mask", {"preset": "small"}), ("gridded-mask", {"grid": 8}), ("gridded-mask", {"fill": "black"}),
-    ("super-resolution", {}), ("super-resolution", {"scale": 4}), ("super-resolution", {"scale": 3}),
-    ("denoising", {}), ("denoising", {"gamma_low": 0.5}), ("colorization", {}), ("mixed", {}),
+    ("random-mask", {"preset": "small"}),
+    ("gridded-mask", {"grid": 8}),
+    ("gridded-mask", {"fill": "black"}),
+    ("super-resolution", {}),
+    ("super-resolution", {"scale": 4}),
+    ("super-resolution", {"scale": 3}),
+    ("denoising", {}),
+    ("denoising", {"gamma_low": 0.5}),
+    ("colorization", {}),
+    ("mixed", {}),
 ]
 
 
@@ -126,14 +134,17 @@ def test_the_held_out_dict_has_none_for_a_task_without_one(tiny_model, held_out_
 def test_the_held_out_line_says_whether_the_model_beats_the_trivial_restorer():
     held = restoration_report(80, 0.2, [0.1, 0.086], 0.03, "visible-mean fill")
     line = held.format()
-    assert line.endswith("(0.43x the corrupted input's error; a trivial restorer (visible-mean fill) gets 0.15x: "
-                         "the model is not better than it)"), line
+    assert line.endswith(
+        "(0.43x the corrupted input's error; a trivial restorer (visible-mean fill) gets 0.15x: "
+        "the model is not better than it)"
+    ), line
     better = restoration_report(80, 0.2, [0.1, 0.024], 0.03, "visible-mean fill").format()
     assert better.endswith("gets 0.15x: the model beats it (0.80x its error))"), better
     one_step = restoration_report(80, 0.2, [0.024], 0.03, "visible-mean fill")
     assert "MSE 0.03000: the model beats it" in one_step.versus_trivial(as_ratio=False)
-    assert held.figure_numbers() == ("MSE of these 80: corrupted 0.2000, restored 0.0860, "
-                                     "trivial 0.0300 (visible-mean fill)")
+    assert held.figure_numbers() == (
+        "MSE of these 80: corrupted 0.2000, restored 0.0860, trivial 0.0300 (visible-mean fill)"
+    )
     assert "trivial" not in restoration_report(80, 0.2, [0.1, 0.086]).format()
 
 
@@ -143,9 +154,28 @@ def test_a_run_reports_the_trivial_restorer_in_results_line_and_figure_title(tmp
     from pretexts.cli import main
 
     out = tmp_path / "run"
-    result = CliRunner().invoke(main, ["train", "--backbone", "test_convnext", "--batch-size", "8", "--epochs", "1",
-                                       "--max-steps-per-epoch", "1", "--workers", "0", "--eval-images", "8",
-                                       "--figure-images", "2", "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--backbone",
+            "test_convnext",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "1",
+            "--workers",
+            "0",
+            "--eval-images",
+            "8",
+            "--figure-images",
+            "2",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     held = json.loads((out / "results.json").read_text())["held_out"]
     assert held["trivial_restorer"] == "visible-mean fill" and 0 < held["trivial_mse"] < held["corrupted_mse"]
@@ -167,9 +197,9 @@ def test_the_figure_title_carries_the_figures_own_numbers(tiny_model, held_out_i
 
 def test_restore_command_reports_the_trivial_restorer(tmp_path):
     from click.testing import CliRunner
+    from pretrained_checkpoints import write_checkpoint
 
     from pretexts.cli import main
-    from pretrained_checkpoints import write_checkpoint
 
     checkpoint, _ = write_checkpoint(tmp_path / "checkpoint.pt", backbone="test_convnext", task="random-mask")
     out = tmp_path / "restored.png"

@@ -1,5 +1,6 @@
 """Plugins come from installed distributions only: under `python -m pretexts` (and `torchrun -m pretexts`) the
 working directory is on sys.path, and a `*.dist-info` folder lying there ran its entry point's code."""
+
 import subprocess
 import sys
 import textwrap
@@ -12,20 +13,25 @@ def plant_plugin(folder, marker) -> None:
     info = folder / "evil-1.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[pretexts.tasks]\nevil = evil_plugin:Task\n\n"
-                                           "[pretexts.methods]\nevil-method = evil_plugin:Task\n\n"
-                                           "[pretexts.probes]\nevil-probe = evil_plugin:Task\n")
-    (folder / "evil_plugin.py").write_text(textwrap.dedent(f"""
+    (info / "entry_points.txt").write_text(
+        "[pretexts.tasks]\nevil = evil_plugin:Task\n\n"
+        "[pretexts.methods]\nevil-method = evil_plugin:Task\n\n"
+        "[pretexts.probes]\nevil-probe = evil_plugin:Task\n"
+    )
+    (folder / "evil_plugin.py").write_text(
+        textwrap.dedent(f"""
         open({str(marker)!r}, "w").write("imported")
         Task = None
-        """))
+        """)
+    )
 
 
 def test_a_dist_info_in_the_working_directory_is_not_loaded(tmp_path):
     cwd, marker = tmp_path / "downloads", tmp_path / "marker"
     plant_plugin(cwd, marker)
-    listed = subprocess.run([sys.executable, "-m", "pretexts", "list"], cwd=cwd, capture_output=True, text=True,
-                            timeout=120)
+    listed = subprocess.run(
+        [sys.executable, "-m", "pretexts", "list"], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
     assert listed.returncode == 0, listed.stderr
     assert "colorization" in listed.stdout and "evil" not in listed.stdout + listed.stderr
     assert not marker.exists()

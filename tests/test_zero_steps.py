@@ -1,12 +1,13 @@
 """N = 0 (paper, Appendix Fig. A): no restoration step, the corrupted images are the negatives."""
+
 import math
 
 import torch
-
-from pretexts.engine.methods.energy.model import create_energy_model
-import pretexts
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
+
+import pretexts
 from pretexts.engine.methods.energy import restoration_error
+from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.methods.energy.restore import contrastive_loss
 
 
@@ -32,7 +33,9 @@ def test_the_loss_is_softplus_of_the_energy_difference():
     assert math.isclose(e_corrupt[0].item(), 24.0, rel_tol=1e-4)
     expected = torch.nn.functional.softplus(e_clean - e_corrupt).mean()
     assert math.isclose(loss.item(), expected.item(), rel_tol=1e-5)
-    assert math.isclose(expected.item(), (math.log(2) + math.log1p(math.exp(16 - e_corrupt[1].item()))) / 2, rel_tol=1e-5)
+    assert math.isclose(
+        expected.item(), (math.log(2) + math.log1p(math.exp(16 - e_corrupt[1].item()))) / 2, rel_tol=1e-5
+    )
 
 
 def test_gradients_reach_the_backbone_and_the_loss_falls_on_real_images(real_images, held_out_images):
@@ -53,12 +56,30 @@ def test_gradients_reach_the_backbone_and_the_loss_falls_on_real_images(real_ima
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0], losses
     after = restoration_error(model, task, [held_out_images], 0, "cpu")
-    assert after.restored_mse == [] and after.extra["ranked_right"] >= max(before + 0.3, 0.75), (before, after)  # 0.34 -> 0.84
+    assert after.restored_mse == [] and after.extra["ranked_right"] >= max(before + 0.3, 0.75), (
+        before,
+        after,
+    )  # 0.34 -> 0.84
 
 
 def test_cli_trains_with_zero_steps_and_reports_the_ranking(tmp_path):
-    result, error = run_cli([*TRAIN, "--steps", "0", "--epochs", "1", "--max-steps-per-epoch", "2", "--workers", "0",
-                             "--task", "colorization", "--out", tmp_path / "run"])
+    result, error = run_cli(
+        [
+            *TRAIN,
+            "--steps",
+            "0",
+            "--epochs",
+            "1",
+            "--max-steps-per-epoch",
+            "2",
+            "--workers",
+            "0",
+            "--task",
+            "colorization",
+            "--out",
+            tmp_path / "run",
+        ]
+    )
     assert result.exit_code == 0, error or result.output
     assert "(N = 0, nothing restored): the energy ranks the clean image below the corrupted one for" in result.output
     assert (tmp_path / "run" / "restoration_epoch001.png").is_file()

@@ -3,6 +3,7 @@ at each budget, then scored by kNN, the linear probe and (if asked) fine-tuning 
 `cell.json` in its folder: a finished one is never run again, a new budget reruns its pretraining (snapshots are
 not kept) but probes only what is missing, and a cell being run holds a `claim` file, so several processes can
 share one cache (`pretexts compare`, benchmarks/representation.py)."""
+
 import json
 import os
 import shutil
@@ -12,9 +13,6 @@ from pathlib import Path
 
 import torch
 
-from pretexts.errors import OutputError
-from pretexts.registry import METHODS
-
 from pretexts.engine.evaluation.finetune import Finetuner
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.probe import run_probe
@@ -22,8 +20,10 @@ from pretexts.engine.evaluation.probe_config import ProbeConfig
 from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
-from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.precision import amp_dtype, precision_name
+from pretexts.engine.training.preflight import resolve_device
+from pretexts.errors import OutputError
+from pretexts.registry import METHODS
 
 RANDOM = "random init"
 
@@ -96,10 +96,27 @@ class BudgetedPretrainer(Pretrainer):
 
 def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
     """The arm's run; a method's own options among its overrides (e.g. grad_mode) go into method_args."""
-    return PretrainConfig(**with_method_args(dict(
-        method=arm.method or "energy", backbone=study.backbone, data=study.data, img_size=study.img_size,
-        batch_size=study.batch_size, epochs=100000, seed=seed, workers=0, device=study.device, out=str(out),
-        eval_images=256, figure_images=4, quiet=True, force=True, **arm.overrides)))
+    return PretrainConfig(
+        **with_method_args(
+            dict(
+                method=arm.method or "energy",
+                backbone=study.backbone,
+                data=study.data,
+                img_size=study.img_size,
+                batch_size=study.batch_size,
+                epochs=100000,
+                seed=seed,
+                workers=0,
+                device=study.device,
+                out=str(out),
+                eval_images=256,
+                figure_images=4,
+                quiet=True,
+                force=True,
+                **arm.overrides,
+            )
+        )
+    )
 
 
 def pretrain(study, arm: Arm, seed: int, folder: Path, minutes: list) -> dict:
@@ -109,11 +126,17 @@ def pretrain(study, arm: Arm, seed: int, folder: Path, minutes: list) -> dict:
     trainer.start_clock(minutes, folder, clock_kind(study))
     results = trainer.run()
     held = results.get("held_out") or {}
-    ratio = held["restored_mse"][-1] / held["corrupted_mse"] if held.get("restored_mse") and \
-        held.get("corrupted_mse") else None
+    ratio = (
+        held["restored_mse"][-1] / held["corrupted_mse"]
+        if held.get("restored_mse") and held.get("corrupted_mse")
+        else None
+    )
     history = trainer.monitor.history if trainer.monitor else None
-    return {"snapshots": {f"{m:g}": s for m, s in trainer.snapshots.items()}, "held_out_ratio": ratio,
-            "monitor": history or None}
+    return {
+        "snapshots": {f"{m:g}": s for m, s in trainer.snapshots.items()},
+        "held_out_ratio": ratio,
+        "monitor": history or None,
+    }
 
 
 def untrained(study, seed: int, folder: Path) -> dict:
@@ -126,24 +149,58 @@ def untrained(study, seed: int, folder: Path) -> dict:
 
 def probe(study, checkpoint: Path, seed: int) -> dict:
     """kNN (k=20, cosine and standardised) and the linear probe on val/, top-1 in %."""
-    results = run_probe(ProbeConfig(checkpoint=str(checkpoint), data=study.data, probes=("knn", "knn-std", "linear"),
-                                    probe_args={"knn_k": (20,)}, seed=seed, workers=0, device=study.device,
-                                    quiet=True, force=True, out=str(checkpoint.parent / "probe")),
-                        echo=lambda line: None)
+    results = run_probe(
+        ProbeConfig(
+            checkpoint=str(checkpoint),
+            data=study.data,
+            probes=("knn", "knn-std", "linear"),
+            probe_args={"knn_k": (20,)},
+            seed=seed,
+            workers=0,
+            device=study.device,
+            quiet=True,
+            force=True,
+            out=str(checkpoint.parent / "probe"),
+        ),
+        echo=lambda line: None,
+    )
     return {"knn": results["knn"]["k=20"], "knn_std": results["knn-std"]["k=20"], "linear": results["linear"]["top1"]}
 
 
 def finetune(study, checkpoint: Path, seed: int) -> dict:
     """The small-data fine-tuning recipe of benchmarks/quality.py; top-1 per epoch shows whether it has settled."""
-    cfg = FinetuneConfig(checkpoint=str(checkpoint), data=study.data, epochs=study.finetune_epochs, warmup_epochs=1,
-                         batch_size=study.batch_size, base_lr=4e-3, layer_decay=0.75, drop_path=0.1, randaug="none",
-                         mixup=0.0, cutmix=0.0, smoothing=0.1, crop_min_scale=0.35, crop_pct=1.0, seed=seed,
-                         workers=0, device=study.device, amp=study.finetune_amp, quiet=True, force=True,
-                         out=str(checkpoint.parent / "finetune"))
+    cfg = FinetuneConfig(
+        checkpoint=str(checkpoint),
+        data=study.data,
+        epochs=study.finetune_epochs,
+        warmup_epochs=1,
+        batch_size=study.batch_size,
+        base_lr=4e-3,
+        layer_decay=0.75,
+        drop_path=0.1,
+        randaug="none",
+        mixup=0.0,
+        cutmix=0.0,
+        smoothing=0.1,
+        crop_min_scale=0.35,
+        crop_pct=1.0,
+        seed=seed,
+        workers=0,
+        device=study.device,
+        amp=study.finetune_amp,
+        quiet=True,
+        force=True,
+        out=str(checkpoint.parent / "finetune"),
+    )
     tuner = Finetuner(cfg, echo=lambda line: None)
     results = tuner.run()
-    return {"final": results["final_top1"], "best": results["best_top1"], "epochs": study.finetune_epochs,
-            "precision": precision_name(tuner.dtype), "top1": results["top1"]}
+    return {
+        "final": results["final_top1"],
+        "best": results["best_top1"],
+        "epochs": study.finetune_epochs,
+        "precision": precision_name(tuner.dtype),
+        "top1": results["top1"],
+    }
 
 
 def tuned_as_asked(record: dict, study) -> bool:
@@ -155,9 +212,15 @@ def tuned_as_asked(record: dict, study) -> bool:
 
 def settings(study, arm: Arm) -> dict:
     """What a cached cell's numbers depend on besides its budgets, seed and fine-tune epochs."""
-    return {"backbone": study.backbone, "data": str(study.data), "img_size": study.img_size,
-            "batch_size": study.batch_size, "clock": clock_kind(study), "method": arm.method,
-            "overrides": arm.overrides}
+    return {
+        "backbone": study.backbone,
+        "data": str(study.data),
+        "img_size": study.img_size,
+        "batch_size": study.batch_size,
+        "clock": clock_kind(study),
+        "method": arm.method,
+        "overrides": arm.overrides,
+    }
 
 
 def claim(folder: Path) -> bool:
@@ -193,8 +256,10 @@ def load_cell(path: Path, expected: dict | None = None) -> dict:
     saved = cell.get("settings")
     if expected is not None and saved is not None and saved != json.loads(json.dumps(expected)):
         changed = sorted(k for k in expected if saved.get(k) != json.loads(json.dumps(expected[k])))
-        raise OutputError(f"{path} was measured with other settings ({', '.join(changed)}); give --force to "
-                          f"measure again, or another --out.")
+        raise OutputError(
+            f"{path} was measured with other settings ({', '.join(changed)}); give --force to "
+            f"measure again, or another --out."
+        )
     return cell
 
 
@@ -211,8 +276,11 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
     missing = [key for key in budgets if "knn_std" not in cell["points"].get(key, {})]
     start_steps = None  # of the checkpoint a fine-tune starts from
     if missing or (tune and not last.is_file()):
-        pre = untrained(study, seed, folder) if arm.method is None else \
-            pretrain(study, arm, seed, folder, sorted({*(budgets[k] for k in missing), minutes[-1]}))
+        pre = (
+            untrained(study, seed, folder)
+            if arm.method is None
+            else pretrain(study, arm, seed, folder, sorted({*(budgets[k] for k in missing), minutes[-1]}))
+        )
         start_steps = pre["snapshots"][top]["steps"]
         for key in missing:
             cell["points"][key] = {**pre["snapshots"][key], **probe(study, folder / f"m{key}" / "checkpoint.pt", seed)}

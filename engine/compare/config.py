@@ -1,11 +1,11 @@
 """The typed configuration of `pretexts compare`: which pretexts and methods to pretrain on one's data, for how
 long, and how to score the features they leave."""
+
 from dataclasses import dataclass
 
+from pretexts.engine.training.config import IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_ranges, setting
 from pretexts.errors import ParameterError, suggest
 from pretexts.registry import METHODS, TASKS
-
-from pretexts.engine.training.config import IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_ranges, setting
 
 SCORES = ("linear", "knn", "knn_std", "finetune")  # what --rank-by may name, as the table's columns call them
 
@@ -14,32 +14,58 @@ SCORES = ("linear", "knn", "knn_std", "finetune")  # what --rank-by may name, as
 class CompareConfig:
     """One study: every (task, method) pair pretrained for each budget, each seed, plus a random-init row."""
 
-    tasks: tuple = setting(("random-mask",), "Pretext tasks to try (several, space- or comma-separated; any "
-                                            "registered, plugins included). Methods that mask on their own (mae, "
-                                            "simmim) ignore them.", multiple=True, option="--tasks")
-    methods: tuple = setting(("energy",), "Methods to try (several, space- or comma-separated; `pretexts list "
-                                          "--methods`).", multiple=True, option="--methods")
+    tasks: tuple = setting(
+        ("random-mask",),
+        "Pretext tasks to try (several, space- or comma-separated; any "
+        "registered, plugins included). Methods that mask on their own (mae, "
+        "simmim) ignore them.",
+        multiple=True,
+        option="--tasks",
+    )
+    methods: tuple = setting(
+        ("energy",),
+        "Methods to try (several, space- or comma-separated; `pretexts list --methods`).",
+        multiple=True,
+        option="--methods",
+    )
     backbone: str = setting("convnext_atto", "Alias or timm name, the same for every pair.")
-    data: str = setting("sample", "A labelled folder with train/ and val/ (or 'sample'); kNN, the linear probe and "
-                                  "fine-tuning score on val/.")
-    budget: tuple = setting((2.0,), "Pretraining minutes per pair (several: each budget is scored from a "
-                                    "snapshot of one run). CPU minutes of the training steps on a CPU, wall-clock "
-                                    "on a GPU (--clock).", multiple=True, option="--budget")
-    clock: str = setting("auto", "auto: process CPU time on a CPU (fair when other work shares it), wall-clock on "
-                                 "a GPU; or process, wall.", choices=("auto", "process", "wall"))
-    seeds: tuple = setting((0,), "Seeds (several: 0 1 2); the table gives mean +- std over them.", multiple=True,
-                           option="--seeds")
+    data: str = setting(
+        "sample",
+        "A labelled folder with train/ and val/ (or 'sample'); kNN, the linear probe and fine-tuning score on val/.",
+    )
+    budget: tuple = setting(
+        (2.0,),
+        "Pretraining minutes per pair (several: each budget is scored from a "
+        "snapshot of one run). CPU minutes of the training steps on a CPU, wall-clock "
+        "on a GPU (--clock).",
+        multiple=True,
+        option="--budget",
+    )
+    clock: str = setting(
+        "auto",
+        "auto: process CPU time on a CPU (fair when other work shares it), wall-clock on a GPU; or process, wall.",
+        choices=("auto", "process", "wall"),
+    )
+    seeds: tuple = setting(
+        (0,), "Seeds (several: 0 1 2); the table gives mean +- std over them.", multiple=True, option="--seeds"
+    )
     finetune_epochs: int = setting(0, "Also fine-tune each pair's last snapshot for this many epochs (0: no).")
-    finetune_amp: str = setting("auto", 'The fine-tunes\' precision: "auto" (bf16 on CUDA, fp32 on CPU), "bf16" '
-                                        '(faster on a CPU with native bf16), "off" (fp32). Every pair gets the same.',
-                                choices=("auto", "bf16", "off"))
+    finetune_amp: str = setting(
+        "auto",
+        'The fine-tunes\' precision: "auto" (bf16 on CUDA, fp32 on CPU), "bf16" '
+        '(faster on a CPU with native bf16), "off" (fp32). Every pair gets the same.',
+        choices=("auto", "bf16", "off"),
+    )
     rank_by: str = setting("linear", "The score the table and plot rank by.", choices=SCORES)
     img_size: int = setting(32, "Training resolution.")
     batch_size: int = setting(64, "Pretraining batch size.")
     threads: int = setting(0, "Torch threads per pair (0: torch's default).")
     device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...")
-    out: str = setting("runs/compare", "Output folder: the table, the plot, and each pair's cached cell (a rerun "
-                                       "of the same command resumes; --force starts over).")
+    out: str = setting(
+        "runs/compare",
+        "Output folder: the table, the plot, and each pair's cached cell (a rerun "
+        "of the same command resumes; --force starts over).",
+    )
     force: bool = setting(False, "Start over in an --out that holds another comparison (its cells are removed).")
     quiet: bool = setting(False, "Only the table at the end.")
 
@@ -48,8 +74,12 @@ class CompareConfig:
         self.tasks, self.methods = split_names(self.tasks), split_names(self.methods)
         self.seeds = tuple(int(s) for s in split_names(self.seeds))
         self.budget = tuple(sorted({float(b) for b in split_names(self.budget)}))
-        check_ranges(self, non_negative=("finetune_epochs", "threads"), positive=("batch_size",),
-                     within={"img_size": IMG_SIZE_RANGE})
+        check_ranges(
+            self,
+            non_negative=("finetune_epochs", "threads"),
+            positive=("batch_size",),
+            within={"img_size": IMG_SIZE_RANGE},
+        )
         for seed in self.seeds:
             if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
                 raise ParameterError(f"seeds must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}.")
@@ -66,14 +96,18 @@ class CompareConfig:
 def split_names(values) -> tuple:
     """('a,b', 'c') -> ('a', 'b', 'c'): a list option takes repeats, commas or both."""
     items = values if isinstance(values, (tuple, list)) else (values,)
-    return tuple(part.strip() if isinstance(part, str) else part
-                 for item in items for part in (str(item).split(",") if isinstance(item, str) else (item,))
-                 if not isinstance(part, str) or part.strip())
+    return tuple(
+        part.strip() if isinstance(part, str) else part
+        for item in items
+        for part in (str(item).split(",") if isinstance(item, str) else (item,))
+        if not isinstance(part, str) or part.strip()
+    )
 
 
 def check_names(kind: str, names: tuple, registry) -> None:
     registry.load()
     for name in names:
         if name not in registry.table:
-            raise ParameterError(f"unknown {kind} '{name}'.{suggest(name, registry.table)} Known: "
-                                 f"{', '.join(registry.table)}.")
+            raise ParameterError(
+                f"unknown {kind} '{name}'.{suggest(name, registry.table)} Known: {', '.join(registry.table)}."
+            )

@@ -1,11 +1,12 @@
 """`pretexts compare`: run every cell of a comparison (engine/compare/cells.py), then rank them
 (report.py). OUT holds the cells (OUT/cells/BACKBONE/ARM/seedS/cell.json), so the same command run again
 after an interruption resumes where it stopped; --force starts over."""
+
 import dataclasses
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pretexts.engine.compare.cells import arms_for, clock_kind, run_cell
 from pretexts.engine.compare.config import CompareConfig
@@ -34,8 +35,10 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
         arms = arms_for(cfg.tasks, cfg.methods)
         todo = [(arm, seed) for arm in arms for seed in cfg.seeds]
         say = (lambda line: None) if cfg.quiet else echo
-        say(f"comparing {len(arms) - 1} pairs and random init on {cfg.backbone}, '{cfg.data}': {len(todo)} cells, "
-            f"budget {', '.join(f'{b:g}' for b in cfg.budget)} min ({clock_kind(cfg)} clock) -> {out}")
+        say(
+            f"comparing {len(arms) - 1} pairs and random init on {cfg.backbone}, '{cfg.data}': {len(todo)} cells, "
+            f"budget {', '.join(f'{b:g}' for b in cfg.budget)} min ({clock_kind(cfg)} clock) -> {out}"
+        )
         cells = {}
         for i, (arm, seed) in enumerate(todo, 1):
             folder = out / "cells" / cfg.backbone / arm.folder / f"seed{seed}"
@@ -46,16 +49,26 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
                 continue
             cells[(arm.name, seed)] = cell
             top = cell["points"][max(cell["points"], key=float)]
-            say(f"[{i}/{len(todo)}] {arm.name}, seed {seed}{' (cached)' if cached else ''}: kNN {top['knn']:.2f}, "
-                f"linear {top['linear']:.2f}")
+            say(
+                f"[{i}/{len(todo)}] {arm.name}, seed {seed}{' (cached)' if cached else ''}: kNN {top['knn']:.2f}, "
+                f"linear {top['linear']:.2f}"
+            )
         rows = summarise(cells, cfg.budget, cfg.finetune_epochs)
         text = table(rows, cfg.rank_by, clock_kind(cfg))
         echo(text)
         write_text(out / "compare.md", text + "\n")
-        plot(rows, cfg.rank_by, out / "compare.png", f"{cfg.backbone} on '{cfg.data}', {len(cfg.seeds)} seed(s): "
-                                                      f"features after {max(cfg.budget):g} min of pretraining")
-        record = {"config": dataclasses.asdict(cfg), "rows": rows,
-                  "cells": {f"{name} / seed {seed}": cell for (name, seed), cell in cells.items()}}
+        plot(
+            rows,
+            cfg.rank_by,
+            out / "compare.png",
+            f"{cfg.backbone} on '{cfg.data}', {len(cfg.seeds)} seed(s): "
+            f"features after {max(cfg.budget):g} min of pretraining",
+        )
+        record = {
+            "config": dataclasses.asdict(cfg),
+            "rows": rows,
+            "cells": {f"{name} / seed {seed}": cell for (name, seed), cell in cells.items()},
+        }
         write_json(out / "compare.json", json.loads(json.dumps(record)))
         echo(f"wrote {out}/: compare.md, compare.png, compare.json, cells/")
         return record

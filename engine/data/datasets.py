@@ -2,6 +2,7 @@
 
 Every source yields (PIL image, label); `AugmentedImages` turns them into uint8 HWC arrays.
 """
+
 import os
 import pickle
 from importlib.resources import files
@@ -12,16 +13,16 @@ from torch.utils.data import Dataset, Subset
 from torchvision import datasets
 from torchvision.datasets.utils import check_integrity
 
-from pretexts.errors import DataError
-
 from pretexts.engine.data.image_check import keep_readable, load_rgb
+from pretexts.errors import DataError
 
 SAMPLE_DIR = Path(str(files("pretexts.engine") / "data" / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
 
 
-def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0, labelled: bool = False,
-                 dataset: str | None = None) -> Dataset | None:
+def build_source(
+    spec: str, split: str, img_size: int = 32, seed: int = 0, labelled: bool = False, dataset: str | None = None
+) -> Dataset | None:
     """The `split` ("train" or "val") of the data named by `spec`; None when it has no such split.
 
     - "sample": the CIFAR-10 images embedded in the package.
@@ -37,12 +38,18 @@ def build_source(spec: str, split: str, img_size: int = 32, seed: int = 0, label
     if spec == "sample":
         return image_folder(SAMPLE_DIR / split, img_size)
     if spec == "synthetic":
-        return datasets.FakeData(size=512 if split == "train" else 64, image_size=(3, img_size, img_size),
-                                 num_classes=10, random_offset=0 if split == "train" else 10_000)
+        return datasets.FakeData(
+            size=512 if split == "train" else 64,
+            image_size=(3, img_size, img_size),
+            num_classes=10,
+            random_offset=0 if split == "train" else 10_000,
+        )
     root = Path(spec).expanduser()
     if not root.exists():
-        raise DataError(f"data path '{spec}' does not exist; give an ImageFolder directory, "
-                        f"a CIFAR-10 folder, 'sample' or 'synthetic'.")
+        raise DataError(
+            f"data path '{spec}' does not exist; give an ImageFolder directory, "
+            f"a CIFAR-10 folder, 'sample' or 'synthetic'."
+        )
     if not root.is_dir():
         raise DataError(f"data path '{spec}' is a file; give the folder that holds the class folders.")
     if (root / "cifar-10-batches-py").is_dir():
@@ -59,14 +66,22 @@ def cifar10(root: Path, split: str) -> datasets.CIFAR10:
         return datasets.CIFAR10(str(root), train=split == "train", download=False)
     except (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError, pickle.UnpicklingError) as err:
         folder = root / datasets.CIFAR10.base_folder
-        files = datasets.CIFAR10.train_list + datasets.CIFAR10.test_list + [[datasets.CIFAR10.meta["filename"],
-                                                                             datasets.CIFAR10.meta["md5"]]]
-        bad = [("missing" if not (folder / name).is_file() else "damaged (wrong checksum)", name)
-               for name, md5 in files if not check_integrity(str(folder / name), md5)]
+        files = (
+            datasets.CIFAR10.train_list
+            + datasets.CIFAR10.test_list
+            + [[datasets.CIFAR10.meta["filename"], datasets.CIFAR10.meta["md5"]]]
+        )
+        bad = [
+            ("missing" if not (folder / name).is_file() else "damaged (wrong checksum)", name)
+            for name, md5 in files
+            if not check_integrity(str(folder / name), md5)
+        ]
         more = f" (and {len(bad) - 1} more of its {len(files)} files)" if len(bad) > 1 else ""
         why = f"{bad[0][1]} is {bad[0][0]}{more}" if bad else " ".join(str(err).split())[:160]
-        raise DataError(f"CIFAR-10 folder '{folder}' cannot be read: {why}; download it again (torchvision's "
-                        f"CIFAR10(root, download=True) on a machine online) or remove the folder.") from None
+        raise DataError(
+            f"CIFAR-10 folder '{folder}' cannot be read: {why}; download it again (torchvision's "
+            f"CIFAR10(root, download=True) on a machine online) or remove the folder."
+        ) from None
 
 
 def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datasets.ImageFolder:
@@ -78,8 +93,11 @@ def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datase
         loose = root.is_dir() and any(p.suffix.lower() in IMAGE_EXTENSIONS for p in root.iterdir())
         if loose and not labelled:
             return keep_readable(FlatImageFolder(str(root), loader=load_rgb), root, img_size)
-        hint = (f"its images lie directly in it, without labels: labelled data needs class folders such as "
-                f"{root / 'cats'}" if loose else f"expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files")
+        hint = (
+            f"its images lie directly in it, without labels: labelled data needs class folders such as {root / 'cats'}"
+            if loose
+            else f"expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files"
+        )
         raise DataError(f"no images found under '{root}': {hint} (the ImageNet layout).") from None
     return keep_readable(dataset, root, img_size)
 
@@ -94,8 +112,10 @@ class ImageTree(datasets.ImageFolder):
             _, class_to_idx = datasets.folder.find_classes(directory)
         samples = []
         for name in sorted(class_to_idx):
-            samples += [(path, class_to_idx[name]) for path in
-                        image_files(os.path.join(directory, name), outside=(os.path.realpath(directory),))]
+            samples += [
+                (path, class_to_idx[name])
+                for path in image_files(os.path.join(directory, name), outside=(os.path.realpath(directory),))
+            ]
         return samples
 
 
@@ -168,12 +188,17 @@ def timm_dataset(name: str, root: str, split: str) -> Dataset:
     from timm.data import create_dataset
 
     if name.startswith(STREAMS):
-        raise DataError(f"dataset '{name}' streams its images, so a resumed run could not start at the exact "
-                        f"image; use a map-style one (torch/..., hfds/...) or an ImageFolder tree.")
+        raise DataError(
+            f"dataset '{name}' streams its images, so a resumed run could not start at the exact "
+            f"image; use a map-style one (torch/..., hfds/...) or an ImageFolder tree."
+        )
     try:
-        return create_dataset(name, root=root, split="train" if split == "train" else "validation",
-                              download=False, is_training=False)
+        return create_dataset(
+            name, root=root, split="train" if split == "train" else "validation", download=False, is_training=False
+        )
     except (RuntimeError, FileNotFoundError, ValueError, AssertionError, ImportError) as err:
-        raise DataError(f"timm dataset '{name}' cannot be read from '{root}' ({' '.join(str(err).split())[:160]}); "
-                        f"put its files there first (nothing is downloaded), e.g. with torchvision's "
-                        f"download=True on a machine online.") from None
+        raise DataError(
+            f"timm dataset '{name}' cannot be read from '{root}' ({' '.join(str(err).split())[:160]}); "
+            f"put its files there first (nothing is downloaded), e.g. with torchvision's "
+            f"download=True on a machine online."
+        ) from None

@@ -5,6 +5,7 @@ about 0.05 ms a file, so it runs on every start. It cannot see a JPEG truncated 
 such a file fails when it is decoded, and `read_or_substitute` then reports it and serves the next
 readable image, so one bad file never stops a long run.
 """
+
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -105,8 +106,9 @@ def keep_readable(dataset, root: Path, min_side: int = 0):
     dataset.scan = scan_images([path for path, _ in dataset.samples], min_side)
     if not dataset.scan.good:
         shown = "; ".join(f"{Path(p).name}: {why}" for p, why in dataset.scan.bad[:3])
-        raise DataError(f"none of the {len(dataset.scan.bad)} image files under '{root}' can be read "
-                        f"({shown}); check the files.")
+        raise DataError(
+            f"none of the {len(dataset.scan.bad)} image files under '{root}' can be read ({shown}); check the files."
+        )
     good = set(dataset.scan.good)
     dataset.samples = dataset.imgs = [s for s in dataset.samples if s[0] in good]
     dataset.targets = [label for _, label in dataset.samples]

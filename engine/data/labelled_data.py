@@ -1,4 +1,5 @@
 """Labelled images for fine-tuning and probing: timm transforms, class names, class-balanced subsets."""
+
 import random
 from collections import defaultdict
 from contextlib import contextmanager
@@ -8,11 +9,10 @@ import torch
 from timm.data import create_transform
 from torch.utils.data import Dataset, Subset
 
-from pretexts.errors import DataError
-
 from pretexts.engine.data.datasets import build_source
 from pretexts.engine.data.image_check import read_or_substitute
 from pretexts.engine.data.loader import image_seed
+from pretexts.errors import DataError
 
 
 def labelled_splits(data: str, img_size: int, seed: int = 0) -> tuple[Dataset, Dataset]:
@@ -20,8 +20,10 @@ def labelled_splits(data: str, img_size: int, seed: int = 0) -> tuple[Dataset, D
     train = build_source(data, "train", img_size, seed, labelled=True)
     val = build_source(data, "val", img_size, seed, labelled=True)
     if val is None:
-        raise DataError(f"data '{data}' has train/ but no val/ folder; accuracy is measured on val/. "
-                        f"Add a val/ ImageFolder tree beside train/.")
+        raise DataError(
+            f"data '{data}' has train/ but no val/ folder; accuracy is measured on val/. "
+            f"Add a val/ ImageFolder tree beside train/."
+        )
     return train, val
 
 
@@ -107,11 +109,19 @@ class LabelledImages(Dataset):
 
 def train_transform(img_size: int, mean, std, randaug: str | None, crop_min_scale: float = 0.08):
     """timm's training transform: RandomResizedCrop, flip, RandAugment (the paper's fine-tuning, Table A)."""
-    return create_transform(img_size, is_training=True, scale=(crop_min_scale, 1.0), auto_augment=randaug,
-                            color_jitter=None, interpolation="bicubic", re_prob=0.0, mean=mean, std=std)
+    return create_transform(
+        img_size,
+        is_training=True,
+        scale=(crop_min_scale, 1.0),
+        auto_augment=randaug,
+        color_jitter=None,
+        interpolation="bicubic",
+        re_prob=0.0,
+        mean=mean,
+        std=std,
+    )
 
 
 def eval_transform(img_size: int, mean, std, crop_pct: float = 0.875):
     """Resize to img_size / crop_pct, centre crop, normalise (timm's, MAE's evaluation)."""
-    return create_transform(img_size, is_training=False, crop_pct=crop_pct, interpolation="bicubic",
-                            mean=mean, std=std)
+    return create_transform(img_size, is_training=False, crop_pct=crop_pct, interpolation="bicubic", mean=mean, std=std)

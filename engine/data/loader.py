@@ -1,4 +1,5 @@
 """CPU-side augmentation (albumentations) and the seeded, resumable, shardable sampler."""
+
 import signal
 from contextlib import contextmanager
 
@@ -49,10 +50,10 @@ class AugmentedImages(Dataset):
 class EpochSampler(DistributedSampler):
     """DistributedSampler that yields (epoch, index) keys and can start part-way through an epoch."""
 
-    def __init__(self, dataset, num_replicas: int = 1, rank: int = 0, shuffle: bool = True,
-                 seed: int = 0, drop_last: bool = True):
-        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed,
-                         drop_last=drop_last)
+    def __init__(
+        self, dataset, num_replicas: int = 1, rank: int = 0, shuffle: bool = True, seed: int = 0, drop_last: bool = True
+    ):
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
         self.start = 0
 
     def set_position(self, epoch: int, start: int = 0) -> None:
@@ -61,7 +62,7 @@ class EpochSampler(DistributedSampler):
         self.start = start
 
     def __iter__(self):
-        indices = list(super().__iter__())[self.start:]
+        indices = list(super().__iter__())[self.start :]
         return iter([(self.epoch, i) for i in indices])
 
     def __len__(self) -> int:
@@ -89,13 +90,22 @@ def batches(loader: DataLoader):
             shutdown()
 
 
-def make_loader(dataset: AugmentedImages, batch_size: int, sampler=None, workers: int = 2,
-                drop_last: bool = True) -> DataLoader:
+def make_loader(
+    dataset: AugmentedImages, batch_size: int, sampler=None, workers: int = 2, drop_last: bool = True
+) -> DataLoader:
     # Its own generator: creating a loader leaves the global RNG (dropout, drop-path) untouched, so a
     # run resumed mid-epoch draws the same numbers as one that was never stopped.
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      drop_last=drop_last, persistent_workers=False, pin_memory=torch.cuda.is_available(),
-                      worker_init_fn=ignore_stop_signals, generator=torch.Generator().manual_seed(0))
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=workers,
+        drop_last=drop_last,
+        persistent_workers=False,
+        pin_memory=torch.cuda.is_available(),
+        worker_init_fn=ignore_stop_signals,
+        generator=torch.Generator().manual_seed(0),
+    )
 
 
 def to_device(images: torch.Tensor, device: torch.device) -> torch.Tensor:

@@ -1,4 +1,6 @@
-"""Energies of real images, of corrupted ones and of each restoration step (paper, Appendix: "Histograms of energy scores")."""
+"""Energies of real images, of corrupted ones and of each restoration step.
+
+Paper, Appendix: "Histograms of energy scores"."""
 
 import matplotlib
 
@@ -6,17 +8,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from pretexts.errors import DataError  # noqa: E402
-
 from pretexts.engine.data.datasets import build_source  # noqa: E402
-from pretexts.engine.modules.eval_mode import eval_mode  # noqa: E402
 from pretexts.engine.data.loader import AugmentedImages, held_out_batches, unaugmented_transform  # noqa: E402
-from pretexts.engine.training.preflight import resolve_device  # noqa: E402
-from pretexts.engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json  # noqa: E402
 from pretexts.engine.evaluation.from_checkpoint import load_energy_model, task_for  # noqa: E402
 from pretexts.engine.methods.energy import EnergyMethod  # noqa: E402
 from pretexts.engine.methods.energy.restore import restore  # noqa: E402
 from pretexts.engine.methods.states import state_adapter  # noqa: E402
+from pretexts.engine.modules.eval_mode import eval_mode  # noqa: E402
+from pretexts.engine.training.preflight import resolve_device  # noqa: E402
+from pretexts.engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json  # noqa: E402
+from pretexts.errors import DataError  # noqa: E402
 
 
 def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -40,8 +41,10 @@ def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> di
 def summarise(scores: dict[str, torch.Tensor]) -> dict:
     """Mean, std and median of each group, and how often the real / last restored state beats the corrupted one."""
     last = list(scores)[-1]
-    summary = {name: {"mean": v.mean().item(), "std": v.std().item(), "median": v.median().item()}
-               for name, v in scores.items()}
+    summary = {
+        name: {"mean": v.mean().item(), "std": v.std().item(), "median": v.median().item()}
+        for name, v in scores.items()
+    }
     summary["real_below_corrupted"] = (scores["real"] < scores["corrupted"]).float().mean().item()
     summary[f"{last}_below_corrupted"] = (scores[last] < scores["corrupted"]).float().mean().item()
     summary["images"] = scores["real"].numel()
@@ -71,9 +74,19 @@ def held_out_images(data: str, img_size: int, count: int, seed: int, device, wor
     return held_out_batches(dataset, count, seed, device, workers)
 
 
-def energy_histogram(checkpoint: str, out: str, data: str | None = None, task: str | None = None,
-                     task_args: dict | None = None, images: int = 512, steps: int | None = None, seed: int = 0,
-                     device: str = "auto", workers: int = 2, force: bool = False) -> dict:
+def energy_histogram(
+    checkpoint: str,
+    out: str,
+    data: str | None = None,
+    task: str | None = None,
+    task_args: dict | None = None,
+    images: int = 512,
+    steps: int | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    workers: int = 2,
+    force: bool = False,
+) -> dict:
     """Score held-out images with a pretrained energy model; write OUT (png) and OUT with suffix .json.
 
     The task, its arguments, the data and the number of steps default to the checkpoint's own. Existing files
@@ -83,13 +96,22 @@ def energy_histogram(checkpoint: str, out: str, data: str | None = None, task: s
     claim_output_file(path, force, inputs=[checkpoint], companions=[path.with_suffix(".json")])
     device = resolve_device(device)
     model, cfg = load_energy_model(checkpoint, device)
-    corruption = task_for(cfg, task or cfg.task, task_args, model) if (task or task_args) else task_for(cfg, model=model)
+    corruption = (
+        task_for(cfg, task or cfg.task, task_args, model) if (task or task_args) else task_for(cfg, model=model)
+    )
     steps = steps or EnergyMethod.parse_args(cfg)["steps"]
     data = data or cfg.data
     batches = held_out_images(data, cfg.img_size, images, seed, device, workers)
     scores = energy_scores(model, corruption, batches, steps, device, seed)
     histogram_figure(scores, path, f"energy of {corruption.name} on {cfg.backbone} ({scores['real'].numel()} images)")
-    results = {"checkpoint": str(checkpoint), "task": corruption.name, "task_args": corruption.values(), "data": data,
-               "steps": steps, **summarise(scores), "figure": str(path)}
+    results = {
+        "checkpoint": str(checkpoint),
+        "task": corruption.name,
+        "task_args": corruption.values(),
+        "data": data,
+        "steps": steps,
+        **summarise(scores),
+        "figure": str(path),
+    }
     write_json(path.with_suffix(".json"), results)
     return results

@@ -4,6 +4,7 @@ A folder is what timm's `save_for_hf` writes (model.safetensors and a config.jso
 architecture, its arguments, input size, mean and std), so `timm.create_model("local-dir:OUT",
 pretrained=True)` rebuilds the model, and `push_to_hf_hub` uploads the same files.
 """
+
 import shutil
 import tempfile
 from pathlib import Path
@@ -14,12 +15,11 @@ from safetensors.torch import save
 from timm.models import push_to_hf_hub, save_for_hf
 
 from pretexts.backbones.normalisation import normalisation
-from pretexts.errors import CheckpointError, OutputError
-
+from pretexts.engine.evaluation.pretrained import create_classifier, timm_spec
 from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
 from pretexts.engine.training.preflight import check_output_dir
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, claim_output_file, write_json
-from pretexts.engine.evaluation.pretrained import create_classifier, timm_spec
+from pretexts.errors import CheckpointError, OutputError
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 # the architecture's own pretrained tag (e.g. augreg_in21k) and licence (timm's weights are mostly apache-2.0)
@@ -42,27 +42,39 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
     if ckpt.get("kind") in ("finetune", "finetuned"):
         spec = ckpt.get("timm")
         if spec is None:
-            raise CheckpointError(f"fine-tuning checkpoint '{checkpoint}' predates export support (no 'timm' "
-                                  f"entry); export its pretraining checkpoint, or fine-tune again.")
+            raise CheckpointError(
+                f"fine-tuning checkpoint '{checkpoint}' predates export support (no 'timm' "
+                f"entry); export its pretraining checkpoint, or fine-tune again."
+            )
         model = timm.create_model(spec["name"], pretrained=False, **spec["kwargs"])
         load_weights(model, ckpt["model"], checkpoint, spec["name"], "was it written by another version?")
-        provenance = {"fine_tuned": {**{k: ckpt["config"].get(k) for k in ("checkpoint", "data", "epochs")},
-                                     "epoch": ckpt.get("epoch"), "val_top1": ckpt.get("top1")},
-                      "classes": spec.get("classes")}
+        provenance = {
+            "fine_tuned": {
+                **{k: ckpt["config"].get(k) for k in ("checkpoint", "data", "epochs")},
+                "epoch": ckpt.get("epoch"),
+                "val_top1": ckpt.get("top1"),
+            },
+            "classes": spec.get("classes"),
+        }
         return model.eval(), spec["name"], spec["kwargs"], provenance
     model, saved = create_classifier(checkpoint, num_classes=0)
     timm_name, kwargs = timm_spec(saved["backbone"], saved["img_size"], model)
     kwargs = {**kwargs, "num_classes": 0}
-    pretraining = {k: saved.get(k) for k in ("method", "method_args", "task", "task_args", "backbone", "img_size",
-                                             "data")}
+    pretraining = {
+        k: saved.get(k) for k in ("method", "method_args", "task", "task_args", "backbone", "img_size", "data")
+    }
     return model.eval(), timm_name, kwargs, {"pretraining": pretraining}
 
 
 def data_config(model: torch.nn.Module, img_size: int) -> dict:
     """The preprocessing the weights were trained with: the run's size, not the architecture's 224 px default."""
     mean, std = normalisation(model)
-    return {"input_size": (3, img_size, img_size), "mean": mean, "std": std,
-            "crop_pct": model.pretrained_cfg.get("crop_pct", 0.875)}
+    return {
+        "input_size": (3, img_size, img_size),
+        "mean": mean,
+        "std": std,
+        "crop_pct": model.pretrained_cfg.get("crop_pct", 0.875),
+    }
 
 
 def model_img_size(model: torch.nn.Module, kwargs: dict, checkpoint: dict | None = None) -> int:
@@ -74,14 +86,20 @@ def load_line(timm_name: str, kwargs: dict, target: str, data: dict) -> str:
     """The one line of Python that rebuilds the exported model with timm alone."""
     if Path(target).suffix not in WEIGHT_SUFFIXES:
         return f"timm.create_model({'local-dir:' + target!r}, pretrained=True)"
-    overlay = {"file": target, "num_classes": kwargs.get("num_classes", 0), "input_size": data["input_size"],
-               "mean": data["mean"], "std": data["std"]}
+    overlay = {
+        "file": target,
+        "num_classes": kwargs.get("num_classes", 0),
+        "input_size": data["input_size"],
+        "mean": data["mean"],
+        "std": data["std"],
+    }
     args = "".join(f", {k}={v!r}" for k, v in kwargs.items())
     return f"timm.create_model({timm_name!r}, pretrained=True, pretrained_cfg_overlay={overlay!r}{args})"
 
 
-def export_backbone(checkpoint: str, out: str, push_to_hub: str | None = None, private: bool = False,
-                    force: bool = False) -> dict:
+def export_backbone(
+    checkpoint: str, out: str, push_to_hub: str | None = None, private: bool = False, force: bool = False
+) -> dict:
     """Export `checkpoint` to `out`: a folder (Hub-ready, the default) or a weights file (.safetensors, .pth).
 
     Writes `pretexts.json` in the folder (OUT with suffix .json for a file): the timm name, arguments, load
@@ -111,22 +129,42 @@ def export_to(checkpoint: str, path: Path, push_to_hub: str | None, private: boo
             atomic_save(state, path)
     else:
         write_folder(model, path, kwargs, data, provenance.get("classes"))
-    info = {"file": str(path), "timm_name": timm_name, "kwargs": kwargs, "tensors": len(state),
-            "parameters": sum(p.numel() for p in model.parameters()), "input_size": list(data["input_size"]),
-            "mean": list(data["mean"]), "std": list(data["std"]), "license": LICENSE,
-            "load": load_line(timm_name, kwargs, str(path), data), "checkpoint": str(checkpoint), **provenance}
+    info = {
+        "file": str(path),
+        "timm_name": timm_name,
+        "kwargs": kwargs,
+        "tensors": len(state),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "input_size": list(data["input_size"]),
+        "mean": list(data["mean"]),
+        "std": list(data["std"]),
+        "license": LICENSE,
+        "load": load_line(timm_name, kwargs, str(path), data),
+        "checkpoint": str(checkpoint),
+        **provenance,
+    }
     write_json(path.with_suffix(".json") if is_file else path / "pretexts.json", info)
     if push_to_hub:
         try:
-            info["hub"] = str(push_to_hf_hub(model, push_to_hub, model_config=hub_config(provenance.get("classes")),
-                                             model_card={"license": LICENSE}, model_args=kwargs,
-                                             data_config=data, private=private,
-                                             commit_message=f"pretexts export of {Path(checkpoint).name}",
-                                             safe_serialization=True))
+            info["hub"] = str(
+                push_to_hf_hub(
+                    model,
+                    push_to_hub,
+                    model_config=hub_config(provenance.get("classes")),
+                    model_card={"license": LICENSE},
+                    model_args=kwargs,
+                    data_config=data,
+                    private=private,
+                    commit_message=f"pretexts export of {Path(checkpoint).name}",
+                    safe_serialization=True,
+                )
+            )
         except Exception as err:  # auth, network, a bad repo name: the local export is already complete
-            raise OutputError(f"wrote {path}, but the upload to '{push_to_hub}' failed ({type(err).__name__}: "
-                              f"{' '.join(str(err).split())[:200]}); log in with `huggingface-cli login` or set "
-                              f"HF_TOKEN, then run the export again.") from None
+            raise OutputError(
+                f"wrote {path}, but the upload to '{push_to_hub}' failed ({type(err).__name__}: "
+                f"{' '.join(str(err).split())[:200]}); log in with `huggingface-cli login` or set "
+                f"HF_TOKEN, then run the export again."
+            ) from None
     return info
 
 
@@ -135,8 +173,14 @@ def write_folder(model: torch.nn.Module, path: Path, kwargs: dict, data: dict, c
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        save_for_hf(model, str(staging), model_config=hub_config(classes), model_args=kwargs, data_config=data,
-                    safe_serialization=True)
+        save_for_hf(
+            model,
+            str(staging),
+            model_config=hub_config(classes),
+            model_args=kwargs,
+            data_config=data,
+            safe_serialization=True,
+        )
         path.mkdir(exist_ok=True)
         for item in staging.iterdir():
             item.replace(path / item.name)

@@ -4,13 +4,14 @@ Under torchrun every rank trains on its share of each global batch (`--batch-siz
 and validation is split over the ranks and summed; rank 0 alone writes. Each image's augmentation is seeded by
 (seed, epoch, index), so without mixup/cutmix (which mix within a rank's share) and drop-path two ranks take the
 same steps as one process."""
+
 import json
 import math
 import random
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -21,32 +22,47 @@ from timm.scheduler import CosineLRScheduler
 from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
-from pretexts.errors import DataError
-
+from pretexts.engine.data.labelled_data import (
+    LabelledImages,
+    class_balanced_subset,
+    class_names,
+    eval_transform,
+    labels_of,
+    train_transform,
+)
+from pretexts.engine.data.loader import EpochSampler
+from pretexts.engine.evaluation.finetune_config import FinetuneConfig
+from pretexts.engine.evaluation.pretrained import (
+    classifier_from,
+    create_classifier,
+    downstream_data,
+    downstream_splits,
+    timm_spec,
+)
 from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.interrupt import StopSignals
-from pretexts.engine.training.progress import ProgressLines, progress, stderr_line
-from pretexts.engine.evaluation.finetune_config import FinetuneConfig
-from pretexts.engine.data.loader import EpochSampler
-from pretexts.engine.data.labelled_data import (LabelledImages, class_balanced_subset, class_names, eval_transform,
-                                                labels_of, train_transform)
 from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
 from pretexts.engine.training.optimizer_step import OptimizerStep
-from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
+from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
+from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes, resolve_device
+from pretexts.engine.training.progress import ProgressLines, progress, stderr_line
+from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
 from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, check_resumable
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
-from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
-from pretexts.engine.training.preflight import resolve_device
-from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
-from pretexts.engine.evaluation.pretrained import (classifier_from, create_classifier, downstream_data,
-                                                  downstream_splits, timm_spec)
+from pretexts.errors import DataError
 
 
 def build_finetune_optimizer(model: torch.nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:
     """AdamW with layer-wise lr decay (timm's param_groups_layer_decay): group lr = lr x lr_scale."""
-    return create_optimizer_v2(model, "adamw", lr=cfg.peak_lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
-                               layer_decay=cfg.layer_decay if cfg.layer_decay < 1 else None)
+    return create_optimizer_v2(
+        model,
+        "adamw",
+        lr=cfg.peak_lr,
+        weight_decay=cfg.weight_decay,
+        betas=cfg.betas,
+        layer_decay=cfg.layer_decay if cfg.layer_decay < 1 else None,
+    )
 
 
 def build_criterion(cfg: FinetuneConfig) -> torch.nn.Module:
@@ -83,8 +99,9 @@ class Finetuner:
 
     def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line):
         self.cfg, self.echo = cfg, echo
-        self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size,
-                                                                 cfg.accum_iter)
+        self.rank, self.world, self.device = distributed.setup(
+            resolve_device(cfg.device), cfg.batch_size, cfg.accum_iter
+        )
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
@@ -96,8 +113,11 @@ class Finetuner:
         train, val = downstream_splits(cfg.data, self.data_origin, cfg.img_size or 32, cfg.seed)
         self.classes = class_names(train)
         build = dict(num_classes=len(self.classes), drop_path_rate=cfg.drop_path)
-        self.model, self.pretraining = classifier_from(ckpt, cfg.checkpoint, cfg.backbone, cfg.img_size, **build) \
-            if ckpt else create_classifier(None, cfg.backbone, cfg.img_size, **build)
+        self.model, self.pretraining = (
+            classifier_from(ckpt, cfg.checkpoint, cfg.backbone, cfg.img_size, **build)
+            if ckpt
+            else create_classifier(None, cfg.backbone, cfg.img_size, **build)
+        )
         self.model.to(self.device)
         self.img_size = self.pretraining.get("img_size") or cfg.img_size or 32
         self.backbone_name = self.pretraining.get("backbone") or cfg.backbone
@@ -105,12 +125,18 @@ class Finetuner:
         check_output_dir(self.out, checkpoint_bytes(self.model))
         mean, std = normalisation(self.model)
         indices = class_balanced_subset(labels_of(train), cfg.label_fraction, cfg.seed) if cfg.label_fraction else None
-        self.train_set = LabelledImages(train, train_transform(self.img_size, mean, std, cfg.randaug_policy,
-                                                               cfg.crop_min_scale), indices, seed=cfg.seed)
+        self.train_set = LabelledImages(
+            train,
+            train_transform(self.img_size, mean, std, cfg.randaug_policy, cfg.crop_min_scale),
+            indices,
+            seed=cfg.seed,
+        )
         if len(self.train_set) < cfg.batch_size:
-            raise DataError(f"data '{cfg.data}' has {len(self.train_set)} training images"
-                            f"{' after --label-fraction' if indices else ''}, fewer than one batch of "
-                            f"{cfg.batch_size}; lower --batch-size.")
+            raise DataError(
+                f"data '{cfg.data}' has {len(self.train_set)} training images"
+                f"{' after --label-fraction' if indices else ''}, fewer than one batch of "
+                f"{cfg.batch_size}; lower --batch-size."
+            )
         self.val_set = LabelledImages(val, eval_transform(self.img_size, mean, std, cfg.crop_pct))
         self.sampler = EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
         self.steps_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
@@ -119,37 +145,78 @@ class Finetuner:
         total = cfg.epochs * self.steps_per_epoch
         self.optimizer = build_finetune_optimizer(self.model, cfg)
         # timm's scheduler sets each group's lr x its layer scale on construction, warm-up or not
-        self.scheduler = CosineLRScheduler(self.optimizer, t_initial=total, lr_min=cfg.min_lr, t_in_epochs=False,
-                                           warmup_t=min(int(cfg.warmup_epochs * self.steps_per_epoch), total - 1))
-        self.mixup = Mixup(mixup_alpha=cfg.mixup, cutmix_alpha=cfg.cutmix, prob=cfg.mixup_prob,
-                           switch_prob=cfg.mixup_switch_prob, label_smoothing=cfg.smoothing,
-                           num_classes=len(self.classes)) if cfg.mixing else None
+        self.scheduler = CosineLRScheduler(
+            self.optimizer,
+            t_initial=total,
+            lr_min=cfg.min_lr,
+            t_in_epochs=False,
+            warmup_t=min(int(cfg.warmup_epochs * self.steps_per_epoch), total - 1),
+        )
+        self.mixup = (
+            Mixup(
+                mixup_alpha=cfg.mixup,
+                cutmix_alpha=cfg.cutmix,
+                prob=cfg.mixup_prob,
+                switch_prob=cfg.mixup_switch_prob,
+                label_smoothing=cfg.smoothing,
+                num_classes=len(self.classes),
+            )
+            if cfg.mixing
+            else None
+        )
         self.criterion = build_criterion(cfg)
         self.dtype = amp_dtype(cfg.amp, self.device)
         self.scaler = grad_scaler(self.device, self.dtype)
         self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
         # SyncBatchNorm (ResNets): the batch statistics of the global batch, as in one process
-        self.replicated = distributed.replicate(self.model, self.device, sync_batchnorm=True) if self.world > 1 else None
+        self.replicated = (
+            distributed.replicate(self.model, self.device, sync_batchnorm=True) if self.world > 1 else None
+        )
         if self.world > 1:  # MAE's seed + rank: drop-path and mixup draw differently on each rank
             torch.manual_seed(cfg.seed + self.rank)
             np.random.seed(cfg.seed + self.rank)
-        self.optimizer_step = OptimizerStep(self.model, self.optimizer, self.scheduler, self.scaler, self.nonfinite,
-                                            cfg.clip_grad, self.replicated, self.world)
+        self.optimizer_step = OptimizerStep(
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            self.scaler,
+            self.nonfinite,
+            cfg.clip_grad,
+            self.replicated,
+            self.world,
+        )
         self.global_step, self.epoch, self.history = 0, 0, []
         self.stop = StopSignals()
         # one line per epoch (on stderr by default: `echo`), its top-1 appended; none under --quiet
-        self.lines = ProgressLines(cfg.epochs, total, quiet=cfg.quiet, enabled=self.rank == 0, every=cfg.log_every,
-                                   on_terminal=True, write=echo)
+        self.lines = ProgressLines(
+            cfg.epochs,
+            total,
+            quiet=cfg.quiet,
+            enabled=self.rank == 0,
+            every=cfg.log_every,
+            on_terminal=True,
+            write=echo,
+        )
 
     def train_loader(self) -> DataLoader:
         """This rank's share of each global batch of the epoch, in the order one process would take them."""
         self.sampler.set_position(self.epoch)
-        return DataLoader(self.train_set, batch_size=self.cfg.batch_size // self.world, sampler=self.sampler,
-                          drop_last=True, num_workers=self.cfg.workers, pin_memory=self.device.type == "cuda")
+        return DataLoader(
+            self.train_set,
+            batch_size=self.cfg.batch_size // self.world,
+            sampler=self.sampler,
+            drop_last=True,
+            num_workers=self.cfg.workers,
+            pin_memory=self.device.type == "cuda",
+        )
 
     def val_loader(self) -> DataLoader:
-        return DataLoader(distributed.shard(self.val_set, self.rank, self.world), batch_size=256,
-                          num_workers=self.cfg.workers, pin_memory=self.device.type == "cuda")
+        return DataLoader(
+            distributed.shard(self.val_set, self.rank, self.world),
+            batch_size=256,
+            num_workers=self.cfg.workers,
+            pin_memory=self.device.type == "cuda",
+        )
 
     def compute_loss(self, micro_batch) -> torch.Tensor:
         """The criterion on one micro-batch of (images, labels), under autocast when the run asks for it."""
@@ -204,12 +271,21 @@ class Finetuner:
             while self.epoch < cfg.epochs:
                 loss = self.train_epoch()
                 if self.stop.requested:
-                    return {"interrupted": self.stop.signal.name, "exit_code": self.stop.exit_code,
-                            "epochs": self.epoch, "optimizer_steps": self.global_step}
+                    return {
+                        "interrupted": self.stop.signal.name,
+                        "exit_code": self.stop.exit_code,
+                        "epochs": self.epoch,
+                        "optimizer_steps": self.global_step,
+                    }
                 self.epoch += 1
                 top1 = top1_accuracy(self.model, val_loader, self.device, self.dtype, self.world)
-                row = {"epoch": self.epoch, "step": self.global_step, "loss": loss, "top1": top1,
-                       "lr": max(g["lr"] for g in self.optimizer.param_groups)}
+                row = {
+                    "epoch": self.epoch,
+                    "step": self.global_step,
+                    "loss": loss,
+                    "top1": top1,
+                    "lr": max(g["lr"] for g in self.optimizer.param_groups),
+                }
                 self.history.append(row)
                 check_finite_weights(self.model, self.global_step, self.out)
                 if writing:
@@ -220,16 +296,27 @@ class Finetuner:
                 self.lines.epoch_line(self.epoch, self.global_step, row["lr"], result=f"val top-1 {top1:.2f}%")
         history = self.history
         best = max(history, key=lambda r: r["top1"])  # the first of equals, as best.pt keeps it
-        results = {"top1": [r["top1"] for r in history], "final_top1": history[-1]["top1"],
-                   "best_top1": best["top1"], "best_epoch": best["epoch"], "epochs": cfg.epochs,
-                   "weights": {"final": FINAL, "best": BEST}, "accuracy": "top-1 in percent on val/",
-                   "optimizer_steps": self.global_step, "skipped_nonfinite_steps": self.nonfinite.skipped,
-                   "seconds": time.time() - start,
-                   "train_images": len(self.train_set), "val_images": len(self.val_set), "classes": len(self.classes),
-                   "processes": self.world,
-                   "backbone": self.backbone_name, "checkpoint": cfg.checkpoint,
-                   "pretraining": {k: self.pretraining.get(k) for k in ("method", "task", "task_args")}
-                   if self.pretraining else None}
+        results = {
+            "top1": [r["top1"] for r in history],
+            "final_top1": history[-1]["top1"],
+            "best_top1": best["top1"],
+            "best_epoch": best["epoch"],
+            "epochs": cfg.epochs,
+            "weights": {"final": FINAL, "best": BEST},
+            "accuracy": "top-1 in percent on val/",
+            "optimizer_steps": self.global_step,
+            "skipped_nonfinite_steps": self.nonfinite.skipped,
+            "seconds": time.time() - start,
+            "train_images": len(self.train_set),
+            "val_images": len(self.val_set),
+            "classes": len(self.classes),
+            "processes": self.world,
+            "backbone": self.backbone_name,
+            "checkpoint": cfg.checkpoint,
+            "pretraining": {k: self.pretraining.get(k) for k in ("method", "task", "task_args")}
+            if self.pretraining
+            else None,
+        }
         if writing:
             self.save(FINAL)
             write_json(self.out / "results.json", results)
@@ -238,10 +325,19 @@ class Finetuner:
     def save_checkpoint(self) -> Path:
         """OUT/checkpoint.pt: everything `--resume` needs to continue after this epoch as if never stopped."""
         path = self.out / "checkpoint.pt"
-        save_checkpoint({"kind": "finetune", "config": self.cfg.to_dict(),
-                     "timm": self.timm_spec(), **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
-                     "epoch": self.epoch, "global_step": self.global_step, "history": self.history,
-                     "nonfinite_skipped": self.nonfinite.skipped}, path)
+        save_checkpoint(
+            {
+                "kind": "finetune",
+                "config": self.cfg.to_dict(),
+                "timm": self.timm_spec(),
+                **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
+                "epoch": self.epoch,
+                "global_step": self.global_step,
+                "history": self.history,
+                "nonfinite_skipped": self.nonfinite.skipped,
+            },
+            path,
+        )
         return path
 
     def load(self, path: Path) -> None:
@@ -263,9 +359,20 @@ class Finetuner:
         under 'model' (timm's load_checkpoint reads it), how to build it, and the epoch and top-1 it holds."""
         spec = self.timm_spec()
         path = self.out / name
-        save_checkpoint({"kind": "finetuned", "model": self.model.state_dict(),
-                     "timm": spec, "timm_name": spec["name"], "timm_kwargs": spec["kwargs"], "classes": self.classes,
-                     "config": self.cfg.to_dict(), "epoch": self.epoch, "top1": self.history[-1]["top1"]}, path)
+        save_checkpoint(
+            {
+                "kind": "finetuned",
+                "model": self.model.state_dict(),
+                "timm": spec,
+                "timm_name": spec["name"],
+                "timm_kwargs": spec["kwargs"],
+                "classes": self.classes,
+                "config": self.cfg.to_dict(),
+                "epoch": self.epoch,
+                "top1": self.history[-1]["top1"],
+            },
+            path,
+        )
         return path
 
 

@@ -1,12 +1,11 @@
 """Rebuild the energy model and its task from a pretraining checkpoint."""
+
 import pretexts
-
-from pretexts.errors import CheckpointError
-
-from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.methods.energy import EnergyMethod, create_energy_model
+from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.training.checkpoint import load_checkpoint, load_weights
 from pretexts.engine.training.config import PretrainConfig
+from pretexts.errors import CheckpointError
 
 
 def load_energy_model(path, device="cpu"):
@@ -15,18 +14,33 @@ def load_energy_model(path, device="cpu"):
     ckpt = load_checkpoint(path, kinds=("pretrain",))
     cfg = PretrainConfig.from_dict(ckpt["config"])
     if cfg.method != "energy":
-        raise CheckpointError(f"checkpoint '{path}' was trained with --method {cfg.method} and holds no energy "
-                              f"model; give a checkpoint of `pretexts train` (--method energy).")
+        raise CheckpointError(
+            f"checkpoint '{path}' was trained with --method {cfg.method} and holds no energy "
+            f"model; give a checkpoint of `pretexts train` (--method energy)."
+        )
     args = EnergyMethod.parse_args(cfg)
-    model = create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=args["alpha"],
-                                head_init_std=args["head_init_std"], energy_scale=args["energy_scale"])
-    load_weights(model, ckpt["model"], path, f"a {cfg.backbone} energy model",
-                 "was it written by another version, or its config edited?")
+    model = create_energy_model(
+        cfg.backbone,
+        img_size=cfg.img_size,
+        alpha=args["alpha"],
+        head_init_std=args["head_init_std"],
+        energy_scale=args["energy_scale"],
+    )
+    load_weights(
+        model,
+        ckpt["model"],
+        path,
+        f"a {cfg.backbone} energy model",
+        "was it written by another version, or its config edited?",
+    )
     return model.to(device).eval(), cfg
 
 
 def task_for(cfg: PretrainConfig, name: str | None = None, task_args: dict | None = None, model=None):
     """The run's own task (or `name` with `task_args`), prepared for `model` when given (its state adapter)."""
-    task = pretexts.create_pretext(name, **(task_args or {})) if name else \
-        pretexts.create_pretext(cfg.task, **cfg.task_args)
+    task = (
+        pretexts.create_pretext(name, **(task_args or {}))
+        if name
+        else pretexts.create_pretext(cfg.task, **cfg.task_args)
+    )
     return state_adapter(task, model).prepare() if model is not None else task

@@ -1,13 +1,13 @@
 """A pretraining checkpoint's backbone as a plain timm model: for fine-tuning, probing and export."""
+
 from torch import nn
 
 from pretexts import backbones
 from pretexts.backbones.factory import set_fused_attention
-from pretexts.errors import CheckpointError, DataError, ParameterError, UnknownNameError
-from pretexts.registry import METHODS, get_pretext_class
-
 from pretexts.engine.data.labelled_data import labelled_splits
 from pretexts.engine.training.checkpoint import check_shapes, load_checkpoint
+from pretexts.errors import CheckpointError, DataError, ParameterError, UnknownNameError
+from pretexts.registry import METHODS, get_pretext_class
 
 PREFIX = "backbone."
 
@@ -33,7 +33,7 @@ def backbone_weights(ckpt: dict, backbone: nn.Module) -> dict:
     learnable patch position embeddings; the method that trained it says what fine-tuning starts from
     (`fine_tuning_positions`: the energy method's fixed sin-cos table, the AE's zeros).
     """
-    state = {k[len(PREFIX):]: v for k, v in ckpt["model"].items() if k.startswith(PREFIX)}
+    state = {k[len(PREFIX) :]: v for k, v in ckpt["model"].items() if k.startswith(PREFIX)}
     if not state:
         raise CheckpointError("the checkpoint holds no backbone weights (no 'backbone.*' keys).")
     saved = ckpt["config"]
@@ -66,12 +66,14 @@ def load_pretrained(model: nn.Module, ckpt: dict, path) -> nn.Module:
     if missing or result.unexpected_keys:
         raise CheckpointError(
             f"checkpoint '{path}' does not fit backbone '{ckpt['config'].get('backbone')}': missing "
-            f"{missing[:4]}, unexpected {result.unexpected_keys[:4]}. Was it written by another version?")
+            f"{missing[:4]}, unexpected {result.unexpected_keys[:4]}. Was it written by another version?"
+        )
     return model
 
 
-def create_classifier(checkpoint: str | None, backbone: str | None = None, img_size: int | None = None,
-                      **kwargs) -> tuple[nn.Module, dict]:
+def create_classifier(
+    checkpoint: str | None, backbone: str | None = None, img_size: int | None = None, **kwargs
+) -> tuple[nn.Module, dict]:
     """A timm model (kwargs: num_classes, drop_path_rate, ...) and the pretraining config it came from.
 
     With a checkpoint, the backbone name and image size are the checkpoint's; without one, `backbone`
@@ -83,19 +85,23 @@ def create_classifier(checkpoint: str | None, backbone: str | None = None, img_s
     return classifier_from(load_checkpoint(checkpoint, kinds=("pretrain",)), checkpoint, backbone, img_size, **kwargs)
 
 
-def classifier_from(ckpt: dict, checkpoint, backbone: str | None = None, img_size: int | None = None,
-                    **kwargs) -> tuple[nn.Module, dict]:
+def classifier_from(
+    ckpt: dict, checkpoint, backbone: str | None = None, img_size: int | None = None, **kwargs
+) -> tuple[nn.Module, dict]:
     """`create_classifier` from a pretraining checkpoint already loaded (its config read first, e.g. for its data)."""
     saved = ckpt["config"]
     if backbone is not None and backbone != saved.get("backbone"):
-        raise ParameterError(f"checkpoint '{checkpoint}' holds a {saved.get('backbone')} backbone, not {backbone}; "
-                             f"leave out --backbone (it is the checkpoint's).")
+        raise ParameterError(
+            f"checkpoint '{checkpoint}' holds a {saved.get('backbone')} backbone, not {backbone}; "
+            f"leave out --backbone (it is the checkpoint's)."
+        )
     if img_size is not None and img_size != saved.get("img_size"):
-        raise ParameterError(f"checkpoint '{checkpoint}' was pretrained at {saved.get('img_size')} px; "
-                             f"use that size (leave out --img-size).")
+        raise ParameterError(
+            f"checkpoint '{checkpoint}' was pretrained at {saved.get('img_size')} px; "
+            f"use that size (leave out --img-size)."
+        )
     model = backbones.create_backbone(saved["backbone"], img_size=saved.get("img_size"), **kwargs)
     return set_fused_attention(load_pretrained(model, ckpt, checkpoint), True), saved
-
 
 
 GIVEN, RECORDED, SAMPLE = "given", "recorded", "sample"
@@ -113,9 +119,11 @@ def downstream_data(data: str | None, recorded: str | None) -> tuple[str, str]:
 
 def describe_data(data: str, origin: str) -> str:
     """How the first output line names the data: which, and why that one."""
-    return {GIVEN: f"'{data}'", RECORDED: f"'{data}' (the data the weights were trained on, as the checkpoint "
-                                          f"records; --data to change)",
-            SAMPLE: f"'{data}' (the embedded sample: no data recorded; --data DIR to change)"}[origin]
+    return {
+        GIVEN: f"'{data}'",
+        RECORDED: f"'{data}' (the data the weights were trained on, as the checkpoint records; --data to change)",
+        SAMPLE: f"'{data}' (the embedded sample: no data recorded; --data DIR to change)",
+    }[origin]
 
 
 def downstream_splits(data: str, origin: str, img_size: int, seed: int):
@@ -125,5 +133,7 @@ def downstream_splits(data: str, origin: str, img_size: int, seed: int):
     except DataError as err:
         if origin != RECORDED:
             raise
-        raise DataError(f"--data was not given, so the checkpoint's pretraining data '{data}' was taken, but: "
-                        f"{str(err).rstrip('.')}. Give --data DIR with train/ and val/ class folders.") from None
+        raise DataError(
+            f"--data was not given, so the checkpoint's pretraining data '{data}' was taken, but: "
+            f"{str(err).rstrip('.')}. Give --data DIR with train/ and val/ class folders."
+        ) from None

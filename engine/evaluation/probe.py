@@ -4,11 +4,12 @@ A probe is a function `(train, val, num_classes, cfg, **params) -> (results, lin
 with `@register_probe(name, params)` (or through the entry-point group `pretexts.probes`); `--probe NAME` runs it.
 `params` declares its options as tasks and methods do (name -> `pretexts.Param`); they reach it as keyword
 arguments, converted and checked, from `--probe-arg KEY=VALUE` (the built-ins' also from their own flags)."""
+
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import torch
 from timm.scheduler import CosineLRScheduler
@@ -16,19 +17,17 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
-from pretexts.registry import PROBES
-
+from pretexts.engine.data.labelled_data import LabelledImages, class_names, eval_transform
+from pretexts.engine.evaluation.pretrained import describe_data, downstream_data, downstream_splits
 from pretexts.engine.evaluation.probe_config import HEAD_PARAMS, KNN_PARAMS, MLP_PARAMS, ProbeConfig
+from pretexts.engine.evaluation.weights import load_backbone
 from pretexts.engine.measures.health import standardise
 from pretexts.engine.measures.knn import knn_accuracy
-from pretexts.engine.data.labelled_data import LabelledImages, class_names, eval_transform
-from pretexts.engine.training.preflight import check_output_dir
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json
-from pretexts.engine.training.preflight import resolve_device
-from pretexts.engine.evaluation.pretrained import describe_data, downstream_data, downstream_splits
-from pretexts.engine.evaluation.weights import load_backbone
 from pretexts.engine.training import distributed
+from pretexts.engine.training.preflight import check_output_dir, resolve_device
 from pretexts.engine.training.progress import progress
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json
+from pretexts.registry import PROBES
 
 
 def register_probe(name: str, params: dict | None = None):
@@ -45,13 +44,28 @@ def probe_head(method: str, dim: int, num_classes: int, hidden: int = 768) -> nn
     """A BatchNorm without affine (MAE's linear probe) then a linear layer, or the paper's 3-layer MLP."""
     if method == "linear":
         return nn.Sequential(nn.BatchNorm1d(dim, affine=False), nn.Linear(dim, num_classes))
-    return nn.Sequential(nn.BatchNorm1d(dim, affine=False), nn.Linear(dim, hidden), nn.ReLU(),
-                         nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+    return nn.Sequential(
+        nn.BatchNorm1d(dim, affine=False),
+        nn.Linear(dim, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, hidden),
+        nn.ReLU(),
+        nn.Linear(hidden, num_classes),
+    )
 
 
 @torch.no_grad()
-def extract_features(model: nn.Module, dataset, device, batch_size: int = 256, workers: int = 2,
-                     desc: str = "features", quiet: bool = True, rank: int = 0, world: int = 1) -> tuple[Tensor, Tensor]:
+def extract_features(
+    model: nn.Module,
+    dataset,
+    device,
+    batch_size: int = 256,
+    workers: int = 2,
+    desc: str = "features",
+    quiet: bool = True,
+    rank: int = 0,
+    world: int = 1,
+) -> tuple[Tensor, Tensor]:
     """Pooled features [N, D] and labels [N] of a dataset through a frozen model, in eval mode. Under torchrun each
     rank extracts its shard and every rank gets the whole set back, in the dataset's order."""
     model.eval()
@@ -62,12 +76,23 @@ def extract_features(model: nn.Module, dataset, device, batch_size: int = 256, w
             features.append(model(images.to(device)).float().cpu())
             labels.append(target)
             bar.update()
-    return (distributed.gather_shards(torch.cat(features), device, world),
-            distributed.gather_shards(torch.cat(labels), device, world))
+    return (
+        distributed.gather_shards(torch.cat(features), device, world),
+        distributed.gather_shards(torch.cat(labels), device, world),
+    )
 
 
-def train_head(head: nn.Module, train: tuple[Tensor, Tensor], val: tuple[Tensor, Tensor], seed: int, *, epochs: int,
-               batch_size: int, lr: float, weight_decay: float) -> float:
+def train_head(
+    head: nn.Module,
+    train: tuple[Tensor, Tensor],
+    val: tuple[Tensor, Tensor],
+    seed: int,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+) -> float:
     """AdamW with cosine decay on cached features; returns the final val top-1 in percent."""
     generator = torch.Generator().manual_seed(seed)
     features, labels = train
@@ -78,7 +103,7 @@ def train_head(head: nn.Module, train: tuple[Tensor, Tensor], val: tuple[Tensor,
     for epoch in range(epochs):
         order = torch.randperm(features.shape[0], generator=generator)
         for i, start in enumerate(range(0, features.shape[0], batch_size)):
-            batch = order[start:start + batch_size]
+            batch = order[start : start + batch_size]
             if batch.numel() < 2:  # BatchNorm needs two samples
                 continue
             loss = nn.functional.cross_entropy(head(features[batch]), labels[batch])
@@ -96,14 +121,19 @@ def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     claimed first: never over another run's results or the checkpoint probed."""
     rank, world, device = distributed.setup(resolve_device(cfg.device))
     with RunLock(cfg.out, "probe") if rank == 0 else nullcontext():  # rank 0 alone writes
-        local = cfg.timm_model[len("local-dir:"):] if (cfg.timm_model or "").startswith("local-dir:") else None
+        local = cfg.timm_model[len("local-dir:") :] if (cfg.timm_model or "").startswith("local-dir:") else None
         if rank == 0:
             claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data, local], resumable=False)
         return probe_features(cfg, echo if rank == 0 else lambda line: None, rank, world, device)
 
 
-def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print, rank: int = 0, world: int = 1,
-                   device: torch.device | None = None) -> dict:
+def probe_features(
+    cfg: ProbeConfig,
+    echo: Callable[[str], None] = print,
+    rank: int = 0,
+    world: int = 1,
+    device: torch.device | None = None,
+) -> dict:
     """The first line names the backbone and the data (`cfg.data`, else the data the weights were trained on),
     then each probe's line; config.json records the data used. Under torchrun the ranks share the feature
     extraction, then every rank runs the probes on the whole gathered set (the same numbers everywhere, so no rank
@@ -115,19 +145,31 @@ def probe_features(cfg: ProbeConfig, echo: Callable[[str], None] = print, rank: 
     cfg.data, origin = downstream_data(cfg.data, weights.data)
     train_source, val_source = downstream_splits(cfg.data, origin, weights.img_size, cfg.seed)
     classes = class_names(train_source)
-    echo(f"probing {weights.source} on {describe_data(cfg.data, origin)}: {len(train_source)} train, "
-         f"{len(val_source)} val images, {len(classes)} classes, {weights.img_size} px")
+    echo(
+        f"probing {weights.source} on {describe_data(cfg.data, origin)}: {len(train_source)} train, "
+        f"{len(val_source)} val images, {len(classes)} classes, {weights.img_size} px"
+    )
     transform = eval_transform(weights.img_size, *normalisation(backbone), cfg.crop_pct)
     torch.manual_seed(cfg.seed)
     start = time.time()
     shared = dict(workers=cfg.workers, quiet=cfg.quiet, rank=rank, world=world)
     train = extract_features(backbone, LabelledImages(train_source, transform), device, desc="train features", **shared)
     val = extract_features(backbone, LabelledImages(val_source, transform), device, desc="val features", **shared)
-    results = {"checkpoint": cfg.checkpoint, "source": weights.source, "backbone": weights.backbone,
-               "data": cfg.data, "data_origin": origin, "img_size": weights.img_size,
-               "feature_dim": train[0].shape[1], "train_images": train[0].shape[0], "val_images": val[0].shape[0],
-               "classes": len(classes), "feature_seconds": time.time() - start, "processes": world,
-               "accuracy_unit": "percent"}
+    results = {
+        "checkpoint": cfg.checkpoint,
+        "source": weights.source,
+        "backbone": weights.backbone,
+        "data": cfg.data,
+        "data_origin": origin,
+        "img_size": weights.img_size,
+        "feature_dim": train[0].shape[1],
+        "train_images": train[0].shape[0],
+        "val_images": val[0].shape[0],
+        "classes": len(classes),
+        "feature_seconds": time.time() - start,
+        "processes": world,
+        "accuracy_unit": "percent",
+    }
     echo(f"features: {train[0].shape[0]} train, {val[0].shape[0]} val images, {train[0].shape[1]} dims")
     for name in cfg.probes:
         results[name], line = PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))
@@ -155,18 +197,21 @@ def mlp_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, h
     return head_probe("mlp", train, val, num_classes, cfg, head, hidden=hidden)
 
 
-def head_probe(kind: str, train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, options: dict,
-               **shape) -> tuple[dict, str]:
+def head_probe(
+    kind: str, train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, options: dict, **shape
+) -> tuple[dict, str]:
     """A seeded `probe_head` of `kind` (and `shape`), trained by `train_head` with `options`; its top-1."""
     torch.manual_seed(cfg.seed)
     top1 = train_head(probe_head(kind, train[0].shape[1], num_classes, **shape), train, val, cfg.seed, **options)
-    return {"top1": top1, "epochs": options["epochs"]}, (f"{kind} probe top-1: {top1:.2f}% "
-                                                         f"({on_val(val, num_classes)})")
+    return {"top1": top1, "epochs": options["epochs"]}, (
+        f"{kind} probe top-1: {top1:.2f}% ({on_val(val, num_classes)})"
+    )
 
 
 @register_probe("knn", KNN_PARAMS)
-def knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, knn_k: tuple,
-              knn_temperature: float) -> tuple[dict, str]:
+def knn_probe(
+    train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, knn_k: tuple, knn_temperature: float
+) -> tuple[dict, str]:
     """Cosine kNN, votes weighted exp(similarity / T), for each k in `knn_k`."""
     results = {f"k={k}": knn_accuracy(*train, *val, num_classes, k, knn_temperature) for k in knn_k}
     line = "kNN top-1: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items()) + f" ({on_val(val, num_classes)})"
@@ -174,14 +219,16 @@ def knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, k
 
 
 @register_probe("knn-std", KNN_PARAMS)
-def standardised_knn_probe(train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, knn_k: tuple,
-                           knn_temperature: float) -> tuple[dict, str]:
+def standardised_knn_probe(
+    train: tuple, val: tuple, num_classes: int, cfg: ProbeConfig, *, knn_k: tuple, knn_temperature: float
+) -> tuple[dict, str]:
     """The same kNN on features standardised per dimension with the training set's statistics: one dominant
     direction (a brightness shortcut) no longer drowns the rest, so the gap to `knn` measures it."""
     bank, query = standardise(train[0], val[0])
-    results = {f"k={k}": knn_accuracy(bank, train[1], query, val[1], num_classes, k, knn_temperature)
-               for k in knn_k}
-    line = ("kNN top-1 on standardised features: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
-            + f" ({on_val(val, num_classes)})")
+    results = {f"k={k}": knn_accuracy(bank, train[1], query, val[1], num_classes, k, knn_temperature) for k in knn_k}
+    line = (
+        "kNN top-1 on standardised features: "
+        + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
+        + f" ({on_val(val, num_classes)})"
+    )
     return {**results, "temperature": knn_temperature}, line
-

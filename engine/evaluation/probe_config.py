@@ -3,13 +3,13 @@ parameters the built-in probes declare.
 
 The built-in probes' `params` are declared here rather than beside them in probe.py, which imports torch: the
 CLI builds an option for each (`--epochs`, `--knn-k`, ...) without importing it."""
+
 from dataclasses import dataclass, field
 
+from pretexts.engine.training.config import IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_ranges, setting
 from pretexts.errors import ParameterError, suggest
 from pretexts.params import Param
 from pretexts.registry import PROBES
-
-from pretexts.engine.training.config import IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_ranges, setting
 
 
 @dataclass(frozen=True)
@@ -24,8 +24,9 @@ class WholeNumbers(Param):
     def convert(self, owner: str, name: str, value) -> tuple:
         items = value.split(",") if isinstance(value, str) else [value] if isinstance(value, int) else value
         if not isinstance(items, (list, tuple)) or not items:
-            raise ParameterError(f"{owner}: parameter '{name}' must be a non-empty list of whole numbers, got "
-                                 f"{value!r}.")
+            raise ParameterError(
+                f"{owner}: parameter '{name}' must be a non-empty list of whole numbers, got {value!r}."
+            )
         one = Param(self.default[0], int, self.low, self.high)
         return tuple(one.convert(owner, name, item.strip() if isinstance(item, str) else item) for item in items)
 
@@ -60,31 +61,44 @@ class ProbeConfig:
     from `checkpoint`, else from disk; nothing is downloaded), or `backbone` at random init (`from_scratch`, the
     baseline). `data` left out is the data the weights were trained on, where recorded, else the embedded sample."""
 
-    checkpoint: str | None = setting(None, 'A checkpoint.pt written by `pretexts train`, or a folder or '
-                                           '.safetensors written by `pretexts export`; with --timm-model, its '
-                                           'weights file.')
-    timm_model: str | None = setting(None, "A timm model with its pretrained weights, read from disk (the Hugging "
-                                           "Face or torch hub cache, or --checkpoint FILE; nothing is downloaded), "
-                                           "or local-dir:FOLDER.")
-    from_scratch: bool = setting(False, 'Probe --backbone at random init, seeded by --seed (the baseline).')
-    backbone: str | None = setting(None, 'With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.')
-    img_size: int | None = setting(None, 'With --from-scratch. Default 32; the weights\' own otherwise.')
-    data: str | None = setting(None, "A folder with train/ and val/ class folders, or 'sample' (embedded). Default: "
-                                     "the data the checkpoint was trained on, else the sample.")
-    probes: tuple = setting(("linear",), 'linear, mlp (3 layers, ReLU), knn or knn-std (kNN on standardised '
-                                         "features), or a plugin's (`pretexts list --probes`); repeatable, features "
-                                         'are extracted once. (In train, `--method` names the pretraining method.)',
-                                         option='--probe', multiple=True)
+    checkpoint: str | None = setting(
+        None,
+        "A checkpoint.pt written by `pretexts train`, or a folder or "
+        ".safetensors written by `pretexts export`; with --timm-model, its "
+        "weights file.",
+    )
+    timm_model: str | None = setting(
+        None,
+        "A timm model with its pretrained weights, read from disk (the Hugging "
+        "Face or torch hub cache, or --checkpoint FILE; nothing is downloaded), "
+        "or local-dir:FOLDER.",
+    )
+    from_scratch: bool = setting(False, "Probe --backbone at random init, seeded by --seed (the baseline).")
+    backbone: str | None = setting(None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.")
+    img_size: int | None = setting(None, "With --from-scratch. Default 32; the weights' own otherwise.")
+    data: str | None = setting(
+        None,
+        "A folder with train/ and val/ class folders, or 'sample' (embedded). Default: "
+        "the data the checkpoint was trained on, else the sample.",
+    )
+    probes: tuple = setting(
+        ("linear",),
+        "linear, mlp (3 layers, ReLU), knn or knn-std (kNN on standardised "
+        "features), or a plugin's (`pretexts list --probes`); repeatable, features "
+        "are extracted once. (In train, `--method` names the pretraining method.)",
+        option="--probe",
+        multiple=True,
+    )
     # the probes' own options (`--probe-arg KEY=VALUE` and the built-ins' flags), each checked by the probes
     # that declare it; a key no probe declares is refused
     probe_args: dict = field(default_factory=dict)
-    crop_pct: float = setting(0.875, 'Evaluation centre crop fraction.')
-    seed: int = setting(0, 'Seeds the heads, and the random backbone of --from-scratch.')
-    workers: int = setting(2, 'Data loader worker processes.')
-    device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
-    out: str = setting("runs/probe", 'Output folder.')
-    force: bool = setting(False, 'Replace the results of an earlier run in --out (its files are removed).')
-    quiet: bool = setting(False, 'No progress bars (off anyway when the output is not a terminal).')
+    crop_pct: float = setting(0.875, "Evaluation centre crop fraction.")
+    seed: int = setting(0, "Seeds the heads, and the random backbone of --from-scratch.")
+    workers: int = setting(2, "Data loader worker processes.")
+    device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...")
+    out: str = setting("runs/probe", "Output folder.")
+    force: bool = setting(False, "Replace the results of an earlier run in --out (its files are removed).")
+    quiet: bool = setting(False, "No progress bars (off anyway when the output is not a terminal).")
 
     def __post_init__(self):
         check_field_types(self)
@@ -93,15 +107,24 @@ class ProbeConfig:
         PROBES.load()
         unknown = [m for m in self.probes if m not in PROBES.table]
         if unknown or not self.probes:
-            raise ParameterError(f"unknown probe {', '.join(unknown) or '(none)'}; probes: {', '.join(PROBES.table)}."
-                                 + (suggest(unknown[0], PROBES.table) if unknown else ""))
-        check_ranges(self, non_negative=("workers",), fractions=("crop_pct",), within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
+            raise ParameterError(
+                f"unknown probe {', '.join(unknown) or '(none)'}; probes: {', '.join(PROBES.table)}."
+                + (suggest(unknown[0], PROBES.table) if unknown else "")
+            )
+        check_ranges(
+            self,
+            non_negative=("workers",),
+            fractions=("crop_pct",),
+            within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE},
+        )
         check_probe_args(self.probe_args)
 
     def probe_params(self, name: str) -> dict:
         """The values of every parameter probe `name` declares: `probe_args`' converted, else the default."""
-        return {key: param.convert(f"probe {name}", key, self.probe_args.get(key, param.default))
-                for key, param in params_of(PROBES.get(name)).items()}
+        return {
+            key: param.convert(f"probe {name}", key, self.probe_args.get(key, param.default))
+            for key, param in params_of(PROBES.get(name)).items()
+        }
 
 
 def check_probe_source(cfg: ProbeConfig) -> None:
@@ -112,11 +135,15 @@ def check_probe_source(cfg: ProbeConfig) -> None:
         if not cfg.backbone:
             raise ParameterError("--from-scratch needs --backbone NAME (e.g. resnet18, convnext_atto, vit_tiny).")
     elif not cfg.checkpoint and not cfg.timm_model:
-        raise ParameterError("give --checkpoint CKPT (of `pretexts train`, or an export), --timm-model NAME, or "
-                             "--from-scratch --backbone NAME.")
+        raise ParameterError(
+            "give --checkpoint CKPT (of `pretexts train`, or an export), --timm-model NAME, or "
+            "--from-scratch --backbone NAME."
+        )
     elif cfg.backbone or cfg.img_size:
-        raise ParameterError(f"--{'backbone' if cfg.backbone else 'img-size'} goes with --from-scratch; the weights "
-                             f"probed have their own.")
+        raise ParameterError(
+            f"--{'backbone' if cfg.backbone else 'img-size'} goes with --from-scratch; the weights "
+            f"probed have their own."
+        )
 
 
 def declared_probe_params() -> dict[str, list]:
@@ -135,8 +162,10 @@ def check_probe_args(args: dict) -> None:
     declared = declared_probe_params()
     for key, value in args.items():
         if key not in declared:
-            raise ParameterError(f"no probe has a parameter '{key}'.{suggest(key, declared)} Parameters: "
-                                 f"{', '.join(declared) or 'none'} (`pretexts list --probes -v`).")
+            raise ParameterError(
+                f"no probe has a parameter '{key}'.{suggest(key, declared)} Parameters: "
+                f"{', '.join(declared) or 'none'} (`pretexts list --probes -v`)."
+            )
         for name, param in declared[key]:
             param.convert(f"probe {name}", key, value)
 

@@ -2,6 +2,7 @@
 weights file), a timm model whose pretrained weights are already on disk, or a seeded random initialisation (the
 baseline). Nothing is downloaded: timm's weights are read from the Hugging Face or torch hub cache, a file, or a
 `local-dir:` folder."""
+
 import json
 import os
 from dataclasses import dataclass, field
@@ -13,10 +14,9 @@ import torch
 from torch import nn
 
 from pretexts.backbones.factory import set_fused_attention
-from pretexts.errors import CheckpointError, ParameterError, UnknownNameError, suggest
-
-from pretexts.engine.training.checkpoint import check_shapes
 from pretexts.engine.evaluation.pretrained import classifier_prefix, create_classifier
+from pretexts.engine.training.checkpoint import check_shapes
+from pretexts.errors import CheckpointError, ParameterError, UnknownNameError, suggest
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 HUB_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm reads from a Hub repository, in its order
@@ -34,8 +34,13 @@ class Weights:
     pretraining: dict = field(default_factory=dict)
 
 
-def load_backbone(checkpoint: str | None, timm_model: str | None = None, backbone: str | None = None,
-                  img_size: int | None = None, seed: int = 0) -> Weights:
+def load_backbone(
+    checkpoint: str | None,
+    timm_model: str | None = None,
+    backbone: str | None = None,
+    img_size: int | None = None,
+    seed: int = 0,
+) -> Weights:
     """`timm_model` (weights from `checkpoint` when given, else from disk), else `checkpoint` (a pretraining
     checkpoint or an export), else `backbone` at random init, seeded by `seed`."""
     if timm_model:
@@ -50,8 +55,9 @@ def load_backbone(checkpoint: str | None, timm_model: str | None = None, backbon
         weights = export_file(Path(checkpoint))
     else:
         model, saved = create_classifier(checkpoint, num_classes=0)
-        return Weights(model, f"checkpoint '{checkpoint}'", saved["backbone"], saved["img_size"], saved.get("data"),
-                       saved)
+        return Weights(
+            model, f"checkpoint '{checkpoint}'", saved["backbone"], saved["img_size"], saved.get("data"), saved
+        )
     set_fused_attention(weights.model, True)
     return weights
 
@@ -81,29 +87,51 @@ def input_size(model: nn.Module) -> int:
 def export_folder(path: Path) -> Weights:
     """A folder of `pretexts export` (or any timm Hub folder): timm's `local-dir:` loader."""
     if not (path / "config.json").is_file() or not any((path / name).is_file() for name in HUB_FILES):
-        raise CheckpointError(f"'{path}' is a folder but no export (it lacks config.json and model.safetensors); give "
-                              f"a checkpoint.pt of `pretexts train`, or a folder or file written by `pretexts export`.")
+        raise CheckpointError(
+            f"'{path}' is a folder but no export (it lacks config.json and model.safetensors); give "
+            f"a checkpoint.pt of `pretexts train`, or a folder or file written by `pretexts export`."
+        )
     model = timm_call(f"local-dir:{path}", pretrained=True, num_classes=0)
     info = read_json(path / "pretexts.json")
-    return Weights(model, f"export '{path}'", read_json(path / "config.json").get("architecture", "?"),
-                   input_size(model), recorded_data(info), info.get("pretraining") or {})
+    return Weights(
+        model,
+        f"export '{path}'",
+        read_json(path / "config.json").get("architecture", "?"),
+        input_size(model),
+        recorded_data(info),
+        info.get("pretraining") or {},
+    )
 
 
 def export_file(path: Path) -> Weights:
     """One weights file of `pretexts export`: its .json beside names the timm model and its preprocessing."""
     if not path.is_file():
-        raise CheckpointError(f"checkpoint '{path}' does not exist; give an export of `pretexts export` or a "
-                              f"checkpoint.pt of `pretexts train`.")
+        raise CheckpointError(
+            f"checkpoint '{path}' does not exist; give an export of `pretexts export` or a "
+            f"checkpoint.pt of `pretexts train`."
+        )
     info = read_json(path.with_suffix(".json"))
     if "timm_name" not in info:
-        raise CheckpointError(f"'{path}' has no {path.with_suffix('.json').name} beside it to say which timm model "
-                              f"it holds; give --timm-model NAME with it.")
+        raise CheckpointError(
+            f"'{path}' has no {path.with_suffix('.json').name} beside it to say which timm model "
+            f"it holds; give --timm-model NAME with it."
+        )
     overlay = {k: tuple(info[k]) for k in ("input_size", "mean", "std") if info.get(k)}
-    model = timm_call(info["timm_name"], pretrained=False, pretrained_cfg_overlay=overlay,
-                      **{**info.get("kwargs", {}), "num_classes": 0})
+    model = timm_call(
+        info["timm_name"],
+        pretrained=False,
+        pretrained_cfg_overlay=overlay,
+        **{**info.get("kwargs", {}), "num_classes": 0},
+    )
     load_file(model, path)
-    return Weights(model, f"export '{path}'", info["timm_name"], input_size(model), recorded_data(info),
-                   info.get("pretraining") or {})
+    return Weights(
+        model,
+        f"export '{path}'",
+        info["timm_name"],
+        input_size(model),
+        recorded_data(info),
+        info.get("pretraining") or {},
+    )
 
 
 def timm_weights(name: str, file: str | None) -> Weights:
@@ -111,18 +139,24 @@ def timm_weights(name: str, file: str | None) -> Weights:
     if name.startswith("local-dir:"):
         if file:
             raise ParameterError("--timm-model local-dir:FOLDER holds its own weights; leave out --checkpoint.")
-        return export_folder(Path(name[len("local-dir:"):]))
+        return export_folder(Path(name[len("local-dir:") :]))
     if ":" in name:
-        raise ParameterError(f"--timm-model '{name}': nothing is downloaded; give a timm name whose weights are on "
-                             f"disk, a weights file with --checkpoint, or local-dir:FOLDER.")
+        raise ParameterError(
+            f"--timm-model '{name}': nothing is downloaded; give a timm name whose weights are on "
+            f"disk, a weights file with --checkpoint, or local-dir:FOLDER."
+        )
     if not timm.is_model(name):
-        raise UnknownNameError(f"'{name}' is no timm model.{suggest(name.split('.')[0], timm.list_models())} "
-                               f"`timm.list_models('*pattern*')` lists them.")
+        raise UnknownNameError(
+            f"'{name}' is no timm model.{suggest(name.split('.')[0], timm.list_models())} "
+            f"`timm.list_models('*pattern*')` lists them."
+        )
     path = Path(file) if file else cached_weights(name)
     if path is None:
-        raise CheckpointError(f"the pretrained weights of timm model '{name}' are not on disk, and nothing is "
-                              f"downloaded; give the weights file with --checkpoint FILE, or download them first "
-                              f"(e.g. `timm.create_model('{name}', pretrained=True)` with a network).")
+        raise CheckpointError(
+            f"the pretrained weights of timm model '{name}' are not on disk, and nothing is "
+            f"downloaded; give the weights file with --checkpoint FILE, or download them first "
+            f"(e.g. `timm.create_model('{name}', pretrained=True)` with a network)."
+        )
     if not path.is_file():
         raise CheckpointError(f"weights file '{path}' does not exist.")
     model = timm_call(name, pretrained=False, num_classes=0)
@@ -140,7 +174,7 @@ def cached_weights(name: str) -> Path | None:
         return None
     if cfg.hf_hub_id:
         repo, _, revision = cfg.hf_hub_id.partition("@")
-        for filename in ((cfg.hf_hub_filename,) if cfg.hf_hub_filename else HUB_FILES):
+        for filename in (cfg.hf_hub_filename,) if cfg.hf_hub_filename else HUB_FILES:
             found = try_to_load_from_cache(repo, filename, cache_dir=constants.HF_HUB_CACHE, revision=revision or None)
             if isinstance(found, str):
                 return Path(found)
@@ -165,8 +199,9 @@ def load_file(model: nn.Module, path: Path) -> None:
     try:
         state = timm.models.load_state_dict(str(path))
     except Exception as err:  # a file torch or safetensors cannot read, or one holding Python objects
-        raise CheckpointError(f"cannot read weights file '{path}' ({type(err).__name__}: "
-                              f"{' '.join(str(err).split())[:160]}).") from None
+        raise CheckpointError(
+            f"cannot read weights file '{path}' ({type(err).__name__}: {' '.join(str(err).split())[:160]})."
+        ) from None
     head = classifier_prefix(model)  # 'head.fc', or a tuple where a model has two (distilled ViTs)
     heads = tuple(f"{h}." for h in ((head,) if isinstance(head, str) else head))
     own = model.state_dict()
@@ -175,5 +210,7 @@ def load_file(model: nn.Module, path: Path) -> None:
     check_shapes(model, state, path, fix)
     result = model.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise CheckpointError(f"weights file '{path}' does not fit {model.pretrained_cfg.get('architecture')}: "
-                              f"missing {result.missing_keys[:4]}, unexpected {result.unexpected_keys[:4]}; {fix}")
+        raise CheckpointError(
+            f"weights file '{path}' does not fit {model.pretrained_cfg.get('architecture')}: "
+            f"missing {result.missing_keys[:4]}, unexpected {result.unexpected_keys[:4]}; {fix}"
+        )

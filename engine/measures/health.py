@@ -6,6 +6,7 @@ correlation of a scalar (the energy) with the images' mean brightness. With labe
 on standardised features (standardising undoes one dominant dimension, so the gap between the two says how much
 a single direction drowns the rest).
 """
+
 import torch
 from torch import Tensor
 
@@ -48,8 +49,10 @@ def knn_top1(bank: Tensor, bank_labels: Tensor, query: Tensor, query_labels: Ten
     """kNN top-1 (%) of `query` against `bank`, on cosine and on standardised features."""
     classes = int(max(bank_labels.max(), query_labels.max())) + 1
     bank_std, query_std = standardise(bank.float(), query.float())
-    return {"knn_cosine": knn_accuracy(bank, bank_labels, query, query_labels, classes, k),
-            "knn_standardised": knn_accuracy(bank_std, bank_labels, query_std, query_labels, classes, k)}
+    return {
+        "knn_cosine": knn_accuracy(bank, bank_labels, query, query_labels, classes, k),
+        "knn_standardised": knn_accuracy(bank_std, bank_labels, query_std, query_labels, classes, k),
+    }
 
 
 def label_free(features: Tensor) -> dict:

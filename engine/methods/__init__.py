@@ -4,6 +4,7 @@ A method is a `Method` subclass (engine/methods/base.py) decorated with `@regist
 party's registers through the entry-point group `pretexts.methods`, as a task does through `pretexts.tasks`
 (the same `Registry`, pretexts/registry.py). `pretexts train --method NAME` trains it.
 """
+
 from pretexts.registry import METHODS
 
 from .base import Method

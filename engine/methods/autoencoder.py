@@ -2,6 +2,7 @@
 the same backbone, data and corruption as the energy method, but a light decoder reconstructs the target.
 The method is this file: its model, loss, held-out error and figure; its decoders are shared blocks
 (`engine.modules.decoders`)."""
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -11,17 +12,15 @@ from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.patches import unpatchify
 from pretexts.backbones.vit_tokens import patch_tokens, vit_geometry, with_prefix
 from pretexts.base import Pretext
-from pretexts.errors import ParameterError
-from pretexts.params import Param
-
-from pretexts.engine.modules.decoders import LightDecoder, PyramidDecoder
-from pretexts.engine.modules.features import is_plain_vit
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
 from pretexts.engine.methods.energy.restore import LOSSES, restoration_loss
 from pretexts.engine.methods.report import HeldOut, with_figure_numbers
+from pretexts.engine.modules.decoders import LightDecoder, PyramidDecoder
 from pretexts.engine.modules.eval_mode import eval_mode
-
+from pretexts.engine.modules.features import is_plain_vit
+from pretexts.errors import ParameterError
+from pretexts.params import Param
 
 # MAE's decoder is 8 blocks of width 512 for ViT-L; its ablation shows one narrow block still fine-tunes
 # as well. A few narrow blocks keep the baseline light at CPU scale.
@@ -43,8 +42,10 @@ class AutoencoderMethod(Method):
     def build_model(self) -> nn.Module:
         cfg, args = self.cfg, self.args
         if args["decoder_dim"] % args["decoder_heads"]:
-            raise ParameterError(f"method ae: decoder_dim {args['decoder_dim']} is not divisible by decoder_heads "
-                                 f"{args['decoder_heads']}; choose heads that divide the width.")
+            raise ParameterError(
+                f"method ae: decoder_dim {args['decoder_dim']} is not divisible by decoder_heads "
+                f"{args['decoder_heads']}; choose heads that divide the width."
+            )
         backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size)
         decoder = {k: v for k, v in args.items() if k.startswith("decoder_")}
         return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone, **decoder)
@@ -81,8 +82,16 @@ class AutoencoderModel(nn.Module):
     predicts each patch's sin-cos position embedding, scored by MSE like the energy method's sorting.
     """
 
-    def __init__(self, backbone: nn.Module, task: Pretext, img_size: int, name: str, decoder_dim: int = DECODER_DIM,
-                 decoder_depth: int = DECODER_DEPTH, decoder_heads: int = DECODER_HEADS):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        task: Pretext,
+        img_size: int,
+        name: str,
+        decoder_dim: int = DECODER_DIM,
+        decoder_depth: int = DECODER_DEPTH,
+        decoder_heads: int = DECODER_HEADS,
+    ):
         super().__init__()
         self.backbone, self.backbone_name = backbone, name
         mean, std = normalisation(backbone)
@@ -90,8 +99,10 @@ class AutoencoderModel(nn.Module):
         self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1), persistent=False)
         self.sorting = task.state_kind == "positions"
         if task.state_kind not in ("pixels", "positions"):
-            raise ParameterError(f"the autoencoder baseline reconstructs pixels, or positions for patch sorting; "
-                                 f"task '{task.name}' restores something else.")
+            raise ParameterError(
+                f"the autoencoder baseline reconstructs pixels, or positions for patch sorting; "
+                f"task '{task.name}' restores something else."
+            )
         dim = backbone.num_features
         if self.sorting:
             vit_geometry(backbone, name, "the autoencoder baseline of patch sorting")
@@ -103,8 +114,9 @@ class AutoencoderModel(nn.Module):
             return
         self.grid = tuple(backbone.patch_embed.grid_size)
         self.patch = (img_size // self.grid[0], img_size // self.grid[1])
-        self.decoder = LightDecoder(dim, 3 * self.patch[0] * self.patch[1], self.grid, decoder_dim, decoder_depth,
-                                    decoder_heads)
+        self.decoder = LightDecoder(
+            dim, 3 * self.patch[0] * self.patch[1], self.grid, decoder_dim, decoder_depth, decoder_heads
+        )
 
     def normalize(self, x: Tensor) -> Tensor:
         return (x - self.mean) / self.std
@@ -160,9 +172,17 @@ def reconstruction_error(model: AutoencoderModel, task, batches, device, seed: i
             count += n
     if count == 0:
         raise ValueError("no held-out images to evaluate")
-    return HeldOut(count, corrupted / count, [reconstructed / count], ("reconstructed",), result="reconstructed",
-                   measure="reconstruction MSE", method="ae", trivial_mse=None if trivial is None else trivial / count,
-                   trivial_restorer=None if trivial is None else task.trivial_restorer)
+    return HeldOut(
+        count,
+        corrupted / count,
+        [reconstructed / count],
+        ("reconstructed",),
+        result="reconstructed",
+        measure="reconstruction MSE",
+        method="ae",
+        trivial_mse=None if trivial is None else trivial / count,
+        trivial_restorer=None if trivial is None else task.trivial_restorer,
+    )
 
 
 def reconstruction_columns(model: AutoencoderModel, task, images: torch.Tensor, seed: int = 0) -> dict:
@@ -171,5 +191,8 @@ def reconstruction_columns(model: AutoencoderModel, task, images: torch.Tensor, 
     with eval_mode(model), torch.no_grad():
         sample = task(images, generator)
         prediction, _ = model.reconstruct(sample)
-    return {"corrupted": task.preview(sample, sample.state), "reconstructed": task.preview(sample, prediction),
-            "original": images}
+    return {
+        "corrupted": task.preview(sample, sample.state),
+        "reconstructed": task.preview(sample, prediction),
+        "original": images,
+    }

@@ -1,6 +1,7 @@
 """`Method`: what a pretraining method owns. The loop (engine.training.loop.Pretrainer) runs every method
 the same way: `setup()` once, then per step corrupt -> loss -> optimiser step, and at the end of an
 epoch the held-out report and the figure. A method is one subclass in one file, `@register_method(name)`."""
+
 import sys
 
 import torch
@@ -9,23 +10,22 @@ from timm.optim import param_groups_weight_decay
 
 from pretexts.backbones.factory import set_grad_checkpointing
 from pretexts.backbones.normalisation import normalisation
-from pretexts.errors import ParameterError
-
 from pretexts.engine.methods.report import HeldOut, with_figure_numbers
 from pretexts.engine.methods.states import state_adapter
+from pretexts.errors import ParameterError
 
 
 class Method:
     """Override `build_model`, `loss`, `held_out_error` and `figure_columns`; the rest has defaults."""
 
-    summary = ""                 # one line for `pretexts list --methods`
+    summary = ""  # one line for `pretexts list --methods`
     # its own options: name -> pretexts.Param; each is `--method-arg KEY=VALUE` and, where no config field
     # has the name, its own `pretexts train --key` option (pretexts/cli/config_file.py: method_options)
     method_params: dict = {}
-    recipe_defaults: dict = {}   # recipe name -> {param: default} where a recipe changes a param's default
+    recipe_defaults: dict = {}  # recipe name -> {param: default} where a recipe changes a param's default
     resume_may_change: frozenset = frozenset()  # params a `--resume` may change (they do not change the run)
     figure_name = "restoration"  # the epoch figures are FIGURE_NAME_epochNNN.png
-    uses_task = True             # False: it corrupts its own way (MAE's, SimMIM's masks) and ignores --task
+    uses_task = True  # False: it corrupts its own way (MAE's, SimMIM's masks) and ignores --task
 
     def __init__(self, cfg, task, device: torch.device):
         self.cfg, self.task, self.device = cfg, task, device
@@ -38,13 +38,19 @@ class Method:
         names one, `recipe_defaults`) filled in. A param declared with default None may stay None."""
         unknown = [k for k in cfg.method_args if k not in cls.method_params]
         if unknown:
-            raise ParameterError(f"method '{cfg.method}' has no argument '{unknown[0]}'; its arguments: "
-                                 f"{', '.join(cls.method_params) or 'none'}.")
+            raise ParameterError(
+                f"method '{cfg.method}' has no argument '{unknown[0]}'; its arguments: "
+                f"{', '.join(cls.method_params) or 'none'}."
+            )
         defaults = {k: p.default for k, p in cls.method_params.items()}
         defaults.update(cls.recipe_defaults.get(getattr(cfg, "recipe", None), {}))
         given = {k: cfg.method_args.get(k, defaults[k]) for k in cls.method_params}
-        return {k: None if value is None and defaults[k] is None else
-                cls.method_params[k].convert(f"method {cfg.method}", k, value) for k, value in given.items()}
+        return {
+            k: None
+            if value is None and defaults[k] is None
+            else cls.method_params[k].convert(f"method {cfg.method}", k, value)
+            for k, value in given.items()
+        }
 
     def setup(self) -> torch.nn.Module:
         """Build the model on the method's device, apply the run's speedups and bind the task to it; the loop
@@ -102,8 +108,9 @@ class Method:
     def figure_title(self) -> str:
         """The figure's title; the loop asks for it after `figure_columns`, so a method that measured the
         figure's images there (`self.figure_error`, a `HeldOut`) puts the numbers in it."""
-        return with_figure_numbers(f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}",
-                                   getattr(self, "figure_error", None))
+        return with_figure_numbers(
+            f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}", getattr(self, "figure_error", None)
+        )
 
     def param_groups(self) -> list:
         """The optimiser's parameter groups: weight decay on all but norms and biases (timm's split)."""
@@ -116,8 +123,11 @@ class Method:
     def features(self, images: torch.Tensor) -> torch.Tensor:
         """Pooled backbone features [B, D] of clean images in [0, 1] (what the monitor and the probes measure)."""
         model = self.model
-        mean, std = (model.mean, model.std) if hasattr(model, "mean") else \
-            (torch.tensor(v, device=images.device).view(1, -1, 1, 1) for v in normalisation(model.backbone))
+        mean, std = (
+            (model.mean, model.std)
+            if hasattr(model, "mean")
+            else (torch.tensor(v, device=images.device).view(1, -1, 1, 1) for v in normalisation(model.backbone))
+        )
         return model.backbone((images - mean) / std)
 
     def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
@@ -168,10 +178,15 @@ def compile_forward(module: torch.nn.Module, backend: str, name: str) -> None:
             except Exception as err:  # noqa: BLE001 - any compiler failure: one line, then eager
                 for n in names:
                     module.__dict__.pop(n, None)
-                print(f"--compile: backbone '{name}' did not compile ({first_line(err)}); it runs eagerly.",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"--compile: backbone '{name}' did not compile ({first_line(err)}); it runs eagerly.",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return eager[entry](*args, **kwargs)
+
         return call
+
     for entry in names:
         setattr(module, entry, guarded(entry))
 

@@ -1,18 +1,18 @@
 """The MAE baseline (`--method mae`, He et al. 2022): the same ViT, data, loop and outputs as the energy
 method; MAE's own random patch masking replaces the task's corruption (`--task` is not used)."""
+
 from dataclasses import dataclass
 
 import torch
 
 from pretexts import backbones
 from pretexts.backbones.patches import patchify, unpatchify
-from pretexts.params import Param
-
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method
-from pretexts.engine.methods.report import HeldOut, with_figure_numbers
 from pretexts.engine.methods.mae_model import MAEModel
+from pretexts.engine.methods.report import HeldOut, with_figure_numbers
 from pretexts.engine.modules.eval_mode import eval_mode
+from pretexts.params import Param
 
 
 @dataclass
@@ -39,8 +39,13 @@ class MAEMethod(Method):
     def build_model(self) -> torch.nn.Module:
         cfg, args = self.cfg, self.args
         sizes = {k: args[k] or None for k in ("decoder_dim", "decoder_depth", "decoder_heads")}
-        return MAEModel(backbones.create_backbone(cfg.backbone, img_size=cfg.img_size), cfg.backbone,
-                        mask_ratio=args["mask_ratio"], norm_pix_loss=args["norm_pix_loss"], **sizes)
+        return MAEModel(
+            backbones.create_backbone(cfg.backbone, img_size=cfg.img_size),
+            cfg.backbone,
+            mask_ratio=args["mask_ratio"],
+            norm_pix_loss=args["norm_pix_loss"],
+            **sizes,
+        )
 
     def corruption(self) -> str:
         return f"MAE masking ({self.args['mask_ratio']:.0%} of patches; --task unused)"
@@ -85,17 +90,28 @@ def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> HeldO
                 guess = torch.zeros_like(target)
             else:
                 visible = (1 - mask).unsqueeze(-1)
-                guess = ((target * visible).sum((1, 2), keepdim=True) / (visible.sum(1, keepdim=True) *
-                                                                         target.shape[-1])).expand_as(target)
+                guess = (
+                    (target * visible).sum((1, 2), keepdim=True) / (visible.sum(1, keepdim=True) * target.shape[-1])
+                ).expand_as(target)
             blank += model.masked_loss(guess, images, mask).item() * images.shape[0]
             restored += loss.item() * images.shape[0]
             count += images.shape[0]
     if count == 0:
         raise ValueError("no held-out images to evaluate")
     fill = "patch-mean fill" if model.norm_pix_loss else "visible-mean fill"
-    return HeldOut(count, blank / count, [restored / count], ("reconstructed",), result="reconstructed",
-                   measure="masked-patch MSE", baseline=fill, against=f"the {fill}", method="mae",
-                   trivial_mse=blank / count, trivial_restorer=fill)
+    return HeldOut(
+        count,
+        blank / count,
+        [restored / count],
+        ("reconstructed",),
+        result="reconstructed",
+        measure="masked-patch MSE",
+        baseline=fill,
+        against=f"the {fill}",
+        method="mae",
+        trivial_mse=blank / count,
+        trivial_restorer=fill,
+    )
 
 
 def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:
@@ -109,6 +125,8 @@ def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:
         pred = pred * (patches.var(-1, keepdim=True) + 1e-6) ** 0.5 + patches.mean(-1, keepdim=True)
     pixel_mask = unpatchify(mask.unsqueeze(-1).expand(-1, -1, pred.shape[-1]), model.patch, model.grid)
     reconstruction = unpatchify(pred, model.patch, model.grid)
-    return {"masked": images * (1 - pixel_mask), "reconstruction": images * (1 - pixel_mask) + reconstruction *
-            pixel_mask, "original": images}
-
+    return {
+        "masked": images * (1 - pixel_mask),
+        "reconstruction": images * (1 - pixel_mask) + reconstruction * pixel_mask,
+        "original": images,
+    }

@@ -4,13 +4,13 @@ The encoder reuses the backbone's patch_embed, cls token, pos_embed, blocks and 
 visible patches; a light decoder (timm Blocks, fixed sin-cos positions) predicts the masked patches'
 pixels; the loss is MSE on masked patches only, with per-patch normalised targets (`norm_pix_loss`).
 """
+
 import torch
 from torch import Tensor, nn
 
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.patches import patchify
 from pretexts.backbones.vit_tokens import sincos_pos_embed, vit_geometry, with_prefix
-
 from pretexts.engine.modules.decoders import decoder_blocks
 
 
@@ -34,8 +34,16 @@ def random_masking(batch: int, length: int, mask_ratio: float, generator=None, d
 class MAEModel(nn.Module):
     """backbone (timm ViT, the weights to pretrain) + MAE decoder; `loss(images, generator)`."""
 
-    def __init__(self, backbone: nn.Module, name: str, mask_ratio: float = 0.75, decoder_dim: int | None = None,
-                 decoder_depth: int | None = None, decoder_heads: int | None = None, norm_pix_loss: bool = True):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        name: str,
+        mask_ratio: float = 0.75,
+        decoder_dim: int | None = None,
+        decoder_depth: int | None = None,
+        decoder_heads: int | None = None,
+        norm_pix_loss: bool = True,
+    ):
         super().__init__()
         geo = vit_geometry(backbone, name, "MAE")
         self.backbone, self.patch, self.grid, self.prefix = backbone, geo["patch"][0], geo["grid"], geo["prefix"]
@@ -65,13 +73,13 @@ class MAEModel(nn.Module):
         x = vit.patch_embed((images - self.mean) / self.std)
         if x.dim() == 4:  # NHWC patch embed
             x = x.flatten(1, 2)
-        x = x + vit.pos_embed[:, vit.pos_embed.shape[1] - x.shape[1]:]  # the patch rows (prefix rows lead)
+        x = x + vit.pos_embed[:, vit.pos_embed.shape[1] - x.shape[1] :]  # the patch rows (prefix rows lead)
         x = torch.gather(x, 1, ids_keep.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
         return vit.norm(vit.blocks(vit.norm_pre(with_prefix(vit, x))))
 
     def decode(self, latent: Tensor, ids_restore: Tensor) -> Tensor:
         """MAE's decoder: embed, append mask tokens, unshuffle, + sin-cos positions, blocks -> [B, L, p*p*3]."""
-        x = self.decoder_embed(latent[:, self.prefix:])
+        x = self.decoder_embed(latent[:, self.prefix :])
         b, length = ids_restore.shape
         x = torch.cat([x, self.mask_token.expand(b, length - x.shape[1], -1)], dim=1)
         x = torch.gather(x, 1, ids_restore.unsqueeze(-1).expand(-1, -1, x.shape[-1]))

@@ -2,6 +2,7 @@
 `format()` (the line printed at the end of a run) and `to_dict()` (what results.json, log.jsonl and the logging
 backend record: 'corrupted_mse', 'restored_mse', 'images', and 'trivial_mse' / 'trivial_restorer' / 'method'
 where set)."""
+
 import math
 from dataclasses import dataclass, field
 
@@ -41,8 +42,10 @@ class HeldOut:
         corrupted input's error; a trivial restorer ... gets 0.19x: the model is not better than it)'."""
         outputs = " -> ".join(f"{name} {e:.5f}" for name, e in zip(self.outputs, self.restored_mse))
         ratio = self.restored_mse[-1] / self.corrupted_mse if self.corrupted_mse else math.nan
-        return (f"held-out {self.measure} on {self.images} images: {self.baseline} {self.corrupted_mse:.5f} -> "
-                f"{outputs} ({ratio:.2f}x {self.against}'s error{self.versus_trivial()})")
+        return (
+            f"held-out {self.measure} on {self.images} images: {self.baseline} {self.corrupted_mse:.5f} -> "
+            f"{outputs} ({ratio:.2f}x {self.against}'s error{self.versus_trivial()})"
+        )
 
     def versus_trivial(self, as_ratio: bool = True) -> str:
         """'; a trivial restorer (visible-mean fill) gets 0.15x: the model is not better than it', for the end of a
@@ -53,8 +56,11 @@ class HeldOut:
             return ""
         ratio = f"{trivial / corrupted:.2f}x" if as_ratio and corrupted else f"MSE {trivial:.5f}"
         restored = self.restored_mse[-1]
-        verdict = (f"the model beats it ({restored / trivial:.2f}x its error)" if trivial and restored < trivial
-                   else "the model is not better than it")
+        verdict = (
+            f"the model beats it ({restored / trivial:.2f}x its error)"
+            if trivial and restored < trivial
+            else "the model is not better than it"
+        )
         return f"; a trivial restorer ({self.trivial_restorer or 'trivial'}) gets {ratio}: {verdict}"
 
     def figure_numbers(self) -> str:
@@ -62,8 +68,10 @@ class HeldOut:
         title; '' when nothing was restored."""
         if not self.restored_mse:
             return ""
-        line = (f"MSE of these {self.images}: {self.baseline} {self.corrupted_mse:.4f}, {self.result} "
-                f"{self.restored_mse[-1]:.4f}")
+        line = (
+            f"MSE of these {self.images}: {self.baseline} {self.corrupted_mse:.4f}, {self.result} "
+            f"{self.restored_mse[-1]:.4f}"
+        )
         if self.trivial_mse is not None and self.trivial_restorer != self.baseline:
             line += f", trivial {self.trivial_mse:.4f} ({self.trivial_restorer or 'trivial'})"
         return line

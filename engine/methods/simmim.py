@@ -1,6 +1,7 @@
 """The SimMIM baseline (`--method simmim`, Xie et al. 2022) on any backbone: masked image modelling with a mask
 token in the encoder's input and a light pixel head, so a ConvNeXt or ResNet has a decoder-based peer too.
 SimMIM masks its own 32-px patches (scaled with the image), as MAE does: `--task` is not used."""
+
 from dataclasses import dataclass
 
 import torch
@@ -8,15 +9,14 @@ import torch.nn.functional as F
 
 from pretexts.backbones import create_backbone
 from pretexts.backbones.normalisation import normalisation
-from pretexts.errors import ParameterError
-from pretexts.params import Param
-
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method
 from pretexts.engine.methods.report import HeldOut, with_figure_numbers
 from pretexts.engine.methods.simmim_model import SimMIMModel, mask_patch_size, random_mask
 from pretexts.engine.modules.decoders import PyramidDecoder
 from pretexts.engine.modules.eval_mode import eval_mode
+from pretexts.errors import ParameterError
+from pretexts.params import Param
 
 PYRAMID_DIM = 128  # the AE's pyramid decoder width at 32 px (engine/methods/autoencoder.py)
 
@@ -31,12 +31,20 @@ class MaskedImages:
 
 @register_method("simmim")
 class SimMIMMethod(Method):
-    summary = ("SimMIM (Xie et al. 2022): a mask token at masked positions, the encoder sees all, a light head "
-               "predicts their pixels, L1 (any backbone)")
+    summary = (
+        "SimMIM (Xie et al. 2022): a mask token at masked positions, the encoder sees all, a light head "
+        "predicts their pixels, L1 (any backbone)"
+    )
     method_params = {
         "mask_ratio": Param(0.6, float, 0.05, 0.95, help="share of mask patches masked (SimMIM: 0.6)"),
-        "mask_patch": Param(0, int, 0, 4096, help="mask patch side in px; 0: SimMIM's 32 px at 224, scaled with "
-                                                  "the image and rounded to whole stem cells (4 px at 32 px)"),
+        "mask_patch": Param(
+            0,
+            int,
+            0,
+            4096,
+            help="mask patch side in px; 0: SimMIM's 32 px at 224, scaled with "
+            "the image and rounded to whole stem cells (4 px at 32 px)",
+        ),
     }
     figure_name = "reconstruction"
     uses_task = False
@@ -47,13 +55,16 @@ class SimMIMMethod(Method):
         mean, std = normalisation(backbone)
         # where the last map is 1x1 (a hierarchical backbone at 32 px) one pixel-shuffled vector cannot place
         # anything: UperNet's PPM + FPN over the stages (the AE's) predicts instead
-        model = SimMIMModel(backbone, cfg.img_size, mean, std,
-                            lambda: PyramidDecoder(backbone, cfg.img_size, PYRAMID_DIM))
+        model = SimMIMModel(
+            backbone, cfg.img_size, mean, std, lambda: PyramidDecoder(backbone, cfg.img_size, PYRAMID_DIM)
+        )
         self.patch = self.args["mask_patch"] or mask_patch_size(cfg.img_size, model.stem_stride)
         if cfg.img_size % self.patch or self.patch % model.stem_stride:
-            raise ParameterError(f"method simmim: mask_patch {self.patch} must divide the image ({cfg.img_size} px) and "
-                             f"be a multiple of the stem's stride {model.stem_stride}; e.g. mask_patch="
-                             f"{mask_patch_size(cfg.img_size, model.stem_stride)}.")
+            raise ParameterError(
+                f"method simmim: mask_patch {self.patch} must divide the image ({cfg.img_size} px) and "
+                f"be a multiple of the stem's stride {model.stem_stride}; e.g. mask_patch="
+                f"{mask_patch_size(cfg.img_size, model.stem_stride)}."
+            )
         return model
 
     def corruption(self) -> str:
@@ -62,8 +73,15 @@ class SimMIMMethod(Method):
     def corrupt(self, images: torch.Tensor, generator: torch.Generator) -> MaskedImages:
         if images.dtype == torch.uint8:
             images = images.float() / 255
-        mask = random_mask(images.shape[0], images.shape[-1], self.model.stem_stride, self.patch,
-                           self.args["mask_ratio"], generator, images.device)
+        mask = random_mask(
+            images.shape[0],
+            images.shape[-1],
+            self.model.stem_stride,
+            self.patch,
+            self.args["mask_ratio"],
+            generator,
+            images.device,
+        )
         return MaskedImages(images, mask)
 
     def loss(self, sample: MaskedImages) -> torch.Tensor:
@@ -80,8 +98,11 @@ class SimMIMMethod(Method):
             sample = self.corrupt(images, generator)
             prediction = self.model.unnormalise(self.model(sample.images, sample.mask)[0])
         pixels = self.pixel_mask(sample.mask)
-        return {"masked": images * (1 - pixels), "reconstruction": images * (1 - pixels) + prediction * pixels,
-                "original": images}
+        return {
+            "masked": images * (1 - pixels),
+            "reconstruction": images * (1 - pixels) + prediction * pixels,
+            "original": images,
+        }
 
     def figure_title(self) -> str:
         return with_figure_numbers(f"SimMIM on {self.cfg.backbone}", getattr(self, "figure_error", None))
@@ -116,9 +137,19 @@ def masked_pixel_error(method: SimMIMMethod, batches) -> HeldOut:
     if count == 0:
         raise ValueError("no held-out images to evaluate")
     name = "visible-mean fill"
-    return HeldOut(count, fill / count, [restored / count], ("reconstructed",), result="reconstructed",
-                   measure="masked-pixel MSE", baseline=name, against=f"the {name}", method="simmim",
-                   trivial_mse=fill / count, trivial_restorer=name)
+    return HeldOut(
+        count,
+        fill / count,
+        [restored / count],
+        ("reconstructed",),
+        result="reconstructed",
+        measure="masked-pixel MSE",
+        baseline=name,
+        against=f"the {name}",
+        method="simmim",
+        trivial_mse=fill / count,
+        trivial_restorer=name,
+    )
 
 
 def masked_mse(guess: torch.Tensor, images: torch.Tensor, pixels: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ the encoder's last map. When that map is 1x1 (a hierarchical backbone at 32 px) 
 cannot place anything, so a `decoder` given by the method predicts instead: a module from the normalised images to
 the prediction that runs the backbone itself (the AE's `PyramidDecoder`, UperNet's PPM + FPN over the 4 stages);
 the mask token enters through the same stem hook."""
+
 import math
 
 import torch
@@ -29,19 +30,24 @@ def stem_module(backbone: nn.Module) -> tuple[nn.Module, str]:
         return backbone.stem, "nchw"
     if isinstance(getattr(backbone, "maxpool", None), nn.Module) and hasattr(backbone, "conv1"):  # ResNet
         return backbone.maxpool, "nchw"
-    raise ValueError(f"SimMIM needs a ViT, Swin, ConvNeXt or ResNet (a patch_embed, stem or conv1+maxpool), "
-                     f"not {type(backbone).__name__}.")
+    raise ValueError(
+        f"SimMIM needs a ViT, Swin, ConvNeXt or ResNet (a patch_embed, stem or conv1+maxpool), "
+        f"not {type(backbone).__name__}."
+    )
 
 
 def feature_map(features: Tensor, backbone: nn.Module) -> Tensor:
     """forward_features' output as a map [B, C, h, w]: prefix tokens dropped and tokens laid out (ViT), NHWC
     permuted (Swin)."""
     if features.ndim == 3:
-        tokens = features[:, getattr(backbone, "num_prefix_tokens", 0):]
+        tokens = features[:, getattr(backbone, "num_prefix_tokens", 0) :]
         side = math.isqrt(tokens.shape[1])
         return tokens.transpose(1, 2).reshape(tokens.shape[0], -1, side, side)
-    if getattr(backbone, "patch_embed", None) is not None and features.shape[-1] == backbone.num_features \
-            and features.shape[1] != backbone.num_features:
+    if (
+        getattr(backbone, "patch_embed", None) is not None
+        and features.shape[-1] == backbone.num_features
+        and features.shape[1] != backbone.num_features
+    ):
         return features.permute(0, 3, 1, 2)
     return features
 
@@ -71,8 +77,13 @@ class SimMIMModel(nn.Module):
         self.mask_token = nn.Parameter(torch.zeros(1, 1, channels))
         nn.init.trunc_normal_(self.mask_token, std=0.02, a=-0.02, b=0.02)  # SimMIM's ViT init
         self.over_stages = decoder_over_stages is not None and last.shape[-1] == 1
-        self.decoder = decoder_over_stages() if self.over_stages else nn.Sequential(
-            nn.Conv2d(last.shape[1], self.stride ** 2 * 3, kernel_size=1), nn.PixelShuffle(self.stride))
+        self.decoder = (
+            decoder_over_stages()
+            if self.over_stages
+            else nn.Sequential(
+                nn.Conv2d(last.shape[1], self.stride**2 * 3, kernel_size=1), nn.PixelShuffle(self.stride)
+            )
+        )
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
         self._mask: Tensor | None = None
@@ -121,13 +132,16 @@ def mask_patch_size(img_size: int, stem_stride: int) -> int:
     return stem_stride * max(1, round(32 * img_size / 224 / stem_stride))
 
 
-def random_mask(batch: int, img_size: int, stem_stride: int, patch: int, ratio: float,
-                generator: torch.Generator, device) -> Tensor:
+def random_mask(
+    batch: int, img_size: int, stem_stride: int, patch: int, ratio: float, generator: torch.Generator, device
+) -> Tensor:
     """[B, h, w] in stem cells: ceil(ratio x patches) random mask patches per image set to 1 (data_simmim.py's
     MaskGenerator, drawn from `generator` on `device`)."""
     if img_size % patch or patch % stem_stride:
-        raise ValueError(f"the mask patch {patch} must divide the image ({img_size} px) and be a multiple of the "
-                         f"stem's stride {stem_stride}.")
+        raise ValueError(
+            f"the mask patch {patch} must divide the image ({img_size} px) and be a multiple of the "
+            f"stem's stride {stem_stride}."
+        )
     side = img_size // patch
     count = math.ceil(side * side * ratio)
     order = torch.rand(batch, side * side, generator=generator, device=device).argsort(dim=1)

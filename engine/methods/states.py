@@ -6,6 +6,7 @@ the task against the model (a clear ParameterError when it cannot use it) and gi
 corruption reads from the model as plain numbers; `energy(sample, state)` is the energies [B] of a state.
 Building an adapter is cheap and checks nothing, so restoration asks for one where it needs the energy.
 A plugin task with a state of its own kind registers its adapter with `@register_state_kind("kind")`."""
+
 import torch
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -24,7 +25,8 @@ def register_state_kind(kind: str):
         old = STATE_KINDS.get(kind)
         if old is not None and old is not cls:
             raise DuplicateNameError(
-                f"state kind '{kind}' has two adapters: {old.__qualname__} and {cls.__qualname__}.")
+                f"state kind '{kind}' has two adapters: {old.__qualname__} and {cls.__qualname__}."
+            )
         STATE_KINDS[kind] = cls
         return cls
 
@@ -50,9 +52,11 @@ def state_adapter(task: Pretext, model) -> StateAdapter:
     """The adapter of `task.state_kind` for `model`, or a ParameterError naming the kinds there are."""
     adapter = STATE_KINDS.get(task.state_kind)
     if adapter is None:
-        raise ParameterError(f"task '{task.name}' restores '{task.state_kind}' states, which no model here takes; "
-                             f"state kinds: {', '.join(STATE_KINDS)}. A plugin registers its own with "
-                             f"`pretexts.engine.methods.states.register_state_kind`.")
+        raise ParameterError(
+            f"task '{task.name}' restores '{task.state_kind}' states, which no model here takes; "
+            f"state kinds: {', '.join(STATE_KINDS)}. A plugin registers its own with "
+            f"`pretexts.engine.methods.states.register_state_kind`."
+        )
     return adapter(task, model)
 
 
@@ -87,8 +91,9 @@ class PositionStates(StateAdapter):
         model = self.model
         name = getattr(model, "backbone_name", type(model.backbone).__name__)
         geometry = vit_geometry(model.backbone, name, self.task.name)
-        return self.task.set_grid(geometry["patch"], geometry["grid"],
-                                  sincos_pos_embed(geometry["grid"], geometry["dim"]))
+        return self.task.set_grid(
+            geometry["patch"], geometry["grid"], sincos_pos_embed(geometry["grid"], geometry["dim"])
+        )
 
     def energy(self, sample: Corrupted, state: Tensor) -> Tensor:
         """The model's own `patch_drop` is skipped; `pos_drop`, `norm_pre`, the blocks, `norm` and the pooled head

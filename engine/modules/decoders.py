@@ -1,14 +1,14 @@
 """The light pixel decoders of the reconstruction methods: the autoencoder baseline's token and pyramid
 decoders, and the transformer blocks MAE's decoder shares with them."""
+
 import torch.nn.functional as F
 from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
 from pretexts.backbones.vit_tokens import sincos_pos_embed
-from pretexts.errors import ParameterError
-
 from pretexts.engine.modules.dense_heads import UperNet
 from pretexts.engine.modules.features import Features
+from pretexts.errors import ParameterError
 
 
 def decoder_blocks(dim: int, depth: int, heads: int) -> nn.Sequential:
@@ -17,7 +17,9 @@ def decoder_blocks(dim: int, depth: int, heads: int) -> nn.Sequential:
 
 
 class LightDecoder(nn.Module):
-    """Tokens [B, L, in_dim] -> predictions [B, L, out_dim]: embed, (+ fixed sin-cos positions), blocks, norm, linear."""
+    """Tokens [B, L, in_dim] -> predictions [B, L, out_dim].
+
+    Embed, (+ fixed sin-cos positions), blocks, norm, linear."""
 
     def __init__(self, in_dim: int, out_dim: int, grid: tuple[int, int] | None, dim: int, depth: int, heads: int):
         super().__init__()
@@ -48,10 +50,12 @@ class PyramidDecoder(nn.Module):
         self.features = Features(backbone, img_size)
         finest = self.features.widths[0]
         if img_size % finest:
-            raise ParameterError(f"the finest feature map is {finest} px wide at {img_size} px; use an image size "
-                                 f"that is a multiple of the backbone's total stride.")
+            raise ParameterError(
+                f"the finest feature map is {finest} px wide at {img_size} px; use an image size "
+                f"that is a multiple of the backbone's total stride."
+            )
         self.stride = img_size // finest
-        self.head = UperNet(self.features.channels, 3 * self.stride ** 2, width=dim)
+        self.head = UperNet(self.features.channels, 3 * self.stride**2, width=dim)
 
     def forward(self, images: Tensor) -> Tensor:
         return F.pixel_shuffle(self.head(self.features(images)), self.stride)

@@ -3,6 +3,7 @@
 No maintained head library fits the pinned stack (mmsegmentation needs mmcv), so UperNet is a compact
 own implementation of Xiao et al.'s PPM + FPN as MAE/BEiT use it for ADE20K.
 """
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -29,7 +30,9 @@ class UperNet(nn.Module):
         pooled = [F.interpolate(p(top), top.shape[-2:], mode="bilinear", align_corners=False) for p in self.ppm]
         levels = [lat(f) for lat, f in zip(self.lateral, feats[:-1])] + [self.bottleneck(torch.cat([top] + pooled, 1))]
         for i in range(len(levels) - 1, 0, -1):  # top-down pathway
-            levels[i - 1] = levels[i - 1] + F.interpolate(levels[i], levels[i - 1].shape[-2:], mode="bilinear", align_corners=False)
+            levels[i - 1] = levels[i - 1] + F.interpolate(
+                levels[i], levels[i - 1].shape[-2:], mode="bilinear", align_corners=False
+            )
         outs = [conv(level) for conv, level in zip(self.fpn, levels[:-1])] + [levels[-1]]
         size = outs[0].shape[-2:]
         outs = [outs[0]] + [F.interpolate(o, size, mode="bilinear", align_corners=False) for o in outs[1:]]

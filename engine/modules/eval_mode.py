@@ -1,4 +1,5 @@
 """`eval_mode(model)`: eval mode for a block, the model's own mode restored after."""
+
 from contextlib import contextmanager
 
 

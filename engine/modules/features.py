@@ -1,4 +1,5 @@
 """4 feature maps from any timm backbone: what UperNet reads, for segmentation and the AE's pyramid decoder."""
+
 import torch
 from torch import nn
 
@@ -23,9 +24,16 @@ class Features(nn.Module):
             depth = len(backbone.blocks)
             self.indices = [depth // 4 - 1, depth // 2 - 1, 3 * depth // 4 - 1, depth - 1]
             d = backbone.embed_dim
-            self.pyramid = nn.ModuleList([
-                nn.Sequential(nn.ConvTranspose2d(d, d, 2, 2), nn.BatchNorm2d(d), nn.GELU(), nn.ConvTranspose2d(d, d, 2, 2)),
-                nn.ConvTranspose2d(d, d, 2, 2), nn.Identity(), nn.MaxPool2d(2)])
+            self.pyramid = nn.ModuleList(
+                [
+                    nn.Sequential(
+                        nn.ConvTranspose2d(d, d, 2, 2), nn.BatchNorm2d(d), nn.GELU(), nn.ConvTranspose2d(d, d, 2, 2)
+                    ),
+                    nn.ConvTranspose2d(d, d, 2, 2),
+                    nn.Identity(),
+                    nn.MaxPool2d(2),
+                ]
+            )
         else:
             self.indices = 4
         with torch.no_grad():

@@ -1,5 +1,6 @@
 """Checkpoints written atomically (temporary file, then rename) with a checksum, and loaded with clear errors
 without running code (weights only)."""
+
 import os
 import random
 from pathlib import Path
@@ -7,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pretexts.errors import CheckpointError
-
-from pretexts.engine.training.checksum import KEY as CHECKSUM, checksum
+from pretexts.engine.training.checksum import KEY as CHECKSUM
+from pretexts.engine.training.checksum import checksum
 from pretexts.engine.training.run_folder import replace_file
 from pretexts.engine.training.safe_load import old_format, read_weights
+from pretexts.errors import CheckpointError
 
 FORMAT_VERSION = 2  # 2: RNG states as tensors and plain values (weights-only loadable), a checksum
 
@@ -34,8 +35,9 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
     its checksum, and, given `kinds`, that it is one of them ("pretrain", "finetune", "finetuned", "segmenter")."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint '{path}' does not exist; give the path of a checkpoint.pt "
-                              f"written by `pretexts train`.")
+        raise CheckpointError(
+            f"checkpoint '{path}' does not exist; give the path of a checkpoint.pt written by `pretexts train`."
+        )
     ckpt = read_weights(path)
     if not isinstance(ckpt, dict) or "model" not in ckpt or not isinstance(ckpt.get("config"), dict):
         raise CheckpointError(f"'{path}' is not a pretexts checkpoint (no model or config inside).")
@@ -43,25 +45,39 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
     if version == 1:
         raise old_format(path)
     if version != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint '{path}' has format version {version}; "
-                              f"this pretexts reads version {FORMAT_VERSION}.")
+        raise CheckpointError(
+            f"checkpoint '{path}' has format version {version}; this pretexts reads version {FORMAT_VERSION}."
+        )
     if ckpt.get(CHECKSUM) != checksum(ckpt):
         what = "has no checksum" if CHECKSUM not in ckpt else "is corrupted (checksum mismatch)"
-        raise CheckpointError(f"checkpoint '{path}' {what}; use an earlier checkpoint, or write it with "
-                              f"pretexts.engine.training.checkpoint.save_checkpoint.")
+        raise CheckpointError(
+            f"checkpoint '{path}' {what}; use an earlier checkpoint, or write it with "
+            f"pretexts.engine.training.checkpoint.save_checkpoint."
+        )
     if kinds is not None:
         check_kind(ckpt, path, kinds)
     return ckpt
 
 
 # What each kind of checkpoint is, which commands take it, and its short name.
-KINDS = {"pretrain": ("a pretraining checkpoint (`pretexts train`)", "`pretexts train --resume`, finetune, probe, "
-                      "segment, restore, energy and export take it", "a checkpoint.pt of `pretexts train`"),
-         "finetune": ("a fine-tuning checkpoint (a fine-tuning run's checkpoint.pt)", "`pretexts finetune --resume` "
-                      "continues it and `pretexts export` exports it", "a fine-tuning run's checkpoint.pt"),
-         "finetuned": ("a fine-tuning checkpoint (finetuned.pt)", "`pretexts export` exports it", "a finetuned.pt"),
-         "segmenter": ("a segmentation model (segmenter.pt of `pretexts segment`)", "no command reads it back",
-                       "a segmenter.pt")}
+KINDS = {
+    "pretrain": (
+        "a pretraining checkpoint (`pretexts train`)",
+        "`pretexts train --resume`, finetune, probe, segment, restore, energy and export take it",
+        "a checkpoint.pt of `pretexts train`",
+    ),
+    "finetune": (
+        "a fine-tuning checkpoint (a fine-tuning run's checkpoint.pt)",
+        "`pretexts finetune --resume` continues it and `pretexts export` exports it",
+        "a fine-tuning run's checkpoint.pt",
+    ),
+    "finetuned": ("a fine-tuning checkpoint (finetuned.pt)", "`pretexts export` exports it", "a finetuned.pt"),
+    "segmenter": (
+        "a segmentation model (segmenter.pt of `pretexts segment`)",
+        "no command reads it back",
+        "a segmenter.pt",
+    ),
+}
 
 
 def check_kind(ckpt: dict, path, kinds: tuple[str, ...]) -> None:
@@ -71,8 +87,9 @@ def check_kind(ckpt: dict, path, kinds: tuple[str, ...]) -> None:
         wanted = " or ".join(KINDS[k][2] for k in kinds)
         raise CheckpointError(f"'{path}' is {what}: {takes}; this command takes {wanted}.")
     if kind == "pretrain" and not isinstance(ckpt["config"].get("backbone"), str):
-        raise CheckpointError(f"checkpoint '{path}' names no backbone in its config; give a checkpoint.pt "
-                              f"written by `pretexts train`.")
+        raise CheckpointError(
+            f"checkpoint '{path}' names no backbone in its config; give a checkpoint.pt written by `pretexts train`."
+        )
 
 
 def check_shapes(model: torch.nn.Module, state: dict, path, fix: str) -> None:
@@ -80,8 +97,10 @@ def check_shapes(model: torch.nn.Module, state: dict, path, fix: str) -> None:
     own = model.state_dict()
     for key, value in state.items():
         if key in own and isinstance(value, torch.Tensor) and value.shape != own[key].shape:
-            raise CheckpointError(f"checkpoint '{path}' does not fit this model: '{key}' is {list(value.shape)} in "
-                                  f"the checkpoint, {list(own[key].shape)} in the model; {fix}")
+            raise CheckpointError(
+                f"checkpoint '{path}' does not fit this model: '{key}' is {list(value.shape)} in "
+                f"the checkpoint, {list(own[key].shape)} in the model; {fix}"
+            )
 
 
 def load_weights(model: torch.nn.Module, state: dict, path, what: str, fix: str) -> None:
@@ -91,14 +110,18 @@ def load_weights(model: torch.nn.Module, state: dict, path, what: str, fix: str)
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
-        raise CheckpointError(f"checkpoint '{path}' does not fit {what} ({' '.join(str(err).split())[:200]}); "
-                              f"{fix}") from None
+        raise CheckpointError(
+            f"checkpoint '{path}' does not fit {what} ({' '.join(str(err).split())[:200]}); {fix}"
+        ) from None
 
 
 def rng_states() -> dict:
     """Every RNG's state as tensors and plain values, which the weights-only unpickler reads."""
-    states = {"torch": torch.get_rng_state(), "numpy": numpy_state(np.random.get_state()),
-              "python": python_state(random.getstate())}
+    states = {
+        "torch": torch.get_rng_state(),
+        "numpy": numpy_state(np.random.get_state()),
+        "python": python_state(random.getstate()),
+    }
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
@@ -107,8 +130,15 @@ def rng_states() -> dict:
 def set_rng_states(states: dict) -> None:
     torch.set_rng_state(states["torch"])
     numpy = states["numpy"]
-    np.random.set_state((numpy["bit_generator"], numpy["key"].numpy().astype(np.uint32), numpy["pos"],
-                         numpy["has_gauss"], numpy["cached_gaussian"]))
+    np.random.set_state(
+        (
+            numpy["bit_generator"],
+            numpy["key"].numpy().astype(np.uint32),
+            numpy["pos"],
+            numpy["has_gauss"],
+            numpy["cached_gaussian"],
+        )
+    )
     version, internal, gauss_next = states["python"]
     random.setstate((version, tuple(internal), gauss_next))
     if "cuda" in states and torch.cuda.is_available():
@@ -118,8 +148,13 @@ def set_rng_states(states: dict) -> None:
 def numpy_state(state: tuple) -> dict:
     """np.random.get_state()'s tuple (MT19937, uint32 key, pos, has_gauss, cached_gaussian) without numpy types."""
     name, key, pos, has_gauss, cached = state
-    return {"bit_generator": str(name), "key": torch.from_numpy(np.asarray(key, dtype=np.int64)), "pos": int(pos),
-            "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+    return {
+        "bit_generator": str(name),
+        "key": torch.from_numpy(np.asarray(key, dtype=np.int64)),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "cached_gaussian": float(cached),
+    }
 
 
 def python_state(state: tuple) -> list:

@@ -1,4 +1,5 @@
 """A checkpoint's content checksum: catches a flipped bit that still unpickles (torch checks no CRC)."""
+
 import hashlib
 
 import torch

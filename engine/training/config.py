@@ -1,16 +1,17 @@
 """The typed configuration of a pretraining run. Optimiser defaults come from a named recipe
 (engine/training/recipes.py): `recipe="paper"` gives the paper's Appendix A, Table A values exactly."""
+
 import math
 import numbers
 import os
 import typing
 from dataclasses import asdict, dataclass, field, fields
 
+from pretexts.engine.training.experiment_log import check_logger
+from pretexts.engine.training.recipes import apply_recipe
 from pretexts.errors import ParameterError, UnknownNameError
 from pretexts.registry import METHODS
 
-from pretexts.engine.training.experiment_log import check_logger
-from pretexts.engine.training.recipes import apply_recipe
 
 def setting(default, help: str, **cli):
     """A config field with its `--help` text; `cli` says how its option reads it where the type alone does not
@@ -31,22 +32,23 @@ SEED_RANGE = (0, 2**32 - 1)
 IMG_SIZE_RANGE = (8, 4096)
 
 
-
 def amp_setting(bf16: str = '"bf16"'):
     """The `--amp` option every training command shares."""
-    return setting("auto", f'"auto" (bf16 on CUDA, off on CPU), {bf16}, "fp16", "off".',
-                   choices=('auto', 'bf16', 'fp16', 'off'))
+    return setting(
+        "auto", f'"auto" (bf16 on CUDA, off on CPU), {bf16}, "fp16", "off".', choices=("auto", "bf16", "fp16", "off")
+    )
 
 
 def clip_grad_setting():
     """`--clip-grad`, shared by every training command (they share `OptimizerStep`)."""
-    return setting(None, 'Clip the gradient norm to this value.')
+    return setting(None, "Clip the gradient norm to this value.")
 
 
 def skip_nonfinite_setting():
     """`--skip-nonfinite`: `OptimizerStep` checks the loss, then the gradient norm."""
-    return setting(False, 'Skip (and count) a step whose loss or gradient norm is NaN or inf, instead of stopping '
-                          'the run.')
+    return setting(
+        False, "Skip (and count) a step whose loss or gradient norm is NaN or inf, instead of stopping the run."
+    )
 
 
 def check_amp(cfg) -> None:
@@ -56,95 +58,144 @@ def check_amp(cfg) -> None:
 
 def log_every_setting():
     """The `--log-every` option every training command shares (off a terminal, one line per epoch anyway)."""
-    return setting(None, 'Off a terminal, also print a progress line every this many optimiser steps (loss, lr, '
-                         'img/s, ETA).')
+    return setting(
+        None, "Off a terminal, also print a progress line every this many optimiser steps (loss, lr, img/s, ETA)."
+    )
+
 
 @dataclass
 class PretrainConfig:
     """Everything `engine.pretrain` needs; the CLI builds one of these, so does the Python API."""
 
     # "energy" (the paper), "ae", "mae", or a plugin's (engine.methods)
-    method: str = setting("energy", 'energy (the paper), ae (the autoencoder baseline), mae (masked autoencoder, '
-                                    "ViT only), simmim (masked image modelling, any backbone) or a plugin's "
-                                    "(`pretexts list --methods`).")
+    method: str = setting(
+        "energy",
+        "energy (the paper), ae (the autoencoder baseline), mae (masked autoencoder, "
+        "ViT only), simmim (masked image modelling, any backbone) or a plugin's "
+        "(`pretexts list --methods`).",
+    )
     # the demo's: its restoration shows within 200 CPU steps (README, learning speed)
-    task: str = setting("random-mask", 'Pretext task (see `pretexts list`).')
+    task: str = setting("random-mask", "Pretext task (see `pretexts list`).")
     task_args: dict = field(default_factory=dict)
     # the method's own options (the energy method's steps, alpha, grad_mode, ...; MAE's mask_ratio), checked and
     # given their defaults by the method (`Method.parse_args`); each is also its own `pretexts train` option
     method_args: dict = field(default_factory=dict)
     # LayerNorm, 3.7 M params: learns within minutes on a CPU
-    backbone: str = setting("convnext_atto", 'Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.')
+    backbone: str = setting("convnext_atto", "Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.")
     data: str = setting("sample", "'sample' (embedded, default), 'synthetic', an ImageFolder dir or a CIFAR-10 folder.")
-    dataset: str | None = setting(None, 'A timm create_dataset name (torch/cifar100, torch/mnist, hfds/NAME) whose '
-                                        'files lie in --data; nothing is downloaded.')
-    img_size: int = setting(32, 'Training resolution.')
-    epochs: int = setting(40, 'Passes over the training images (40: 200 optimiser steps on the 320 embedded '
-                              'images, ~3 minutes on 2 CPU cores).')
+    dataset: str | None = setting(
+        None,
+        "A timm create_dataset name (torch/cifar100, torch/mnist, hfds/NAME) whose "
+        "files lie in --data; nothing is downloaded.",
+    )
+    img_size: int = setting(32, "Training resolution.")
+    epochs: int = setting(
+        40,
+        "Passes over the training images (40: 200 optimiser steps on the 320 embedded "
+        "images, ~3 minutes on 2 CPU cores).",
+    )
     # global batch (split across ranks under torchrun)
-    batch_size: int = setting(64, 'Global batch size.')
-    accum_iter: int = setting(1, "Gradient accumulation: run each step's batch as this many micro-batches (the memory"
-                                 ' of batch / K images, the step of the whole batch).')
+    batch_size: int = setting(64, "Global batch size.")
+    accum_iter: int = setting(
+        1,
+        "Gradient accumulation: run each step's batch as this many micro-batches (the memory"
+        " of batch / K images, the step of the whole batch).",
+    )
     # fills the None fields below: "paper" (Table A), "fast" or "simmim" (engine/training/recipes.py)
-    recipe: str = setting("fast", "Optimiser defaults: 'fast' (default: base lr 1e-3, alpha lr x400), 'paper' "
-                                  "(Table A exactly: base lr 1e-4, alpha lr x1) or 'simmim' (SimMIM's official "
-                                  "pretraining: base lr 5e-5, betas 0.9 0.999, clip 5). Explicit options win.")
-    lr: float | None = setting(None, 'Peak lr. Default base lr x batch / 256 (paper).')
+    recipe: str = setting(
+        "fast",
+        "Optimiser defaults: 'fast' (default: base lr 1e-3, alpha lr x400), 'paper' "
+        "(Table A exactly: base lr 1e-4, alpha lr x1) or 'simmim' (SimMIM's official "
+        "pretraining: base lr 5e-5, betas 0.9 0.999, clip 5). Explicit options win.",
+    )
+    lr: float | None = setting(None, "Peak lr. Default base lr x batch / 256 (paper).")
     # None: the recipe's (paper, Table A: 1e-4; fast: 1e-3)
     base_lr: float | None = setting(None, "lr per 256 images. Default: the recipe's.")
-    min_lr: float = setting(0.0, 'End of the cosine decay.')
-    schedule: str | None = setting(None, 'After the warm-up: cosine (decay to --min-lr) or constant. Default: the '
-                                         "recipe's.")
-    warmup_epochs: float = setting(1.0, 'Linear warm-up from 0 to the peak lr.')
+    min_lr: float = setting(0.0, "End of the cosine decay.")
+    schedule: str | None = setting(
+        None, "After the warm-up: cosine (decay to --min-lr) or constant. Default: the recipe's."
+    )
+    warmup_epochs: float = setting(1.0, "Linear warm-up from 0 to the peak lr.")
     # None: the recipe's (both: 0.05, Table A)
     weight_decay: float | None = setting(None, "AdamW's (norms, biases and alpha get none). Default: the recipe's.")
     # None: the recipe's (both: 0.9, 0.95, Table A)
-    betas: tuple | None = setting(None, "AdamW's betas. Default: the recipe's.", metavar='B1 B2', nargs=2)
-    amp: str = amp_setting('"bf16" (on a CPU too: the same held-out error, faster with native bf16, '
-                           'docs/scale-and-speed.md)')
-    compile: str | None = setting(None, 'torch.compile (default backend inductor): the energy method\'s restoration '
-                                        'step (both grad modes, exact gradients), other methods\' backbone; what does '
-                                        'not compile runs eagerly.', flag_value='inductor',
-                                  metavar='[BACKEND]')
-    grad_checkpointing: bool = setting(False, 'Recompute activations in the backward (non-reentrant): less memory, '
-                                              'more time.')
-    channels_last: bool = setting(False, 'NHWC memory format (convolutional backbones).')
+    betas: tuple | None = setting(None, "AdamW's betas. Default: the recipe's.", metavar="B1 B2", nargs=2)
+    amp: str = amp_setting(
+        '"bf16" (on a CPU too: the same held-out error, faster with native bf16, docs/scale-and-speed.md)'
+    )
+    compile: str | None = setting(
+        None,
+        "torch.compile (default backend inductor): the energy method's restoration "
+        "step (both grad modes, exact gradients), other methods' backbone; what does "
+        "not compile runs eagerly.",
+        flag_value="inductor",
+        metavar="[BACKEND]",
+    )
+    grad_checkpointing: bool = setting(
+        False, "Recompute activations in the backward (non-reentrant): less memory, more time."
+    )
+    channels_last: bool = setting(False, "NHWC memory format (convolutional backbones).")
     clip_grad: float | None = clip_grad_setting()
-    seed: int = setting(0, 'Seeds the crops, the corruptions and the initialisation.')
-    out: str = setting("runs/pretrain", 'Output folder.')
+    seed: int = setting(0, "Seeds the crops, the corruptions and the initialisation.")
+    out: str = setting("runs/pretrain", "Output folder.")
     # a checkpoint path, or "auto" for OUT/checkpoint.pt
-    resume: str | None = setting(None, 'Continue from OUT/checkpoint.pt, or from the checkpoint given.',
-                                       flag_value='auto')
-    force: bool = setting(False, 'Start over in an --out that already holds a run (its checkpoint and log are '
-                                 'removed).')
-    workers: int = setting(2, 'Data loader worker processes.')
-    quiet: bool = setting(False, 'No progress bars on a terminal, no progress lines off one.')
+    resume: str | None = setting(
+        None, "Continue from OUT/checkpoint.pt, or from the checkpoint given.", flag_value="auto"
+    )
+    force: bool = setting(
+        False, "Start over in an --out that already holds a run (its checkpoint and log are removed)."
+    )
+    workers: int = setting(2, "Data loader worker processes.")
+    quiet: bool = setting(False, "No progress bars on a terminal, no progress lines off one.")
     # off a terminal (nohup, a cluster job) the loop prints one line per epoch on stderr; these add step lines
     log_every: int | None = log_every_setting()
-    device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
-    max_steps_per_epoch: int | None = setting(None, 'Cap the optimiser steps of each epoch.')
+    device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...")
+    max_steps_per_epoch: int | None = setting(None, "Cap the optimiser steps of each epoch.")
     figure_images: int = setting(8, "Images in each epoch's restoration figure.")
-    figure_every: int = setting(1, 'Draw the restoration figure (and monitor.png, and the logger\'s image) every '
-                                   'this many epochs and at the last; 0: at the last epoch only.')
-    eval_images: int = setting(256, 'Held-out images for the restoration-error report.')
-    eval_every: int | None = setting(None, 'Also log the held-out error every this many steps.')
-    logger: str = setting("jsonl", 'Also log scalars, held-out error and figures to tensorboard (OUT/tensorboard) or '
-                                   'wandb (offline unless WANDB_MODE=online); jsonl: log.jsonl alone (always written).')
+    figure_every: int = setting(
+        1,
+        "Draw the restoration figure (and monitor.png, and the logger's image) every "
+        "this many epochs and at the last; 0: at the last epoch only.",
+    )
+    eval_images: int = setting(256, "Held-out images for the restoration-error report.")
+    eval_every: int | None = setting(None, "Also log the held-out error every this many steps.")
+    logger: str = setting(
+        "jsonl",
+        "Also log scalars, held-out error and figures to tensorboard (OUT/tensorboard) or "
+        "wandb (offline unless WANDB_MODE=online); jsonl: log.jsonl alone (always written).",
+    )
     skip_nonfinite: bool = skip_nonfinite_setting()
     # about 1 % of the default run's time (README, the monitor)
-    monitor_every: int = setting(50, 'Measure the representation every this many steps and at the end (RankMe, top '
-                                     "component's share, online kNN where there are labels; monitor.png); 0: off.")
-    monitor_images: int = setting(256, 'Held-out images (and as many training images for kNN) the monitor measures.')
-    keep_best: str | None = setting(None, 'Also keep OUT/best.pt, the checkpoint with the best monitored metric.',
-                                    choices=tuple(KEEP_BEST))
+    monitor_every: int = setting(
+        50,
+        "Measure the representation every this many steps and at the end (RankMe, top "
+        "component's share, online kNN where there are labels; monitor.png); 0: off.",
+    )
+    monitor_images: int = setting(256, "Held-out images (and as many training images for kNN) the monitor measures.")
+    keep_best: str | None = setting(
+        None, "Also keep OUT/best.pt, the checkpoint with the best monitored metric.", choices=tuple(KEEP_BEST)
+    )
 
     def __post_init__(self):
         check_field_types(self)
         apply_recipe(self)
-        check_ranges(self, positive=("epochs", "batch_size", "accum_iter", "max_steps_per_epoch", "clip_grad",
-                                     "eval_every", "eval_images", "figure_images", "monitor_images", "log_every"),
-                     non_negative=("workers", "warmup_epochs", "weight_decay", "monitor_every", "figure_every"),
-                     within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
+        check_ranges(
+            self,
+            positive=(
+                "epochs",
+                "batch_size",
+                "accum_iter",
+                "max_steps_per_epoch",
+                "clip_grad",
+                "eval_every",
+                "eval_images",
+                "figure_images",
+                "monitor_images",
+                "log_every",
+            ),
+            non_negative=("workers", "warmup_epochs", "weight_decay", "monitor_every", "figure_every"),
+            within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE},
+        )
         check_optimizer(self)
         check_amp(self)
         check_logger(self.logger)
@@ -198,8 +249,11 @@ def with_method_args(values: dict) -> dict:
 def check_ranges(cfg, positive=(), non_negative=(), fractions=(), within=None) -> None:
     """ParameterError naming the first field out of its range: > 0, >= 0, in (0, 1], or in `within`'s
     [low, high]. None is skipped."""
-    for names, ok, allowed in ((positive, lambda v: v > 0, "> 0"), (non_negative, lambda v: v >= 0, ">= 0"),
-                               (fractions, lambda v: 0 < v <= 1, "in (0, 1]")):
+    for names, ok, allowed in (
+        (positive, lambda v: v > 0, "> 0"),
+        (non_negative, lambda v: v >= 0, ">= 0"),
+        (fractions, lambda v: 0 < v <= 1, "in (0, 1]"),
+    ):
         for name in names:
             value = getattr(cfg, name)
             if value is not None and not ok(value):
@@ -220,13 +274,16 @@ def check_optimizer(cfg) -> None:
     if getattr(cfg, "min_lr", None) is not None:
         check_ranges(cfg, non_negative=("min_lr",))
         if cfg.min_lr > cfg.peak_lr:
-            raise ParameterError(f"min_lr must be <= the peak lr {cfg.peak_lr:g} (--lr, or base lr x batch / 256), "
-                                 f"got {cfg.min_lr:g}; lower --min-lr.")
+            raise ParameterError(
+                f"min_lr must be <= the peak lr {cfg.peak_lr:g} (--lr, or base lr x batch / 256), "
+                f"got {cfg.min_lr:g}; lower --min-lr."
+            )
     if hasattr(cfg, "betas"):
         betas = cfg.betas
         pair = list(betas) if isinstance(betas, (tuple, list)) else []
-        if len(pair) != 2 or not all(isinstance(b, numbers.Real) and not isinstance(b, bool) and 0 <= b < 1
-                                     for b in pair):
+        if len(pair) != 2 or not all(
+            isinstance(b, numbers.Real) and not isinstance(b, bool) and 0 <= b < 1 for b in pair
+        ):
             shown = list(betas) if isinstance(betas, (tuple, list)) else betas
             raise ParameterError(f"betas must be two numbers in [0, 1) (AdamW's, e.g. 0.9 0.95), got {shown}.")
 
@@ -250,8 +307,13 @@ def check_field_types(cfg) -> None:
         value = getattr(cfg, f.name)
         if not all(isinstance(t, type) for t in allowed) or isinstance(value, bool) and bool in allowed:
             continue
-        if float in allowed and isinstance(value, int) and not isinstance(value, bool) \
-                or tuple in allowed and isinstance(value, list):
+        if (
+            float in allowed
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+            or tuple in allowed
+            and isinstance(value, list)
+        ):
             continue
         if str in allowed and isinstance(value, os.PathLike):
             setattr(cfg, f.name, os.fspath(value))

@@ -4,14 +4,15 @@ commands share (a strided shard of a dataset, its rows gathered back in order, s
 `torchrun --nproc-per-node K -m pretexts train|finetune|probe|segment ...` starts K processes with RANK,
 WORLD_SIZE and LOCAL_RANK set; each joins one process group (nccl on CUDA, one GPU per process; gloo on the CPU).
 """
+
 import os
 import signal
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import Dataset, Subset
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import Dataset, Subset
 
 from pretexts.errors import ParameterError
 
@@ -28,8 +29,7 @@ def launched_rank() -> int:
     return int(os.environ.get("RANK", "0")) if launched() else 0
 
 
-def setup(device: torch.device, global_batch: int | None = None,
-          accum_iter: int = 1) -> tuple[int, int, torch.device]:
+def setup(device: torch.device, global_batch: int | None = None, accum_iter: int = 1) -> tuple[int, int, torch.device]:
     """(rank, world size, this process's device); joins the process group when launched by torchrun. The global
     batch must split evenly over the processes, and each process's share into `accum_iter` micro-batches."""
     global _created_here
@@ -40,8 +40,9 @@ def setup(device: torch.device, global_batch: int | None = None,
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                                device_id=device if device.type == "cuda" else None)
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", device_id=device if device.type == "cuda" else None
+        )
         _created_here = True
     rank, world = dist.get_rank(), dist.get_world_size()
     check_batch(global_batch, world, accum_iter)
@@ -50,11 +51,15 @@ def setup(device: torch.device, global_batch: int | None = None,
 
 def check_batch(global_batch: int | None, world: int, accum_iter: int) -> None:
     if global_batch is not None and global_batch % world:
-        raise ParameterError(f"--batch-size {global_batch} is the global batch and must split evenly over "
-                             f"{world} processes; use a multiple of {world}.")
+        raise ParameterError(
+            f"--batch-size {global_batch} is the global batch and must split evenly over "
+            f"{world} processes; use a multiple of {world}."
+        )
     if global_batch is not None and (global_batch // world) % accum_iter:
-        raise ParameterError(f"--accum-iter {accum_iter} must divide each process's batch of {global_batch // world} "
-                             f"images into equal micro-batches.")
+        raise ParameterError(
+            f"--accum-iter {accum_iter} must divide each process's batch of {global_batch // world} "
+            f"images into equal micro-batches."
+        )
 
 
 def teardown() -> None:
@@ -90,8 +95,9 @@ def replicate(model: nn.Module, device: torch.device, sync_batchnorm: bool = Fal
     PyTorch's SyncBatchNorm runs on GPUs only: on the CPU (gloo) each rank normalises over its own share."""
     if sync_batchnorm and device.type != "cpu":
         nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    return DistributedDataParallel(LossInForward(model), device_ids=[device.index] if device.type == "cuda" else None,
-                                   static_graph=True)
+    return DistributedDataParallel(
+        LossInForward(model), device_ids=[device.index] if device.type == "cuda" else None, static_graph=True
+    )
 
 
 def through(replicated: DistributedDataParallel | None, compute, *args):
@@ -155,7 +161,7 @@ def gather_shards(rows: torch.Tensor, device: torch.device, world: int) -> torch
     dist.all_gather(counts, torch.tensor(rows.shape[0], device=device))
     counts = [int(count) for count in counts]
     padded = rows.new_zeros((max(counts), *rows.shape[1:]), device=device)
-    padded[:rows.shape[0]] = rows.to(device)
+    padded[: rows.shape[0]] = rows.to(device)
     parts = [torch.empty_like(padded) for _ in range(world)]
     dist.all_gather(parts, padded)
     whole = rows.new_empty((sum(counts), *rows.shape[1:]))

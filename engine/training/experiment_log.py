@@ -3,6 +3,7 @@
 Both get the same things: each step's scalars (loss, lr, alpha, ...), the held-out restoration error,
 and each epoch's restoration figure as an image.
 """
+
 import importlib.util
 import os
 from pathlib import Path
@@ -29,8 +30,7 @@ def flat_scalars(stats: dict, prefix: str = "") -> dict[str, float]:
         if isinstance(value, dict):
             scalars.update(flat_scalars(value, f"{name}/"))
         elif isinstance(value, (list, tuple)):
-            scalars.update({f"{name}_step{i}": float(v) for i, v in enumerate(value, 1)
-                            if isinstance(v, (int, float))})
+            scalars.update({f"{name}_step{i}": float(v) for i, v in enumerate(value, 1) if isinstance(v, (int, float))})
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             scalars[name] = float(value)
     return scalars
@@ -70,9 +70,14 @@ class WandbLog:
         self.wandb = wandb
         run_id = Path(out) / "wandb_run_id"
         previous = run_id.read_text().strip() if resumed_step is not None and run_id.is_file() else None
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "pretexts"), dir=str(out), config=config,
-                              mode=os.environ.get("WANDB_MODE", "offline"), id=previous,
-                              resume="allow" if previous else None)
+        self.run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "pretexts"),
+            dir=str(out),
+            config=config,
+            mode=os.environ.get("WANDB_MODE", "offline"),
+            id=previous,
+            resume="allow" if previous else None,
+        )
         write_text(run_id, self.run.id)
 
     def scalars(self, stats: dict, step: int) -> None:

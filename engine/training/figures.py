@@ -1,4 +1,5 @@
 """PNG figures: corrupted | restored after each step | original, and the loss curve."""
+
 import textwrap
 
 import matplotlib
@@ -37,7 +38,7 @@ def loss_curve(steps: list[int], losses: list[float], path, title: str = "restor
     if len(losses) >= 20:
         k = max(5, len(losses) // 20)
         smooth = torch.tensor(losses).unfold(0, k, 1).mean(1).tolist()
-        ax.plot(steps[k - 1:], smooth, lw=1.8, label=f"mean of {k}")
+        ax.plot(steps[k - 1 :], smooth, lw=1.8, label=f"mean of {k}")
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("loss")
     ax.set_yscale("log")

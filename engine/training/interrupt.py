@@ -4,6 +4,7 @@ The handler only sets a flag; the loop checks it between optimiser steps and sav
 (saving inside a signal handler could interrupt a half-written checkpoint or optimiser step).
 A second Ctrl-C raises KeyboardInterrupt at once, for a loop that hangs.
 """
+
 import signal
 import threading
 

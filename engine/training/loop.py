@@ -1,4 +1,5 @@
 """The pretraining loop. It knows neither the task nor the method: corrupt, loss, step, log, checkpoint."""
+
 import dataclasses
 import json
 import sys
@@ -10,13 +11,18 @@ import torch
 from timm.scheduler import CosineLRScheduler
 
 import pretexts
-from pretexts.errors import CheckpointError, DataError, ParameterError
-from pretexts.registry import METHODS
-
 from pretexts.engine.data.datasets import build_source
 from pretexts.engine.data.image_check import report_skipped
-from pretexts.engine.data.loader import (AugmentedImages, EpochSampler, batches, held_out_batches,
-                                make_loader, pretrain_transform, to_device, unaugmented_transform)
+from pretexts.engine.data.loader import (
+    AugmentedImages,
+    EpochSampler,
+    batches,
+    held_out_batches,
+    make_loader,
+    pretrain_transform,
+    to_device,
+    unaugmented_transform,
+)
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import FORMAT_VERSION, save_checkpoint
@@ -28,12 +34,19 @@ from pretexts.engine.training.monitor import Monitor, monitor_figure
 from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
 from pretexts.engine.training.optimizer_step import OptimizerStep
 from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
-from pretexts.engine.training.preflight import (check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes,
-                                       resolve_device)
+from pretexts.engine.training.preflight import (
+    check_backbone_fits,
+    check_output_dir,
+    check_task_fits,
+    checkpoint_bytes,
+    resolve_device,
+)
 from pretexts.engine.training.progress import ProgressLines, held_out_ratio, progress, stderr_line
+from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
 from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json, write_text
-from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
+from pretexts.errors import CheckpointError, DataError, ParameterError
+from pretexts.registry import METHODS
 
 
 def step_seed(seed: int, global_step: int, rank: int = 0) -> int:
@@ -55,12 +68,14 @@ class Pretrainer:
 
     def __init__(self, cfg: PretrainConfig, method: type[Method] | None = None):
         self.cfg = cfg
-        self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size,
-                                                                 cfg.accum_iter)
+        self.rank, self.world, self.device = distributed.setup(
+            resolve_device(cfg.device), cfg.batch_size, cfg.accum_iter
+        )
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
-        self.method = (method or METHODS.get(cfg.method))(cfg, pretexts.create_pretext(cfg.task, **cfg.task_args),
-                                                          self.device)
+        self.method = (method or METHODS.get(cfg.method))(
+            cfg, pretexts.create_pretext(cfg.task, **cfg.task_args), self.device
+        )
         cfg.method_args = dict(self.method.args)  # as the method resolved them: config.json records every one
         self.model = self.method.setup()
         self.task = self.method.task
@@ -69,8 +84,10 @@ class Pretrainer:
         check_task_fits(self.task, cfg.img_size, self.device)
         self.train_set = self._dataset("train", pretrain_transform(cfg.img_size))
         if len(self.train_set) < cfg.batch_size:
-            raise DataError(f"data '{cfg.data}' has {len(self.train_set)} training images, fewer than one "
-                            f"batch of {cfg.batch_size}; lower --batch-size.")
+            raise DataError(
+                f"data '{cfg.data}' has {len(self.train_set)} training images, fewer than one "
+                f"batch of {cfg.batch_size}; lower --batch-size."
+            )
         self.val_set = self._dataset("val", unaugmented_transform(cfg.img_size))
         self.sampler = EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
         self.batches_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
@@ -79,16 +96,27 @@ class Pretrainer:
         self.optimizer = build_optimizer(self.method, cfg)
         total = cfg.epochs * self.batches_per_epoch
         self.scheduler = CosineLRScheduler(
-            self.optimizer, t_initial=total, lr_min=cfg.peak_lr if cfg.schedule == "constant" else cfg.min_lr,
+            self.optimizer,
+            t_initial=total,
+            lr_min=cfg.peak_lr if cfg.schedule == "constant" else cfg.min_lr,
             t_in_epochs=False,
-            warmup_t=min(int(cfg.warmup_epochs * self.batches_per_epoch), total - 1))
+            warmup_t=min(int(cfg.warmup_epochs * self.batches_per_epoch), total - 1),
+        )
         self.dtype = amp_dtype(cfg.amp, self.device)
         self.scaler = grad_scaler(self.device, self.dtype)
         self.epoch, self.batch, self.global_step = 0, 0, 0
         self.history: list[tuple[int, float]] = []
         self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
-        self.optimizer_step = OptimizerStep(self.model, self.optimizer, self.scheduler, self.scaler, self.nonfinite,
-                                            cfg.clip_grad, self.replicated, self.world)
+        self.optimizer_step = OptimizerStep(
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            self.scaler,
+            self.nonfinite,
+            cfg.clip_grad,
+            self.replicated,
+            self.world,
+        )
         self.stop = StopSignals()
         self.experiment = NoLog()
         self.monitor, self.monitor_state = None, None
@@ -110,7 +138,8 @@ class Pretrainer:
         """One optimiser step on one batch (`accum_iter` micro-batches: one micro-batch's memory, the batch's
         gradient); a skipped step counts too, so the schedule and the log stay aligned."""
         generator = torch.Generator(device=self.device).manual_seed(
-            step_seed(self.cfg.seed, self.global_step, self.rank))
+            step_seed(self.cfg.seed, self.global_step, self.rank)
+        )
 
         def loss_of(chunk: torch.Tensor) -> torch.Tensor:
             # corrupted in order, chunk by chunk, so the step draws the same corruptions however it is split;
@@ -137,8 +166,9 @@ class Pretrainer:
                 note = report_skipped([self.train_set, self.val_set], self.out, write_text)
                 if note:
                     print(note, file=sys.stderr, flush=True)
-                self.experiment = open_experiment_log(cfg.logger, self.out, cfg.to_dict(),
-                                                      self.global_step + 1 if cfg.resume else None)
+                self.experiment = open_experiment_log(
+                    cfg.logger, self.out, cfg.to_dict(), self.global_step + 1 if cfg.resume else None
+                )
                 self.monitor = self.build_monitor() if cfg.monitor_every else None
             try:
                 return self.train_and_report()
@@ -159,8 +189,12 @@ class Pretrainer:
                     self.save()
                     self.end_of_epoch_outputs()
                     self.progress_line(self.epoch, end_of_epoch=True)
-        results = {"epochs": self.epoch, "optimizer_steps": self.global_step, "seconds": time.time() - start,
-                   "skipped_nonfinite_steps": self.nonfinite.skipped}
+        results = {
+            "epochs": self.epoch,
+            "optimizer_steps": self.global_step,
+            "seconds": time.time() - start,
+            "skipped_nonfinite_steps": self.nonfinite.skipped,
+        }
         if self.stop_requested() and self.epoch < cfg.epochs:
             if self.rank == 0:
                 self.save()
@@ -178,11 +212,19 @@ class Pretrainer:
         """The monitor's fixed images: held-out ones, and training ones (unaugmented) as the kNN bank."""
         cfg = self.cfg
         train = self._dataset("train", unaugmented_transform(cfg.img_size))
-        monitor = Monitor(self.method, self.val_set or train, train if self.val_set is not None else None,
-                          cfg.monitor_images, cfg.seed, self.device)
+        monitor = Monitor(
+            self.method,
+            self.val_set or train,
+            train if self.val_set is not None else None,
+            cfg.monitor_images,
+            cfg.seed,
+            self.device,
+        )
         if cfg.keep_best and cfg.keep_best.startswith("knn") and not monitor.labelled:
-            raise ParameterError(f"--keep-best {cfg.keep_best} needs labelled data with held-out images; '{cfg.data}' "
-                                 f"has none. Keep the best by rankme or top_pc_share instead.")
+            raise ParameterError(
+                f"--keep-best {cfg.keep_best} needs labelled data with held-out images; '{cfg.data}' "
+                f"has none. Keep the best by rankme or top_pc_share instead."
+            )
         monitor.load_state(self.monitor_state)
         return monitor
 
@@ -204,8 +246,11 @@ class Pretrainer:
         if self.figure_due():
             self.figure(path)
             if self.monitor and self.monitor.history:
-                monitor_figure(self.monitor.history, self.out / "monitor.png", f"{self.cfg.method}: {self.cfg.task} "
-                               f"on {self.cfg.backbone}, held-out features")
+                monitor_figure(
+                    self.monitor.history,
+                    self.out / "monitor.png",
+                    f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}, held-out features",
+                )
         if not isinstance(self.experiment, NoLog):
             if self.figure_due():
                 self.experiment.image(self.method.figure_name, path, self.global_step)
@@ -243,11 +288,19 @@ class Pretrainer:
         self.model.train()
         self.sampler.set_position(self.epoch, self.batch * (cfg.batch_size // self.world))
         loader = make_loader(self.train_set, cfg.batch_size // self.world, self.sampler, cfg.workers)
-        bar = progress(self.batches_per_epoch, f"epoch {self.epoch + 1}/{cfg.epochs}", cfg.quiet, self.batch,
-                       enabled=self.rank == 0)
+        bar = progress(
+            self.batches_per_epoch,
+            f"epoch {self.epoch + 1}/{cfg.epochs}",
+            cfg.quiet,
+            self.batch,
+            enabled=self.rank == 0,
+        )
         self.lines.restart_clock()
-        with open_log(self.out / "log.jsonl") if self.rank == 0 else nullcontext() as log, bar, \
-                batches(loader) as images_and_labels:
+        with (
+            open_log(self.out / "log.jsonl") if self.rank == 0 else nullcontext() as log,
+            bar,
+            batches(loader) as images_and_labels,
+        ):
             for images, _ in images_and_labels:
                 if self.batch >= self.batches_per_epoch:
                     break
@@ -263,9 +316,12 @@ class Pretrainer:
                     if cfg.eval_every and self.global_step % cfg.eval_every == 0 and self.val_set is not None:
                         self.measured = self.held_out_error()
                         stats["held_out"] = self.measured.to_dict()
-                    if self.monitor and self.monitor.due(self.global_step, cfg.monitor_every,
-                                                         self.batch == self.batches_per_epoch,
-                                                         self.epoch == cfg.epochs - 1):
+                    if self.monitor and self.monitor.due(
+                        self.global_step,
+                        cfg.monitor_every,
+                        self.batch == self.batches_per_epoch,
+                        self.epoch == cfg.epochs - 1,
+                    ):
                         stats["monitor"] = self.monitor_now()
                     log.write(json.dumps({"step": self.global_step, "epoch": self.epoch, **stats}) + "\n")
                     self.experiment.scalars(stats, self.global_step)
@@ -290,29 +346,38 @@ class Pretrainer:
         return to_device(torch.stack([self.train_set[(0, i)][0] for i in range(self.cfg.figure_images)]), self.device)
 
     def figure(self, path: Path) -> None:
-        restoration_figure(self.method.figure_columns(self.figure_batch()), path,
-                           f"{self.method.figure_title()}, epoch {self.epoch}")
+        restoration_figure(
+            self.method.figure_columns(self.figure_batch()), path, f"{self.method.figure_title()}, epoch {self.epoch}"
+        )
 
     def write_results(self, results: dict) -> None:
         if self.history:
             steps, losses = zip(*self.history)
-            loss_curve(list(steps), list(losses), self.out / "loss_curve.png",
-                       f"{self.cfg.task} on {self.cfg.backbone}")
+            loss_curve(
+                list(steps), list(losses), self.out / "loss_curve.png", f"{self.cfg.task} on {self.cfg.backbone}"
+            )
         write_json(self.out / "results.json", results)
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def save(self, path: Path | None = None) -> Path:
         path = path or self.out / "checkpoint.pt"
         check_finite_weights(self.model, self.global_step, self.out)
-        save_checkpoint({
-            "format_version": FORMAT_VERSION, "pretexts_version": pretexts.__version__,
-            "config": self.cfg.to_dict(), **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
-            "epoch": self.epoch,
-            "batch": self.batch, "global_step": self.global_step, "history": self.history,
-            "nonfinite_skipped": self.nonfinite.skipped,
-            "monitor": self.monitor.state() if self.monitor else self.monitor_state,
-            "task_sizes": self.task_sizes(),
-        }, path)
+        save_checkpoint(
+            {
+                "format_version": FORMAT_VERSION,
+                "pretexts_version": pretexts.__version__,
+                "config": self.cfg.to_dict(),
+                **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
+                "epoch": self.epoch,
+                "batch": self.batch,
+                "global_step": self.global_step,
+                "history": self.history,
+                "nonfinite_skipped": self.nonfinite.skipped,
+                "monitor": self.monitor.state() if self.monitor else self.monitor_state,
+                "task_sizes": self.task_sizes(),
+            },
+            path,
+        )
         return path
 
     def load(self, path: Path) -> None:
@@ -327,7 +392,6 @@ class Pretrainer:
         if self.rank == 0:
             truncate_log(self.out / "log.jsonl", self.global_step)
 
-
     def task_sizes(self) -> dict:
         """The task's scaled parameters as they resolve at the run's image size (`Pretext.sizes`)."""
         return pretexts.create_pretext(self.cfg.task, **self.cfg.task_args).sizes(self.cfg.img_size)
@@ -339,15 +403,19 @@ class Pretrainer:
         now = self.task_sizes()
         if saved is None:
             if now and self.rank == 0:
-                stderr_line(f"warning: {path} does not record its task's scaled parameters; it continues with {now} "
-                            f"at {self.cfg.img_size} px (a run started before 2026-11-23 used the paper's 224-px "
-                            f"values; start such a run again with them given as --task-arg KEY=VALUE).")
+                stderr_line(
+                    f"warning: {path} does not record its task's scaled parameters; it continues with {now} "
+                    f"at {self.cfg.img_size} px (a run started before 2026-11-23 used the paper's 224-px "
+                    f"values; start such a run again with them given as --task-arg KEY=VALUE)."
+                )
             return
         if saved != now:
-            raise CheckpointError(f"checkpoint '{path}' was trained with the task's scaled parameters {saved}; "
-                                  f"this version resolves them to {now} at {self.cfg.img_size} px, so it cannot "
-                                  f"continue the run as it was: resume it with the pretexts version that wrote it "
-                                  f"({version or 'unknown'}), or start a new run with --out.")
+            raise CheckpointError(
+                f"checkpoint '{path}' was trained with the task's scaled parameters {saved}; "
+                f"this version resolves them to {now} at {self.cfg.img_size} px, so it cannot "
+                f"continue the run as it was: resume it with the pretexts version that wrote it "
+                f"({version or 'unknown'}), or start a new run with --out."
+            )
 
     def same_arguments(self, name: str, saved: dict, asked: dict) -> bool:
         """Task and method arguments compared as the task and the method read them ('4' equals 4); those the
@@ -365,4 +433,3 @@ def pretrain(cfg: PretrainConfig) -> dict:
         return Pretrainer(cfg).run()
     finally:
         distributed.teardown()
-

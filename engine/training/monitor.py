@@ -1,6 +1,7 @@
 """The representation while it forms (`--monitor-every K`): on a fixed seeded held-out set of clean images,
 label-free health (RankMe, the top principal component's share, the method's own scalars such as the energy's
 correlation with brightness) and, where the data has labels, online kNN against a fixed set of training images."""
+
 import sys
 import time
 
@@ -34,8 +35,7 @@ class Monitor:
         self.query, self.query_labels = fixed_images(query_set, images, seed)
         self.bank = fixed_images(bank_set, images, seed + 1) if bank_set is not None else None
         # labels that say something: more than one class on both sides (a flat folder's are all 0)
-        self.labelled = self.bank is not None and len(self.query_labels.unique()) > 1 \
-            and len(self.bank[1].unique()) > 1
+        self.labelled = self.bank is not None and len(self.query_labels.unique()) > 1 and len(self.bank[1].unique()) > 1
         self.seconds = 0.0
         self.warned = False
         self.history: list[dict] = []  # {"step": N, metric: value, ...}, kept in the checkpoint
@@ -56,8 +56,12 @@ class Monitor:
     @torch.no_grad()
     def features(self, images: torch.Tensor) -> torch.Tensor:
         """`method.features` of uint8 host images, in chunks on the device, gathered on the host."""
-        return torch.cat([self.method.features(to_device(chunk, self.device)).float().flatten(1).cpu()
-                          for chunk in images.split(128)])
+        return torch.cat(
+            [
+                self.method.features(to_device(chunk, self.device)).float().flatten(1).cpu()
+                for chunk in images.split(128)
+            ]
+        )
 
     def measure(self, step: int) -> dict:
         """The health numbers now, recorded in `history`; warns once on a collapse."""
@@ -76,8 +80,13 @@ class Monitor:
 
     def summary(self, run_seconds: float) -> dict:
         """For results.json: the last measurement, the best ones, and what the monitor cost."""
-        return {"last": self.history[-1] if self.history else None, "best": self.best, "measurements": len(self.history),
-                "seconds": self.seconds, "share_of_run": self.seconds / run_seconds if run_seconds else None}
+        return {
+            "last": self.history[-1] if self.history else None,
+            "best": self.best,
+            "measurements": len(self.history),
+            "seconds": self.seconds,
+            "share_of_run": self.seconds / run_seconds if run_seconds else None,
+        }
 
     @torch.no_grad()
     def measure_now(self) -> dict:
@@ -100,11 +109,14 @@ class Monitor:
         if len(recent) == 2 and all(row["top_pc_share"] > COLLAPSE_SHARE for row in recent) and not self.warned:
             self.warned = True
             step, share = recent[-1]["step"], recent[-1]["top_pc_share"]
-            print(f"warning: at step {step} the top principal component holds {100 * share:.0f}% of the features' "
-                  f"variance (over {100 * COLLAPSE_SHARE:.0f}% twice in a row): the representation is collapsing onto one "
-                  f"direction, usually a shortcut the pretext leaves open (the energy method learnt brightness "
-                  f"from black mask boxes); see OUT/monitor.png, and try another task, --task-arg fill or method.",
-                  file=sys.stderr, flush=True)
+            print(
+                f"warning: at step {step} the top principal component holds {100 * share:.0f}% of the features' "
+                f"variance (over {100 * COLLAPSE_SHARE:.0f}% twice in a row): the representation is collapsing "
+                f"onto one direction, usually a shortcut the pretext leaves open (the energy method learnt brightness "
+                f"from black mask boxes); see OUT/monitor.png, and try another task, --task-arg fill or method.",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def better(metric: str, value: float, best: float | None) -> bool:
@@ -114,17 +126,17 @@ def better(metric: str, value: float, best: float | None) -> bool:
 def monitor_figure(history: list[dict], path, title: str) -> None:
     """One panel per measured quantity against the optimiser step."""
     names = [k for k in history[0] if k != "step"]
-    panels = [("rankme", "effective rank (RankMe)"), ("top_pc_share", "top component's share of variance"),
-              ("knn", "online kNN top-1 (%)")] + [(k, k.replace("_", " ")) for k in names
-                                                  if k not in ("rankme", "top_pc_share") and not k.startswith("knn")]
-    panels = [(k, label) for k, label in panels if k == "knn" and any(n.startswith("knn") for n in names)
-              or k in names]
+    panels = [
+        ("rankme", "effective rank (RankMe)"),
+        ("top_pc_share", "top component's share of variance"),
+        ("knn", "online kNN top-1 (%)"),
+    ] + [(k, k.replace("_", " ")) for k in names if k not in ("rankme", "top_pc_share") and not k.startswith("knn")]
+    panels = [(k, label) for k, label in panels if k == "knn" and any(n.startswith("knn") for n in names) or k in names]
     fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3), squeeze=False)
     steps = [row["step"] for row in history]
     for ax, (key, label) in zip(axes[0], panels):
         for name in [n for n in names if n.startswith("knn")] if key == "knn" else [key]:
-            ax.plot(steps, [row.get(name, float("nan")) for row in history], marker=".",
-                    label=name.replace("knn_", ""))
+            ax.plot(steps, [row.get(name, float("nan")) for row in history], marker=".", label=name.replace("knn_", ""))
         if key == "top_pc_share":
             ax.axhline(COLLAPSE_SHARE, color="gray", lw=0.8, ls="--")
         if key == "knn":

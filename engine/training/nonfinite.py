@@ -1,4 +1,5 @@
 """What a NaN or infinite loss does: stop the run (the default) or skip the step (--skip-nonfinite)."""
+
 import math
 from pathlib import Path
 
@@ -34,8 +35,11 @@ class NonFiniteGuard:
 
 
 def last_good(out: Path, checkpoint: str = "checkpoint.pt") -> str:
-    return (f"the last good checkpoint is kept in {out}" if (Path(out) / checkpoint).exists()
-            else "no checkpoint was written yet")
+    return (
+        f"the last good checkpoint is kept in {out}"
+        if (Path(out) / checkpoint).exists()
+        else "no checkpoint was written yet"
+    )
 
 
 def check_finite_weights(model: torch.nn.Module, step: int, out: Path, checkpoint: str = "checkpoint.pt") -> None:
@@ -43,6 +47,8 @@ def check_finite_weights(model: torch.nn.Module, step: int, out: Path, checkpoin
     run instead of replacing the last good checkpoint."""
     bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
     if bad:
-        raise NonFiniteLossError(f"{len(bad)} weight tensors (first: {bad[0]}) are NaN or infinite at step {step}, so "
-                                 f"they were not saved; {last_good(out, checkpoint)}. Lower --lr or set --clip-grad, "
-                                 f"then --resume.")
+        raise NonFiniteLossError(
+            f"{len(bad)} weight tensors (first: {bad[0]}) are NaN or infinite at step {step}, so "
+            f"they were not saved; {last_good(out, checkpoint)}. Lower --lr or set --clip-grad, "
+            f"then --resume."
+        )

@@ -5,10 +5,11 @@ DDP's all-reduce on the last one only), fp16 loss scaling, the gradient norm (cl
 non-finite policy (`NonFiniteGuard`: stop with a clear message, or skip and count under --skip-nonfinite) and
 the per-step learning-rate schedule. MAE's `NativeScalerWithGradNormCount` does the scaling part of it.
 """
+
 import math
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -35,9 +36,17 @@ class OptimizerStep:
     carry its state), `nonfinite` the run's guard (its count is saved too).
     """
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler,
-                 scaler: torch.amp.GradScaler, nonfinite: NonFiniteGuard, clip_grad: float | None = None,
-                 ddp: torch.nn.parallel.DistributedDataParallel | None = None, world: int = 1):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler,
+        scaler: torch.amp.GradScaler,
+        nonfinite: NonFiniteGuard,
+        clip_grad: float | None = None,
+        ddp: torch.nn.parallel.DistributedDataParallel | None = None,
+        world: int = 1,
+    ):
         self.model, self.optimizer, self.scheduler, self.scaler = model, optimizer, scheduler, scaler
         self.nonfinite, self.clip_grad, self.ddp, self.world = nonfinite, clip_grad, ddp, world
 
@@ -56,8 +65,11 @@ class OptimizerStep:
                 self.scaler.scale(loss * weight if len(micro_batches) > 1 else loss).backward()
             value += part * weight
         norm = self.unscale_and_clip()
-        if norm is not None and not self.scaler.is_enabled() and \
-                self.nonfinite.should_skip(norm, number, "gradient norm"):
+        if (
+            norm is not None
+            and not self.scaler.is_enabled()
+            and self.nonfinite.should_skip(norm, number, "gradient norm")
+        ):
             return self.skip(value, number, norm)
         self.scaler.step(self.optimizer)  # under fp16 the scaler itself skips a step with inf gradients
         self.scaler.update()

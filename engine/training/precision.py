@@ -1,4 +1,5 @@
 """Mixed precision: which autocast dtype a run uses and its loss scaler, for every training command alike."""
+
 from contextlib import nullcontext
 
 import torch

@@ -1,4 +1,5 @@
 """Checks made before training starts, so a bad setting fails in seconds, not at the first save."""
+
 import os
 import re
 import shutil
@@ -6,9 +7,8 @@ from pathlib import Path
 
 import torch
 
-from pretexts.errors import OutputError, ParameterError
-
 from pretexts.engine.modules.eval_mode import eval_mode
+from pretexts.errors import OutputError, ParameterError
 
 
 def resolve_device(name: str) -> torch.device:
@@ -23,13 +23,14 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ParameterError(f"device '{name}' asked, but no CUDA GPU is available; use --device cpu.")
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise ParameterError(f"device '{name}' asked, but there are {torch.cuda.device_count()} GPUs "
-                             f"(cuda:0 to cuda:{torch.cuda.device_count() - 1}).")
+        raise ParameterError(
+            f"device '{name}' asked, but there are {torch.cuda.device_count()} GPUs "
+            f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})."
+        )
     return device
 
 
-def check_backbone_fits(model: torch.nn.Module, name: str, img_size: int, device: torch.device,
-                        forward=None) -> None:
+def check_backbone_fits(model: torch.nn.Module, name: str, img_size: int, device: torch.device, forward=None) -> None:
     """One forward pass (`forward`, by default the model's) of two blank images, so an image too small for the
     backbone's downsampling fails now with a clear message instead of a convolution error at the first step,
     and one too large for the memory says so (with about what it needs) instead of a CUDA or allocator error."""
@@ -42,17 +43,29 @@ def check_backbone_fits(model: torch.nn.Module, name: str, img_size: int, device
     except RuntimeError as err:
         if OUT_OF_MEMORY.search(str(err)):
             raise too_large(err, img_size, device) from None
-        raise ParameterError(f"backbone '{name}' cannot run at image size {img_size} "
-                             f"({' '.join(str(err).split())[:200]}); use a larger --img-size.") from None
+        raise ParameterError(
+            f"backbone '{name}' cannot run at image size {img_size} "
+            f"({' '.join(str(err).split())[:200]}); use a larger --img-size."
+        ) from None
 
 
 # CUDA's and MPS's "out of memory", the CPU allocator's "can't allocate memory"
-OUT_OF_MEMORY = re.compile(r"out of memory|not enough memory|(can't|cannot|unable to|failed to|tried to) allocate",
-                           re.IGNORECASE)
+OUT_OF_MEMORY = re.compile(
+    r"out of memory|not enough memory|(can't|cannot|unable to|failed to|tried to) allocate", re.IGNORECASE
+)
 # what the failed allocation asked for: "Tried to allocate 12.00 GiB" (CUDA), "allocate 123456 bytes" (CPU)
 ASKED = re.compile(r"allocate (\d+(?:\.\d+)?) ?(bytes|[KMGT]i?B)", re.IGNORECASE)
-UNITS = {"bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
-         "tib": 2**40}
+UNITS = {
+    "bytes": 1,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "tb": 1e12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 
 
 def too_large(err: BaseException, img_size: int, device: torch.device) -> ParameterError:
@@ -62,11 +75,18 @@ def too_large(err: BaseException, img_size: int, device: torch.device) -> Parame
         torch.cuda.empty_cache()
     asked = ASKED.search(str(err))
     needed = float(asked[1]) * UNITS[asked[2].lower()] if asked else 2 * 3 * img_size**2 * 4
-    amount = f"{needed / 1e9:.0f} GB" if needed >= 1e10 else f"{needed / 1e9:.2g} GB" if needed >= 1e8 \
+    amount = (
+        f"{needed / 1e9:.0f} GB"
+        if needed >= 1e10
+        else f"{needed / 1e9:.2g} GB"
+        if needed >= 1e8
         else f"{needed / 1e6:.2g} MB"
-    return ParameterError(f"image size {img_size} needs about {amount} or more even for a batch of 2 images, more "
-                          f"than the memory of {device} has free; use a smaller --img-size (a smaller --batch-size "
-                          f"cannot help).")
+    )
+    return ParameterError(
+        f"image size {img_size} needs about {amount} or more even for a batch of 2 images, more "
+        f"than the memory of {device} has free; use a smaller --img-size (a smaller --batch-size "
+        f"cannot help)."
+    )
 
 
 def check_task_fits(task, img_size: int, device: torch.device) -> None:
@@ -99,12 +119,15 @@ def check_output_dir(out: Path, needed: int) -> None:
         probe.write_bytes(b"ok")
         probe.unlink()
     except OSError as err:
-        raise OutputError(f"output folder '{out}' cannot be written: {err.strerror or err}; "
-                          f"choose another --out.") from None
+        raise OutputError(
+            f"output folder '{out}' cannot be written: {err.strerror or err}; choose another --out."
+        ) from None
     free = shutil.disk_usage(out).free
     if free < needed:
-        raise OutputError(f"output folder '{out}' has {free / 2**20:.0f} MB free, but a checkpoint needs "
-                          f"about {needed / 2**20:.0f} MB; free some space or choose another --out.")
+        raise OutputError(
+            f"output folder '{out}' has {free / 2**20:.0f} MB free, but a checkpoint needs "
+            f"about {needed / 2**20:.0f} MB; free some space or choose another --out."
+        )
 
 
 RUN_FILES = ("checkpoint.pt", "log.jsonl")
@@ -117,7 +140,9 @@ def claim_output_dir(out: Path, resume: str | None, force: bool) -> None:
         return
     found = [name for name in RUN_FILES if (Path(out) / name).exists()]
     if found and not force:
-        raise OutputError(f"output folder '{out}' already holds a run ({', '.join(found)}); continue it with "
-                          f"--resume, start it over with --force, or choose another --out.")
+        raise OutputError(
+            f"output folder '{out}' already holds a run ({', '.join(found)}); continue it with "
+            f"--resume, start it over with --force, or choose another --out."
+        )
     for name in found:
         (Path(out) / name).unlink()

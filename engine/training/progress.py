@@ -1,17 +1,24 @@
 """Progress for every long loop. On a terminal, tqdm bars (train, finetune, probe), off under --quiet and, by
 tqdm's own check, when stderr is not a terminal. There, under nohup or a cluster scheduler, `ProgressLines`
 prints plain lines instead: one per epoch (and every `--log-every` steps), flushed, on stderr."""
+
 import math
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from tqdm.auto import tqdm
 
 
 def progress(total: int, desc: str, quiet: bool = False, initial: int = 0, enabled: bool = True) -> tqdm:
-    return tqdm(total=total, initial=initial, desc=desc, disable=True if quiet or not enabled else None,
-                dynamic_ncols=True, leave=False)
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        disable=True if quiet or not enabled else None,
+        dynamic_ncols=True,
+        leave=False,
+    )
 
 
 def stderr_line(line: str) -> None:
@@ -45,8 +52,17 @@ class ProgressLines:
     always printed one per epoch), step lines (`every` N steps) only when it is not; nothing under `quiet` or
     where `enabled` is False (ranks other than 0)."""
 
-    def __init__(self, epochs: int, total_steps: int, start_step: int = 0, quiet: bool = False, enabled: bool = True,
-                 every: int | None = None, on_terminal: bool = False, write: Callable[[str], None] = stderr_line):
+    def __init__(
+        self,
+        epochs: int,
+        total_steps: int,
+        start_step: int = 0,
+        quiet: bool = False,
+        enabled: bool = True,
+        every: int | None = None,
+        on_terminal: bool = False,
+        write: Callable[[str], None] = stderr_line,
+    ):
         terminal = stderr_is_terminal()
         self.epoch_lines = enabled and not quiet and (on_terminal or not terminal)
         self.every = every if enabled and not quiet and not terminal else None
@@ -83,8 +99,10 @@ class ProgressLines:
         rate = self.images / self.seconds if self.seconds > 0 else math.nan
         done = step - self.start_step
         pace = (time.perf_counter() - self.started) / done if done > 0 else math.nan
-        fields += [f"{rate:.0f} img/s" if math.isfinite(rate) else "? img/s",
-                   f"eta {duration(pace * (self.total_steps - step))}"]
+        fields += [
+            f"{rate:.0f} img/s" if math.isfinite(rate) else "? img/s",
+            f"eta {duration(pace * (self.total_steps - step))}",
+        ]
         if result:
             fields.append(result)
         self.losses, self.images, self.seconds = [], 0, 0.0

@@ -4,6 +4,7 @@ A recipe fills in every field below that the user left at None; a value given ex
 The resolved values are what the run's config.json and checkpoint record. A method whose own options differ
 between recipes declares those defaults itself (`Method.recipe_defaults`: the energy method's alpha lr).
 """
+
 import difflib
 
 from pretexts.errors import ParameterError
@@ -17,8 +18,7 @@ RECIPES: dict[str, dict] = {
     # microsoft/SimMIM's pretraining configs (vit_base / swin_base, 800 epochs): BASE_LR 1e-4 per 512 images,
     # AdamW betas (0.9, 0.999), weight decay 0.05, gradient clip 5.0; their multistep decay (x0.1 at epoch 700
     # of 800) is read as cosine here, and their 10 warm-up epochs are `--warmup-epochs 10`
-    "simmim": {"base_lr": 5e-5, "weight_decay": 0.05, "betas": (0.9, 0.999), "schedule": "cosine",
-               "clip_grad": 5.0},
+    "simmim": {"base_lr": 5e-5, "weight_decay": 0.05, "betas": (0.9, 0.999), "schedule": "cosine", "clip_grad": 5.0},
 }
 
 

@@ -1,41 +1,51 @@
 """What pretraining and fine-tuning share to resume a run: the training state in a checkpoint and its log."""
+
 import json
 import math
 from pathlib import Path
 
-from pretexts.errors import CheckpointError
-
-from pretexts.engine.training.run_folder import write_text
 from pretexts.engine.training.checkpoint import check_shapes, load_checkpoint, rng_states, set_rng_states
+from pretexts.engine.training.run_folder import write_text
+from pretexts.errors import CheckpointError
 
 
 def training_state(model, optimizer, scheduler, scaler) -> dict:
     """The checkpoint entries that make a resumed run continue as if never stopped."""
-    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(), "rng": rng_states()}
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
+        "rng": rng_states(),
+    }
 
 
 def checkpoint_to_resume(path: Path, auto: bool, out: Path, kind: str = "pretrain") -> dict:
     """The checkpoint `--resume` names, of `kind`; with a bare --resume (`auto`), OUT/checkpoint.pt, which must exist.
     It stays on the CPU (where it is verified, and where the RNG states belong): load_state_dict moves the rest."""
     if auto and not path.is_file():
-        raise CheckpointError(f"--resume: there is no checkpoint in '{out}' to continue; start without "
-                              f"--resume, or give --resume PATH.")
+        raise CheckpointError(
+            f"--resume: there is no checkpoint in '{out}' to continue; start without --resume, or give --resume PATH."
+        )
     return load_checkpoint(path, kinds=(kind,))
 
 
 def restore_training_state(ckpt: dict, path: Path, epochs: int, model, optimizer, scheduler, scaler) -> None:
     """Load `training_state`'s entries, after checking that the run asks for no fewer epochs than were done."""
     if ckpt["epoch"] > epochs:
-        raise CheckpointError(f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
-                              f"{epochs} asked; raise --epochs to continue it.")
+        raise CheckpointError(
+            f"checkpoint '{path}' has done {ckpt['epoch']} epochs, more than the "
+            f"{epochs} asked; raise --epochs to continue it."
+        )
     check_shapes(model, ckpt["model"], path, "resume with the settings it was trained with.")
     try:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
     except (RuntimeError, ValueError, KeyError) as err:
-        raise CheckpointError(f"checkpoint '{path}' does not fit this model ({' '.join(str(err).split())[:300]}); "
-                              f"resume with the settings it was trained with.") from None
+        raise CheckpointError(
+            f"checkpoint '{path}' does not fit this model ({' '.join(str(err).split())[:300]}); "
+            f"resume with the settings it was trained with."
+        ) from None
     scheduler.step_update(num_updates=ckpt["global_step"])  # re-planned, so --epochs may grow
     scaler.load_state_dict(ckpt["scaler"])
     set_rng_states(ckpt["rng"])

@@ -1,5 +1,6 @@
 """`--resume` keeps the run's own settings: the checkpoint's config is the base, options given on the command line
 may change only what does not change the run (epochs, logging, figures, speed), and config.json stays true."""
+
 import dataclasses
 from pathlib import Path
 
@@ -7,12 +8,34 @@ from pretexts.errors import CheckpointError
 
 # what a resumed run may change; everything else must equal the checkpoint's (a method's own arguments that
 # may change, such as the energy method's grad_mode, it names itself: `Method.resume_may_change`)
-PRETRAIN_MAY_CHANGE = frozenset({
-    "epochs", "out", "resume", "force", "workers", "quiet", "device", "figure_images", "eval_images", "eval_every",
-    "logger", "skip_nonfinite", "accum_iter", "grad_checkpointing", "channels_last", "compile",
-    "monitor_every", "monitor_images", "keep_best", "log_every", "figure_every"})
-FINETUNE_MAY_CHANGE = frozenset({"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter",
-                                 "skip_nonfinite"})
+PRETRAIN_MAY_CHANGE = frozenset(
+    {
+        "epochs",
+        "out",
+        "resume",
+        "force",
+        "workers",
+        "quiet",
+        "device",
+        "figure_images",
+        "eval_images",
+        "eval_every",
+        "logger",
+        "skip_nonfinite",
+        "accum_iter",
+        "grad_checkpointing",
+        "channels_last",
+        "compile",
+        "monitor_every",
+        "monitor_images",
+        "keep_best",
+        "log_every",
+        "figure_every",
+    }
+)
+FINETUNE_MAY_CHANGE = frozenset(
+    {"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter", "skip_nonfinite"}
+)
 
 
 OPTION_NAMES = {"task_args": "--task-arg and --preset", "method_args": "--method-arg"}
@@ -61,6 +84,8 @@ def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) ->
                 if key is not None:
                     name, before, now = key, before.get(key), now.get(key)
                     option = f"--{key.replace('_', '-')} (--method-arg {key}=...)"
-            raise CheckpointError(f"checkpoint '{path}' was trained with {name}={before!r}, this run asks for "
-                                  f"{now!r}; a resumed run keeps its {option} (leave it out to keep the saved one), "
-                                  f"or start a new run with --out.")
+            raise CheckpointError(
+                f"checkpoint '{path}' was trained with {name}={before!r}, this run asks for "
+                f"{now!r}; a resumed run keeps its {option} (leave it out to keep the saved one), "
+                f"or start a new run with --out."
+            )

@@ -1,5 +1,6 @@
 """Output folders and files: a command claims its folder before writing (never over another run, never over
 its own inputs), locks it while it writes, and replaces each file by a rename, never writing through a link."""
+
 import contextlib
 import errno
 import json
@@ -14,8 +15,17 @@ from pathlib import Path
 from pretexts.errors import OutputError, ParameterError
 
 # what a command leaves in its folder: a folder holding one of these holds a run (or an export)
-RUN_FILES = ("checkpoint.pt", "log.jsonl", "config.json", "results.json", "finetuned.pt", "segmenter.pt",
-             "model.safetensors", "pretexts.json", "best.pt")
+RUN_FILES = (
+    "checkpoint.pt",
+    "log.jsonl",
+    "config.json",
+    "results.json",
+    "finetuned.pt",
+    "segmenter.pt",
+    "model.safetensors",
+    "pretexts.json",
+    "best.pt",
+)
 LOCK_FILE = ".lock"
 NEW_LOCK_GRACE_S = 5.0  # a lock file this young may still be being written by its owner
 
@@ -31,8 +41,9 @@ def check_not_inputs(outputs, inputs) -> None:
             if given is None or not Path(given).exists():
                 continue
             if same_path(out, given) or same_path(out, Path(given).parent) and Path(given).name in RUN_FILES:
-                raise OutputError(f"--out '{out}' would overwrite this command's input '{given}'; choose another "
-                                  f"--out.")
+                raise OutputError(
+                    f"--out '{out}' would overwrite this command's input '{given}'; choose another --out."
+                )
 
 
 def run_files_in(folder: Path) -> list[str]:
@@ -51,8 +62,10 @@ def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable:
     found = run_files_in(out)
     if found and not force:
         hint = "continue it with --resume (resume='auto' in Python), " if resumable and not resume else ""
-        raise OutputError(f"output folder '{out}' already holds a run ({', '.join(found)}); {hint}start it over "
-                          f"with --force (force=True in Python), or choose another --out.")
+        raise OutputError(
+            f"output folder '{out}' already holds a run ({', '.join(found)}); {hint}start it over "
+            f"with --force (force=True in Python), or choose another --out."
+        )
     for name in found:
         (out / name).unlink()
 
@@ -63,8 +76,10 @@ def claim_output_file(out, force: bool, inputs=(), companions=()) -> None:
     check_not_inputs(paths, inputs)
     taken = [str(p) for p in paths if os.path.lexists(p)]
     if taken and not force:
-        raise OutputError(f"{', '.join(taken)} already exist{'s' if len(taken) == 1 else ''}; replace "
-                          f"{'it' if len(taken) == 1 else 'them'} with --force (force=True in Python), or choose another --out.")
+        raise OutputError(
+            f"{', '.join(taken)} already exist{'s' if len(taken) == 1 else ''}; replace "
+            f"{'it' if len(taken) == 1 else 'them'} with --force (force=True in Python), or choose another --out."
+        )
 
 
 FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".pdf", ".svg")
@@ -73,8 +88,10 @@ FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".pdf", ".svg")
 def figure_path(out) -> Path:
     """A figure's --out: an image file (its numbers go beside it as .json), checked before the work."""
     if Path(out).suffix.lower() not in FIGURE_SUFFIXES:
-        raise ParameterError(f"--out '{out}' must be a figure file ({', '.join(FIGURE_SUFFIXES)}); its numbers are "
-                             f"written beside it as .json.")
+        raise ParameterError(
+            f"--out '{out}' must be a figure file ({', '.join(FIGURE_SUFFIXES)}); its numbers are "
+            f"written beside it as .json."
+        )
     return Path(out)
 
 
@@ -102,10 +119,15 @@ class RunLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise OutputError(f"output folder '{self.path.parent}' cannot be written: {err.strerror or err}; "
-                              f"choose another --out.") from None
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "command": self.command,
-              "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+            raise OutputError(
+                f"output folder '{self.path.parent}' cannot be written: {err.strerror or err}; choose another --out."
+            ) from None
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": self.command,
+            "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
         for _ in range(3):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o644)
@@ -115,15 +137,18 @@ class RunLock:
                     raise OutputError(self.held_by(holder)) from None
                 with contextlib.suppress(FileNotFoundError):
                     self.path.unlink()
-                print(f"note: took over the lock of '{self.path.parent}' left by {describe(holder)}, which has "
-                      f"ended.", file=sys.stderr)
+                print(
+                    f"note: took over the lock of '{self.path.parent}' left by {describe(holder)}, which has ended.",
+                    file=sys.stderr,
+                )
                 continue
             with os.fdopen(fd, "w") as fh:
                 json.dump(me, fh)
             self.held = True
             return self
-        raise OutputError(f"cannot lock output folder '{self.path.parent}'; another process keeps taking it. "
-                          f"Choose another --out.")
+        raise OutputError(
+            f"cannot lock output folder '{self.path.parent}'; another process keeps taking it. Choose another --out."
+        )
 
     def __exit__(self, *exc) -> None:
         self.release()
@@ -152,15 +177,19 @@ class RunLock:
         return not isinstance(pid, int) or pid == os.getpid() or not process_alive(pid)
 
     def held_by(self, holder: dict | None) -> str:
-        return (f"output folder '{self.path.parent}' is being written by {describe(holder)}; wait for it to end or "
-                f"choose another --out. If that process is gone, delete '{self.path}'.")
+        return (
+            f"output folder '{self.path.parent}' is being written by {describe(holder)}; wait for it to end or "
+            f"choose another --out. If that process is gone, delete '{self.path}'."
+        )
 
 
 def describe(holder: dict | None) -> str:
     if not holder:
         return "another process"
-    return (f"`pretexts {holder.get('command')}` (pid {holder.get('pid')} on {holder.get('host')}, since "
-            f"{holder.get('since')})")
+    return (
+        f"`pretexts {holder.get('command')}` (pid {holder.get('pid')} on {holder.get('host')}, since "
+        f"{holder.get('since')})"
+    )
 
 
 # ---- files replaced by rename ---------------------------------------------------------------------
@@ -172,7 +201,7 @@ def temporary_name(path: Path) -> Path:
 def remove_stale_temporaries(path: Path) -> None:
     """Temporary files of earlier killed writes of `path` (their process has ended), so they never fill the disk."""
     for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        pid = stale.name[len(path.name) + 2:].split(".")[0]
+        pid = stale.name[len(path.name) + 2 :].split(".")[0]
         if not pid.isdigit() or int(pid) != os.getpid() and not process_alive(int(pid)):
             stale.unlink(missing_ok=True)
 
@@ -200,8 +229,9 @@ def replace_file(path, write: Callable, what: str = "file") -> None:
         if cause is None:
             raise
         kept = f"the previous {what} is kept" if path.is_file() else "nothing was written"
-        raise OutputError(f"cannot write {what} '{path}': {cause.strerror or cause}; {kept}. "
-                          f"Free some space or choose another --out.") from err
+        raise OutputError(
+            f"cannot write {what} '{path}': {cause.strerror or cause}; {kept}. Free some space or choose another --out."
+        ) from err
 
 
 def os_error(err: BaseException | None) -> OSError | None:
@@ -231,7 +261,9 @@ def open_log(path, truncate: bool = False):
         fd = os.open(path, flags, 0o644)
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise OutputError(f"'{path}' is a symbolic link; pretexts never writes through a link in its output "
-                              f"folder. Remove the link or choose another --out.") from None
+            raise OutputError(
+                f"'{path}' is a symbolic link; pretexts never writes through a link in its output "
+                f"folder. Remove the link or choose another --out."
+            ) from None
         raise
     return os.fdopen(fd, "w", buffering=1)

@@ -1,4 +1,5 @@
 """Reading a checkpoint without running code in it: torch's weights-only unpickler, and what a refusal means."""
+
 import pickle
 import re
 from pathlib import Path
@@ -10,11 +11,21 @@ from pretexts.errors import CheckpointError
 
 # What a version-1 checkpoint's numpy RNG state (a uint32 array) unpickles through, under numpy 1 and 2 names.
 _reconstruct = getattr(np, "_core", np).multiarray._reconstruct
-NUMPY_ARRAY_GLOBALS = [_reconstruct, (_reconstruct, "numpy.core.multiarray._reconstruct"),
-                       (_reconstruct, "numpy._core.multiarray._reconstruct"), np.ndarray, np.dtype,
-                       *[cls for cls in [getattr(getattr(np, "dtypes", None), "UInt32DType", None)] if cls]]
-NUMPY_ARRAY_NAMES = {"numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray",
-                     "numpy.dtype", "numpy.dtypes.UInt32DType"}
+NUMPY_ARRAY_GLOBALS = [
+    _reconstruct,
+    (_reconstruct, "numpy.core.multiarray._reconstruct"),
+    (_reconstruct, "numpy._core.multiarray._reconstruct"),
+    np.ndarray,
+    np.dtype,
+    *[cls for cls in [getattr(getattr(np, "dtypes", None), "UInt32DType", None)] if cls],
+]
+NUMPY_ARRAY_NAMES = {
+    "numpy.core.multiarray._reconstruct",
+    "numpy._core.multiarray._reconstruct",
+    "numpy.ndarray",
+    "numpy.dtype",
+    "numpy.dtypes.UInt32DType",
+}
 
 
 def read_weights(path: Path) -> dict:
@@ -30,8 +41,10 @@ def read_weights(path: Path) -> dict:
         raise unreadable(path, err) from None
     if set(refused) <= NUMPY_ARRAY_NAMES and version_1(path):
         raise old_format(path)
-    raise CheckpointError(f"checkpoint '{path}' holds Python objects that are not weights ({', '.join(refused)}); "
-                          f"it was refused without running them. Use a checkpoint written by pretexts that you trust.")
+    raise CheckpointError(
+        f"checkpoint '{path}' holds Python objects that are not weights ({', '.join(refused)}); "
+        f"it was refused without running them. Use a checkpoint written by pretexts that you trust."
+    )
 
 
 def read_version_1(path: Path) -> dict:
@@ -49,8 +62,10 @@ def version_1(path: Path) -> bool:
 
 
 def old_format(path: Path) -> CheckpointError:
-    return CheckpointError(f"checkpoint '{path}' is in the old format (version 1), which is no longer read; convert "
-                           f"it once with `pretexts upgrade-checkpoint {path} NEW.pt` and use NEW.pt.")
+    return CheckpointError(
+        f"checkpoint '{path}' is in the old format (version 1), which is no longer read; convert "
+        f"it once with `pretexts upgrade-checkpoint {path} NEW.pt` and use NEW.pt."
+    )
 
 
 def unsafe_globals(path: Path, err: Exception) -> list[str]:
@@ -64,5 +79,7 @@ def unsafe_globals(path: Path, err: Exception) -> list[str]:
 
 def unreadable(path: Path, err: Exception) -> CheckpointError:
     cause = " ".join(str(err).split()).split(". ")[0]  # torch adds paragraphs of advice
-    return CheckpointError(f"checkpoint '{path}' cannot be read ({type(err).__name__}: {cause}); it may be "
-                           f"truncated. Use an earlier checkpoint.")
+    return CheckpointError(
+        f"checkpoint '{path}' cannot be read ({type(err).__name__}: {cause}); it may be "
+        f"truncated. Use an earlier checkpoint."
+    )

@@ -1,11 +1,17 @@
 """`pretexts upgrade-checkpoint`: a version-1 checkpoint rewritten in the current format, read without running code."""
+
 import os
 from pathlib import Path
 
-from pretexts.errors import CheckpointError
-
-from pretexts.engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, numpy_state, python_state, save_checkpoint
+from pretexts.engine.training.checkpoint import (
+    FORMAT_VERSION,
+    load_checkpoint,
+    numpy_state,
+    python_state,
+    save_checkpoint,
+)
 from pretexts.engine.training.safe_load import read_version_1, read_weights, unreadable
+from pretexts.errors import CheckpointError
 
 
 def upgrade_checkpoint(old: str | os.PathLike, new: str | os.PathLike) -> dict:
@@ -28,8 +34,9 @@ def upgrade_checkpoint(old: str | os.PathLike, new: str | os.PathLike) -> dict:
         if version == FORMAT_VERSION:
             load_checkpoint(old)  # verified: an intact checkpoint needs no upgrade
             raise CheckpointError(f"checkpoint '{old}' is already in format version {FORMAT_VERSION}; use it as it is.")
-        raise CheckpointError(f"'{old}' is not a version-1 pretexts checkpoint (format version {version}); "
-                              f"nothing to upgrade.")
+        raise CheckpointError(
+            f"'{old}' is not a version-1 pretexts checkpoint (format version {version}); nothing to upgrade."
+        )
     rng = ckpt.get("rng")
     if isinstance(rng, dict):
         try:

@@ -3,10 +3,11 @@
 Installed, it registers through the `pretexts.tasks` entry point (see pyproject.toml), so
 `pretexts list` shows `jpeg` and `pretexts train --task jpeg` trains with it.
 """
+
 import torch
 from kornia.enhance import jpeg_codec_differentiable
 
-from pretexts import Corrupted, ParameterError, Param, Pretext, register
+from pretexts import Corrupted, Param, ParameterError, Pretext, register
 from pretexts.base import uniform
 
 
@@ -27,7 +28,8 @@ class JpegArtefacts(Pretext):
     def check(self) -> None:
         if self.quality_low > self.quality_high:
             raise ParameterError(
-                f"{self.name}: quality_low={self.quality_low} must be <= quality_high={self.quality_high}.")
+                f"{self.name}: quality_low={self.quality_low} must be <= quality_high={self.quality_high}."
+            )
 
     def draw(self, images, generator=None) -> dict:
         return {"quality": uniform((images.shape[0],), self.quality_low, self.quality_high, generator, images.device)}

@@ -1,4 +1,5 @@
 """The `pretexts` command: one click group; each subcommand lives in its own module."""
+
 import errno
 import sys
 
@@ -75,8 +76,10 @@ def one_line(text: str) -> str:
 
 def path_message(err: OSError) -> str:
     where = f": '{err.filename}'" if err.filename else ""
-    return (f"{err.strerror or err}{where}; check the path, its permissions and the free space. A training run "
-            f"continues from its last checkpoint with --resume.")
+    return (
+        f"{err.strerror or err}{where}; check the path, its permissions and the free space. A training run "
+        f"continues from its last checkpoint with --resume."
+    )
 
 
 @click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -132,8 +135,10 @@ def single_process(command: str) -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         if int(os.environ.get("RANK", "0")) != 0:
             sys.exit(0)  # a failing rank makes torchrun kill rank 0 before it can print the message
-        raise PretextsError(f"`pretexts {command}` runs in one process; start it without torchrun "
-                            f"({', '.join(DATA_PARALLEL[:-1])} and {DATA_PARALLEL[-1]} are the data-parallel commands).")
+        raise PretextsError(
+            f"`pretexts {command}` runs in one process; start it without torchrun "
+            f"({', '.join(DATA_PARALLEL[:-1])} and {DATA_PARALLEL[-1]} are the data-parallel commands)."
+        )
 
 
 def rank_zero_echo(rank: int):
@@ -141,5 +146,15 @@ def rank_zero_echo(rank: int):
     return click.echo if rank == 0 else lambda *args, **kwargs: None
 
 
-from . import (compare_cmd, energy_cmd, export_cmd, finetune_cmd, list_cmd, probe_cmd, restore_cmd,  # noqa: E402,F401
-               segment_cmd, train_cmd, upgrade_cmd)  # (subcommands register on import)
+from . import (  # noqa: E402, F401 (subcommands register on import)
+    compare_cmd,
+    energy_cmd,
+    export_cmd,
+    finetune_cmd,
+    list_cmd,
+    probe_cmd,
+    restore_cmd,
+    segment_cmd,
+    train_cmd,
+    upgrade_cmd,
+)

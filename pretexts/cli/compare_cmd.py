@@ -1,6 +1,7 @@
 """`pretexts compare`: which pretext and method give the best features on my data. Each (task, method) pair is
 pretrained for the same budget, scored by kNN, the linear probe and (if asked) fine-tuning, beside random init;
 one ranked table (mean +- std over seeds) and one plot."""
+
 import click
 
 from . import main
@@ -36,8 +37,8 @@ class CompareCommand(defaults_from(CONFIG)):
 def compare_command(config, sets, **options) -> None:
     """Pretrain every --tasks x --methods pair for --budget minutes and rank the features they leave; writes
     OUT/compare.md, OUT/compare.png, OUT/compare.json and a cached cell per pair and seed (a rerun resumes)."""
-    from pretexts.engine.compare.run import compare
     from pretexts.engine.compare.config import CompareConfig
+    from pretexts.engine.compare.run import compare
 
     cfg = build_config(CompareConfig, options, config, sets)
     compare(cfg, echo=click.echo)

@@ -4,6 +4,7 @@ A run saves OUT/config.json (every field of its config dataclass); the same file
 subset of the fields, starts a run again. Precedence: the file, then the command's own options, then
 each --set in order.
 """
+
 import dataclasses
 import importlib
 import json
@@ -21,8 +22,9 @@ def read_config_file(path: str) -> dict:
     """The mapping in a .yaml / .yml / .json file; one clear line for a missing or malformed file."""
     file = Path(path)
     if not file.is_file():
-        raise ParameterError(f"config file '{path}' does not exist; give a .yaml or .json file (a run's own "
-                             f"OUT/config.json works).")
+        raise ParameterError(
+            f"config file '{path}' does not exist; give a .yaml or .json file (a run's own OUT/config.json works)."
+        )
     try:
         text = file.read_text()
         values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
@@ -35,8 +37,9 @@ def read_config_file(path: str) -> dict:
     if values is None:
         return {}
     if not isinstance(values, dict):
-        raise ParameterError(f"config file '{path}' must hold a mapping of field: value, not a "
-                             f"{type(values).__name__}.")
+        raise ParameterError(
+            f"config file '{path}' must hold a mapping of field: value, not a {type(values).__name__}."
+        )
     return values
 
 
@@ -59,8 +62,9 @@ def convert(cls, name: str, text: str, where: str = "--set"):
         return yaml.safe_load(text)  # int, bool, tuple (a list), dict: YAML spells them all
     except yaml.YAMLError as err:
         problem = " ".join(str(getattr(err, "problem", None) or "cannot be parsed").split())
-        raise ParameterError(f"{shown}: not a valid value ({problem}); write a list as [0.9, 0.95] and a mapping "
-                             f"as {{key: value}}.") from None
+        raise ParameterError(
+            f"{shown}: not a valid value ({problem}); write a list as [0.9, 0.95] and a mapping as {{key: value}}."
+        ) from None
 
 
 def apply_sets(cls, values: dict, pairs: tuple[str, ...], loose=None) -> dict:
@@ -87,12 +91,12 @@ def check_known(cls, keys, where: str) -> None:
     known = [f.name for f in dataclasses.fields(cls)]
     for key in keys:
         if key not in known:
-            raise ParameterError(f"{where}: unknown field '{key}'.{suggest(key, known)} "
-                                 f"Fields: {', '.join(known)}.")
+            raise ParameterError(f"{where}: unknown field '{key}'.{suggest(key, known)} Fields: {', '.join(known)}.")
 
 
-def build_config(cls, options: dict, config: str | None, sets: tuple[str, ...], merge=("task_args",), resume=None,
-                 loose=None):
+def build_config(
+    cls, options: dict, config: str | None, sets: tuple[str, ...], merge=("task_args",), resume=None, loose=None
+):
     """`cls` from the file, the command's explicit options (None = not given) and the --set overrides.
     Mappings named in `merge` (task arguments) are updated key by key rather than replaced. `loose(values)`
     moves the keys that are no field of `cls` where they belong (a method's options, into method_args) before
@@ -103,8 +107,7 @@ def build_config(cls, options: dict, config: str | None, sets: tuple[str, ...], 
         values = loose({**values, **({"method": method} if method else {})})
     check_known(cls, values, f"config file '{config}'")
     # YAML 1.1 reads 1e-3 as a string: such values take the field's type, as --set values do
-    values = {k: convert(cls, k, v, f"config file '{config}'") if isinstance(v, str) else v
-              for k, v in values.items()}
+    values = {k: convert(cls, k, v, f"config file '{config}'") if isinstance(v, str) else v for k, v in values.items()}
     for key, value in options.items():
         if value is None or value == () or value == {}:
             continue
@@ -112,19 +115,34 @@ def build_config(cls, options: dict, config: str | None, sets: tuple[str, ...], 
     values = apply_sets(cls, values, sets, loose)
     if resume and values.get("resume"):
         values = resume(values)
-    required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
-                and f.default_factory is dataclasses.MISSING and f.name not in values]
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in values
+    ]
     if required:
-        raise ParameterError(f"{required[0]} is required: give --{required[0].replace('_', '-')} or put it in --config.")
+        raise ParameterError(
+            f"{required[0]} is required: give --{required[0].replace('_', '-')} or put it in --config."
+        )
     return cls(**values)
 
 
 def config_options(command):
     """The --config and --set options, shared by train, finetune and probe."""
-    command = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                           help="Override one config field (after --config and the options); repeatable.")(command)
-    return click.option("--config", "config", default=None, metavar="FILE",
-                        help="Start from a .yaml or .json config (e.g. a run's OUT/config.json).")(command)
+    command = click.option(
+        "--set",
+        "sets",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Override one config field (after --config and the options); repeatable.",
+    )(command)
+    return click.option(
+        "--config",
+        "config",
+        default=None,
+        metavar="FILE",
+        help="Start from a .yaml or .json config (e.g. a run's OUT/config.json).",
+    )(command)
 
 
 def config_class(config: str) -> type:
@@ -156,8 +174,11 @@ def option_names(f: dataclasses.Field) -> tuple[str, str]:
 
 def option_settings(f: dataclasses.Field) -> dict:
     extra = {k: v for k, v in f.metadata.items() if k not in ("help", "option", "choices", "nargs")}
-    kinds = [t for t in (typing.get_args(f.type) if isinstance(f.type, types.UnionType) else (f.type,))
-             if t is not type(None)]
+    kinds = [
+        t
+        for t in (typing.get_args(f.type) if isinstance(f.type, types.UnionType) else (f.type,))
+        if t is not type(None)
+    ]
     kind = kinds[0]
     settings = {"default": None, "help": f.metadata["help"]}
     if "choices" in f.metadata:
@@ -183,10 +204,18 @@ def defaults_from(config: str) -> type:
         def format_options(self, ctx, formatter):
             cls = config_class(config)
             defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-            defaults.update({f.name: f.default_factory() for f in dataclasses.fields(cls)
-                             if f.default_factory is not dataclasses.MISSING})
-            shown = {p: p.default for p in self.params if isinstance(p, click.Option) and not p.is_flag
-                     and defaults.get(p.name) not in (None, {}, ())}
+            defaults.update(
+                {
+                    f.name: f.default_factory()
+                    for f in dataclasses.fields(cls)
+                    if f.default_factory is not dataclasses.MISSING
+                }
+            )
+            shown = {
+                p: p.default
+                for p in self.params
+                if isinstance(p, click.Option) and not p.is_flag and defaults.get(p.name) not in (None, {}, ())
+            }
             for param in shown:  # the real default stays None: an option not given leaves the config's own value
                 param.default, param.show_default = defaults[param.name], True
             try:

@@ -1,4 +1,5 @@
 """`pretexts energy`: histograms of the energy of real, corrupted and restored images."""
+
 import click
 
 from . import main, parse_task_args
@@ -25,7 +26,11 @@ def energy_command(task_args, images, steps, **options) -> None:
         raise ParameterError("--images and --steps must be >= 1.")
     results = energy_histogram(task_args=parse_task_args(task_args) or None, images=images, steps=steps, **options)
     groups = [k for k in results if isinstance(results[k], dict) and "mean" in results[k]]
-    click.echo(f"{results['task']} on {results['images']} images, mean energy: "
-               + ", ".join(f"{g} {results[g]['mean']:.4g}" for g in groups))
-    click.echo(f"real below corrupted for {100 * results['real_below_corrupted']:.1f}% of images; wrote "
-               f"{options['out']} and its .json")
+    click.echo(
+        f"{results['task']} on {results['images']} images, mean energy: "
+        + ", ".join(f"{g} {results[g]['mean']:.4g}" for g in groups)
+    )
+    click.echo(
+        f"real below corrupted for {100 * results['real_below_corrupted']:.1f}% of images; wrote "
+        f"{options['out']} and its .json"
+    )

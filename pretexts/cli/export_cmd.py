@@ -1,4 +1,5 @@
 """`pretexts export`: a pretrained or fine-tuned backbone for timm, as a Hub-ready folder or one weights file."""
+
 from pathlib import Path
 
 import click
@@ -7,12 +8,24 @@ from . import main, written_files
 
 
 @main.command("export")
-@click.option("--checkpoint", required=True, help="checkpoint.pt of `pretexts train`, or checkpoint.pt / "
-              "finetuned.pt of `pretexts finetune`.")
-@click.option("--out", required=True, help="A folder (Hub-ready: model.safetensors + config.json, loads with "
-              "timm's local-dir:), or a single weights file ending in .safetensors or .pth.")
-@click.option("--push-to-hub", "push_to_hub", default=None, metavar="REPO",
-              help="Also upload to this Hugging Face Hub repository (needs `huggingface-cli login` or HF_TOKEN).")
+@click.option(
+    "--checkpoint",
+    required=True,
+    help="checkpoint.pt of `pretexts train`, or checkpoint.pt / finetuned.pt of `pretexts finetune`.",
+)
+@click.option(
+    "--out",
+    required=True,
+    help="A folder (Hub-ready: model.safetensors + config.json, loads with "
+    "timm's local-dir:), or a single weights file ending in .safetensors or .pth.",
+)
+@click.option(
+    "--push-to-hub",
+    "push_to_hub",
+    default=None,
+    metavar="REPO",
+    help="Also upload to this Hugging Face Hub repository (needs `huggingface-cli login` or HF_TOKEN).",
+)
 @click.option("--private", is_flag=True, help="With --push-to-hub: create the repository private.")
 @click.option("--force", is_flag=True, help="Replace an earlier export (or run) in --out; never the checkpoint.")
 def export_command(checkpoint: str, out: str, push_to_hub: str | None, private: bool, force: bool) -> None:
@@ -21,10 +34,15 @@ def export_command(checkpoint: str, out: str, push_to_hub: str | None, private: 
 
     info = export_backbone(checkpoint, out, push_to_hub=push_to_hub, private=private, force=force)
     size = "x".join(map(str, info["input_size"][1:]))
-    files = f"{out} and {info['file'].rsplit('.', 1)[0]}.json" if not Path(out).is_dir() else \
-        f"{out}/: {written_files(out)}"
-    click.echo(f"wrote {files} ({info['tensors']} tensors, {info['parameters']:,} parameters of {info['timm_name']}, "
-               f"{size} px). Load it with:")
+    files = (
+        f"{out} and {info['file'].rsplit('.', 1)[0]}.json"
+        if not Path(out).is_dir()
+        else f"{out}/: {written_files(out)}"
+    )
+    click.echo(
+        f"wrote {files} ({info['tensors']} tensors, {info['parameters']:,} parameters of {info['timm_name']}, "
+        f"{size} px). Load it with:"
+    )
     click.echo(f"  import timm; model = {info['load']}")
     if "hub" in info:
         click.echo(f"pushed to {info['hub']}; load it with timm.create_model('hf-hub:{push_to_hub}', pretrained=True)")

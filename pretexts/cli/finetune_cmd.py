@@ -1,4 +1,5 @@
 """`pretexts finetune`: fine-tune a pretrained backbone (or one from scratch) with the paper's recipe."""
+
 import sys
 
 from . import main, rank_zero_echo, written_files
@@ -13,29 +14,41 @@ def finetune_command(config, sets, **options) -> None:
     reports top-1 on val/ each epoch and writes OUT/finetuned.pt (the final weights), OUT/best.pt (the best epoch's)
     and OUT/results.json. Without --data it fine-tunes on the checkpoint's pretraining data."""
     from pretexts.engine import FinetuneConfig, Finetuner
-    from pretexts.engine.training import distributed
     from pretexts.engine.evaluation.pretrained import describe_data
+    from pretexts.engine.training import distributed
     from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, resumed_values
 
-    cfg = build_config(FinetuneConfig, options, config, sets,
-                       resume=lambda values: resumed_values(FinetuneConfig, values, "finetune", FINETUNE_MAY_CHANGE))
+    cfg = build_config(
+        FinetuneConfig,
+        options,
+        config,
+        sets,
+        resume=lambda values: resumed_values(FinetuneConfig, values, "finetune", FINETUNE_MAY_CHANGE),
+    )
     finetuner = Finetuner(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
     echo = rank_zero_echo(finetuner.rank)
     source = cfg.checkpoint or f"{cfg.backbone} from scratch"
-    echo(f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
-         f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
-         f"classes, for {cfg.epochs} epochs -> {cfg.out}"
-         f"{f' on {finetuner.world} processes' if finetuner.world > 1 else ''}")
+    echo(
+        f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
+        f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
+        f"classes, for {cfg.epochs} epochs -> {cfg.out}"
+        f"{f' on {finetuner.world} processes' if finetuner.world > 1 else ''}"
+    )
     try:
         results = finetuner.run()
     finally:
         distributed.teardown()
     if "interrupted" in results:
-        kept = (f"{cfg.out}/checkpoint.pt holds epoch {results['epochs']}. Continue with the same command and "
-                f"--resume." if results["epochs"] else "no epoch had finished, so there is nothing to resume.")
+        kept = (
+            f"{cfg.out}/checkpoint.pt holds epoch {results['epochs']}. Continue with the same command and --resume."
+            if results["epochs"]
+            else "no epoch had finished, so there is nothing to resume."
+        )
         echo(f"stopped by {results['interrupted']} in epoch {results['epochs'] + 1}; {kept}", err=True)
         sys.exit(results["exit_code"])
-    echo(f"top-1 on val/ ({results['val_images']} images, {results['classes']} classes): final "
-         f"{results['final_top1']:.2f}% (epoch {results['epochs']}, {cfg.out}/{results['weights']['final']}), "
-         f"best {results['best_top1']:.2f}% (epoch {results['best_epoch']}, {cfg.out}/{results['weights']['best']})")
+    echo(
+        f"top-1 on val/ ({results['val_images']} images, {results['classes']} classes): final "
+        f"{results['final_top1']:.2f}% (epoch {results['epochs']}, {cfg.out}/{results['weights']['final']}), "
+        f"best {results['best_top1']:.2f}% (epoch {results['best_epoch']}, {cfg.out}/{results['weights']['best']})"
+    )
     echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

@@ -1,5 +1,6 @@
 """`pretexts list`: what is registered (tasks, or --methods, --probes) with its parameters, and the plugins that
 failed or were shadowed; or the backbones (--backbones)."""
+
 import fnmatch
 from dataclasses import dataclass
 
@@ -16,10 +17,10 @@ class Listing:
     whether a plain listing shows them in full or only their defaults, and the order of the names."""
 
     registry: Registry
-    option: str                 # "--task-arg"
-    params: str                 # the attribute holding an entry's parameters (name -> pretexts.Param)
-    full_params: bool = False   # a plain listing shows every parameter's line, not only their defaults
-    sort: bool = False          # by name, not in the registry's order (built-ins first)
+    option: str  # "--task-arg"
+    params: str  # the attribute holding an entry's parameters (name -> pretexts.Param)
+    full_params: bool = False  # a plain listing shows every parameter's line, not only their defaults
+    sort: bool = False  # by name, not in the registry's order (built-ins first)
 
 
 TASK_LISTING = Listing(TASKS, "--task-arg", "params", sort=True)
@@ -30,12 +31,23 @@ PROBE_LISTING = Listing(PROBES, "--probe-arg", "params")
 @main.command("list")
 @click.argument("pattern", default="*")
 @click.option("-v", "--verbose", is_flag=True, help="Show each parameter's range and help, and the presets.")
-@click.option("--backbones", is_flag=True, help="List backbones instead: the short aliases (with the timm model and "
-              "arguments each stands for), then the timm models matching PATTERN.")
-@click.option("--methods", is_flag=True, help="List pretraining methods instead (train --method), with their "
-              "--method-arg options, ranges and defaults.")
-@click.option("--probes", is_flag=True, help="List the frozen-feature probes instead (probe --probe), with their "
-              "--probe-arg options (-v: ranges and help).")
+@click.option(
+    "--backbones",
+    is_flag=True,
+    help="List backbones instead: the short aliases (with the timm model and "
+    "arguments each stands for), then the timm models matching PATTERN.",
+)
+@click.option(
+    "--methods",
+    is_flag=True,
+    help="List pretraining methods instead (train --method), with their --method-arg options, ranges and defaults.",
+)
+@click.option(
+    "--probes",
+    is_flag=True,
+    help="List the frozen-feature probes instead (probe --probe), with their "
+    "--probe-arg options (-v: ranges and help).",
+)
 def list_command(pattern: str, verbose: bool, backbones: bool, methods: bool, probes: bool) -> None:
     """List pretext tasks (or --backbones, --methods, --probes) matching PATTERN (shell wildcards, default all)."""
     if backbones:
@@ -61,8 +73,13 @@ def list_registry(listing: Listing, pattern: str, verbose: bool, debug: bool = F
             for key, param in params.items():
                 click.echo(f"{'':<18}   {listing.option} {key}=...  {param.describe()}. {param.help}".rstrip())
         elif params:
-            click.echo(f"{'':<18}   " + ", ".join(f"{k}=auto ({p.default_text()})" if getattr(p, "scaled", "")
-                                                  else f"{k}={p.default}" for k, p in params.items()))
+            click.echo(
+                f"{'':<18}   "
+                + ", ".join(
+                    f"{k}=auto ({p.default_text()})" if getattr(p, "scaled", "") else f"{k}={p.default}"
+                    for k, p in params.items()
+                )
+            )
         if verbose:
             for preset, values in (getattr(entry, "presets", None) or {}).items():
                 click.echo(f"{'':<18}   --preset {preset}: {', '.join(f'{k}={v}' for k, v in values.items())}")

@@ -1,4 +1,5 @@
 """`pretexts probe`: frozen-feature evaluation (linear probe, the paper's MLP head, kNN, a plugin's probes)."""
+
 import click
 
 from . import main, parse_task_args, rank_zero_echo, written_files
@@ -15,16 +16,26 @@ def builtin_probe_options(command):
     for key, param in reversed(BUILTIN_PROBE_PARAMS.items()):
         many = isinstance(param.default, tuple)
         kind = type(param.default[0]) if many else param.kind
-        command = click.option("--" + key.replace("_", "-"), key, type=kind, default=None, multiple=many,
-                               help=f"{param.help[:1].upper()}{param.help[1:]} ({param.describe()}"
-                                    f"{'; repeatable' if many else ''}).")(command)
+        command = click.option(
+            "--" + key.replace("_", "-"),
+            key,
+            type=kind,
+            default=None,
+            multiple=many,
+            help=f"{param.help[:1].upper()}{param.help[1:]} ({param.describe()}{'; repeatable' if many else ''}).",
+        )(command)
     return command
 
 
 @main.command("probe", cls=defaults_from(f"{PROBE_CONFIG}:ProbeConfig"))
 @options_from(f"{PROBE_CONFIG}:ProbeConfig")
-@click.option("--probe-arg", "probe_args", multiple=True, metavar="KEY=VALUE",
-              help="A parameter of the probes run (see `pretexts list --probes -v`); repeatable.")
+@click.option(
+    "--probe-arg",
+    "probe_args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A parameter of the probes run (see `pretexts list --probes -v`); repeatable.",
+)
 @builtin_probe_options
 @config_options
 def probe_command(probe_args, config, sets, **options) -> None:
@@ -32,13 +43,14 @@ def probe_command(probe_args, config, sets, **options) -> None:
     or a seeded random init (--from-scratch); without --data, on the data the weights were trained on. Writes
     OUT/results.json."""
     from pretexts.engine import ProbeConfig, run_probe
-    from pretexts.engine.training import distributed
     from pretexts.engine.evaluation.probe_config import BUILTIN_PROBE_PARAMS, with_probe_args
+    from pretexts.engine.training import distributed
 
     given = {key: options.pop(key) for key in BUILTIN_PROBE_PARAMS}
     args = {**{k: v for k, v in given.items() if v not in (None, ())}, **parse_task_args(probe_args, "--probe-arg")}
-    cfg = build_config(ProbeConfig, {"probe_args": args, **options}, config, sets, merge=("probe_args",),
-                       loose=with_probe_args)
+    cfg = build_config(
+        ProbeConfig, {"probe_args": args, **options}, config, sets, merge=("probe_args",), loose=with_probe_args
+    )
     echo = rank_zero_echo(distributed.launched_rank())
     try:
         run_probe(cfg, echo=echo)

@@ -1,4 +1,5 @@
 """`pretexts restore`: the paper's figure for any task, corrupted | restored at each step | original."""
+
 from pathlib import Path
 
 import click
@@ -23,13 +24,12 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     import torch
 
     from pretexts.engine.data.datasets import build_source
+    from pretexts.engine.data.loader import AugmentedImages, held_out_batches, unaugmented_transform
+    from pretexts.engine.evaluation.from_checkpoint import load_energy_model, task_for
     from pretexts.engine.methods.energy import EnergyMethod, figure_columns, restoration_error
     from pretexts.engine.methods.report import with_figure_numbers
     from pretexts.engine.training.figures import restoration_figure
-    from pretexts.engine.evaluation.from_checkpoint import load_energy_model, task_for
-    from pretexts.engine.data.loader import AugmentedImages, held_out_batches, unaugmented_transform
-    from pretexts.engine.training.preflight import resolve_device
-    from pretexts.engine.training.preflight import check_output_dir
+    from pretexts.engine.training.preflight import check_output_dir, resolve_device
     from pretexts.engine.training.run_folder import claim_output_file, figure_path, write_json
     from pretexts.errors import ParameterError
 
@@ -51,10 +51,13 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     images = torch.cat(list(held_out_batches(images_set, count, seed, dev, workers=0)))
     columns = figure_columns(model, pretext, images, steps, seed=seed)
     error = restoration_error(model, pretext, [images], steps, dev, seed=seed)
-    restoration_figure(columns, out, with_figure_numbers(f"{pretext.name} restored by {cfg.backbone} ({steps} steps)",
-                                                         error))
+    restoration_figure(
+        columns, out, with_figure_numbers(f"{pretext.name} restored by {cfg.backbone} ({steps} steps)", error)
+    )
     results = {"checkpoint": str(checkpoint), "task": pretext.name, "task_args": pretext.values(), **error.to_dict()}
     write_json(out.with_suffix(".json"), results)
-    click.echo(f"wrote {out} and {Path(out).with_suffix('.json')}: {pretext.name}, corrupted MSE "
-               f"{error.corrupted_mse:.5f} -> restored {error.restored_mse[-1]:.5f} on {error.images} images"
-               f"{error.versus_trivial(as_ratio=False)}")
+    click.echo(
+        f"wrote {out} and {Path(out).with_suffix('.json')}: {pretext.name}, corrupted MSE "
+        f"{error.corrupted_mse:.5f} -> restored {error.restored_mse[-1]:.5f} on {error.images} images"
+        f"{error.versus_trivial(as_ratio=False)}"
+    )

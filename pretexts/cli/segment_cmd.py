@@ -1,4 +1,5 @@
 """`pretexts segment`: semantic segmentation fine-tuning (the paper's ADE20K transfer table)."""
+
 import click
 
 from . import main, rank_zero_echo, written_files
@@ -24,6 +25,8 @@ def segment_command(from_scratch, config, sets, **options) -> None:
     finally:
         distributed.teardown()
     echo = rank_zero_echo(distributed.launched_rank())
-    echo(f"on {results['val_images']} validation images ({results['num_classes']} classes, {results['eval_mode']} "
-         f"eval): mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%")
+    echo(
+        f"on {results['val_images']} validation images ({results['num_classes']} classes, {results['eval_mode']} "
+        f"eval): mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%"
+    )
     echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

@@ -1,21 +1,32 @@
 """`pretexts train`: pretrain a backbone with a method (the energy method by default) on one pretext task. The
 selected method's own options (the energy method's --steps, --alpha, --grad-mode, ...) are options too."""
+
 import sys
 
 import click
 
 from . import main, parse_task_args, rank_zero_echo, written_files
-from .config_file import (build_config, config_options, defaults_from, method_option_values, options_from,
-                          with_method_options)
+from .config_file import (
+    build_config,
+    config_options,
+    defaults_from,
+    method_option_values,
+    options_from,
+    with_method_options,
+)
 
 CONFIG = "pretexts.engine.training.config:PretrainConfig"
 
 
 @main.command("train", cls=with_method_options(defaults_from(CONFIG), CONFIG))
 @options_from(CONFIG)
-@click.option("--method-arg", "method_args", multiple=True, metavar="KEY=VALUE",
-              help="An option of the method, e.g. mask_ratio=0.75 for mae (see `pretexts list --methods`); "
-              "repeatable.")
+@click.option(
+    "--method-arg",
+    "method_args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="An option of the method, e.g. mask_ratio=0.75 for mae (see `pretexts list --methods`); repeatable.",
+)
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option("--preset", default=None, help="A named preset of the task (see `pretexts list -v`).")
 @config_options
@@ -29,22 +40,35 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
     args = parse_task_args(task_args)
     if preset is not None:
         args["preset"] = preset
-    method_values = {**parse_task_args(method_args, "--method-arg"),
-                     **method_option_values(click.get_current_context(), options)}
-    cfg = build_config(PretrainConfig, {"task_args": args, "method_args": method_values, **options}, config, sets,
-                       merge=("task_args", "method_args"), loose=with_method_args,
-                       resume=lambda values: resumed_values(PretrainConfig, values, None, PRETRAIN_MAY_CHANGE))
+    method_values = {
+        **parse_task_args(method_args, "--method-arg"),
+        **method_option_values(click.get_current_context(), options),
+    }
+    cfg = build_config(
+        PretrainConfig,
+        {"task_args": args, "method_args": method_values, **options},
+        config,
+        sets,
+        merge=("task_args", "method_args"),
+        loose=with_method_args,
+        resume=lambda values: resumed_values(PretrainConfig, values, None, PRETRAIN_MAY_CHANGE),
+    )
     trainer = Pretrainer(cfg)
     echo = rank_zero_echo(trainer.rank)
-    echo(f"pretraining {cfg.backbone} on {trainer.method.corruption()} with data '{cfg.data}' for {cfg.epochs} epochs "
-         f"-> {cfg.out}")
+    echo(
+        f"pretraining {cfg.backbone} on {trainer.method.corruption()} with data '{cfg.data}' for {cfg.epochs} epochs "
+        f"-> {cfg.out}"
+    )
     try:
         results = trainer.run()
     finally:
         distributed.teardown()
     if "interrupted" in results:
-        echo(f"stopped by {results['interrupted']} after step {results['optimizer_steps']}; saved "
-             f"{cfg.out}/checkpoint.pt. Continue with the same command and --resume.", err=True)
+        echo(
+            f"stopped by {results['interrupted']} after step {results['optimizer_steps']}; saved "
+            f"{cfg.out}/checkpoint.pt. Continue with the same command and --resume.",
+            err=True,
+        )
         sys.exit(results["exit_code"])
     if results.get("skipped_nonfinite_steps"):
         echo(f"skipped {results['skipped_nonfinite_steps']} steps with a NaN or infinite loss.", err=True)

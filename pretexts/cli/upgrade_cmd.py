@@ -1,4 +1,5 @@
 """`pretexts upgrade-checkpoint`: convert a checkpoint of an older pretexts to the format this one reads."""
+
 import click
 
 from . import main

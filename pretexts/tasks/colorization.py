@@ -1,4 +1,5 @@
 """Colorization: restore colour from a grayscale image (paper, Section 3.3 and Table 2)."""
+
 import kornia
 from torch import Tensor
 

@@ -1,4 +1,5 @@
 """Denoising with a diffusion-style noise schedule (paper, Section 4.1 and Table 2)."""
+
 import torch
 from torch import Tensor
 
@@ -26,11 +27,10 @@ class Denoising(Pretext):
 
     def check(self) -> None:
         if self.gamma_low > self.gamma_high:
-            raise ParameterError(
-                f"{self.name}: gamma_low={self.gamma_low} must be <= gamma_high={self.gamma_high}.")
+            raise ParameterError(f"{self.name}: gamma_low={self.gamma_low} must be <= gamma_high={self.gamma_high}.")
 
     def draw(self, images: Tensor, generator=None) -> dict:
-        """"gamma" [B], then "noise" [B, 3, H, W] ~ N(0, I)."""
+        """ "gamma" [B], then "noise" [B, 3, H, W] ~ N(0, I)."""
         gamma = uniform((images.shape[0],), self.gamma_low, self.gamma_high, generator, images.device)
         noise = torch.randn(images.shape, generator=generator, device=images.device, dtype=images.dtype)
         return {"gamma": gamma, "noise": noise}

@@ -1,4 +1,5 @@
 """Masked image modelling: gridded and random-rectangle masks (paper, Section 4.1 and Table 1)."""
+
 import math
 
 import torch
@@ -20,9 +21,14 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)  # what the energy model subtracts unless 
 
 def fill_param(prefix: str = "") -> Param:
     """The `fill` parameter of a masking task (and of a mixture, which passes it on)."""
-    return Param("gray", str, choices=FILLS,
-                 help=prefix + "what masked pixels hold: gray 0.5 (default; 0.52 where the model normalises with 0.5); black 0 (the paper's blank pixels); "
-                               "noise U(0, 1) per pixel and channel; mean = each image's visible mean colour")
+    return Param(
+        "gray",
+        str,
+        choices=FILLS,
+        help=prefix + "what masked pixels hold: gray 0.5 (default; 0.52 where the model normalises with 0.5); "
+        "black 0 (the paper's blank pixels); "
+        "noise U(0, 1) per pixel and channel; mean = each image's visible mean colour",
+    )
 
 
 def visible_mean(images: Tensor, mask: Tensor) -> Tensor:
@@ -66,8 +72,9 @@ class MaskingTask(Pretext):
             return images.masked_fill(mask, 0.0)
         if self.fill == "noise":
             return torch.where(mask, params["noise"], images)
-        colour = torch.full((1, 3, 1, 1), GRAY, device=images.device) if self.fill == "gray" \
-            else visible_mean(images, mask)
+        colour = (
+            torch.full((1, 3, 1, 1), GRAY, device=images.device) if self.fill == "gray" else visible_mean(images, mask)
+        )
         return torch.where(mask, self.off_norm_mean(colour).to(images.dtype), images)
 
     def off_norm_mean(self, colour: Tensor) -> Tensor:
@@ -99,14 +106,20 @@ class GriddedMask(MaskingTask):
     """
 
     params = {
-        "grid": Param(16, int, 1, 1024, scaled="cells",
-                      help="cell side in pixels (paper at 224 px: 16, 24, 32); auto: the paper's 16 scaled"),
+        "grid": Param(
+            16,
+            int,
+            1,
+            1024,
+            scaled="cells",
+            help="cell side in pixels (paper at 224 px: 16, 24, 32); auto: the paper's 16 scaled",
+        ),
         "ratio": Param(0.7, float, 0.0, 1.0, help="fraction of cells blanked (paper: 0.1 to 0.9)"),
         "fill": fill_param(),
     }
 
     def draw(self, images: Tensor, generator=None) -> dict:
-        """"cells": [B, rows, cols] True on the blanked cells (and the fill's "noise")."""
+        """ "cells": [B, rows, cols] True on the blanked cells (and the fill's "noise")."""
         self.fit(images)
         batch, _, height, width = images.shape
         rows, cols = math.ceil(height / self.grid), math.ceil(width / self.grid)
@@ -159,7 +172,8 @@ class RandomMask(MaskingTask):
         for low, high in (("low", "high"), ("aspect_low", "aspect_high")):
             if getattr(self, low) > getattr(self, high):
                 raise ParameterError(
-                    f"{self.name}: {low}={getattr(self, low)} must be <= {high}={getattr(self, high)}.")
+                    f"{self.name}: {low}={getattr(self, low)} must be <= {high}={getattr(self, high)}."
+                )
 
     def draw(self, images: Tensor, generator=None) -> dict:
         """Each box's "area", "aspect", "centre_y" and "centre_x", [B, count] (and the fill's "noise")."""
@@ -167,13 +181,19 @@ class RandomMask(MaskingTask):
         area = uniform(shape, self.low, self.high, generator, device)
         aspect = uniform(shape, self.aspect_low, self.aspect_high, generator, device)
         centre_y, centre_x = rand(shape, generator, device), rand(shape, generator, device)
-        return {"area": area, "aspect": aspect, "centre_y": centre_y, "centre_x": centre_x,
-                **self.draw_fill(images, generator)}
+        return {
+            "area": area,
+            "aspect": aspect,
+            "centre_y": centre_y,
+            "centre_x": centre_x,
+            **self.draw_fill(images, generator),
+        }
 
     def apply(self, images: Tensor, params: dict) -> Corrupted:
         height, width, device = *images.shape[-2:], images.device
-        area, aspect, centre_y, centre_x = (params[k].unsqueeze(-1) for k in ("area", "aspect", "centre_y",
-                                                                                "centre_x"))  # [B, count, 1]
+        area, aspect, centre_y, centre_x = (
+            params[k].unsqueeze(-1) for k in ("area", "aspect", "centre_y", "centre_x")
+        )  # [B, count, 1]
         half_h, half_w = (area * aspect).sqrt() / 2, (area / aspect).sqrt() / 2
         # A pixel is blanked when its centre lies inside a box, in normalised coordinates.
         ys = (torch.arange(height, device=device) + 0.5) / height

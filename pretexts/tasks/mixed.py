@@ -1,12 +1,13 @@
 """A mixture of pixel pretext tasks, one drawn per image (paper, Section 4.2 and Table 3: Ours Mixed)."""
+
 import torch
 from torch import Tensor
 
 from ..base import Corrupted, Pretext, splits_draw_and_apply
 from ..errors import ParameterError, PretextsError
-from .masking import fill_param
 from ..params import Param
 from ..registry import get_pretext_class, register
+from .masking import fill_param
 
 # the paper's four families, drawn uniformly (Section 4.2); masking is random-mask, its best row (Table 1: 79.7)
 DEFAULT_TASKS = ("random-mask", "super-resolution", "denoising", "colorization")
@@ -41,13 +42,19 @@ class Mixed(Pretext):
     Only pixel tasks mix, since their states share one shape. Images are grouped by task; `draw` draws which
     task each image gets, then each task's parameters for its group (task by task, in `tasks` order), and
     `apply` applies each group's task with its drawn parameters in one call. info["task"] holds each image's
-    index into `tasks`; info["parts"][index] that sub-task's own info, for the images with task == index. The trivial restorer is each image's own
-    task's; none when a sub-task has none.
+    index into `tasks`; info["parts"][index] that sub-task's own info, for the images with task == index.
+    The trivial restorer is each image's own task's; none when a sub-task has none.
     """
 
-    params = {"tasks": Param(DEFAULT_TASKS, tuple, help="task names to draw from, each optionally with :PRESET "
-                                                       "and :KEY=VALUE parts (e.g. super-resolution:scale=4)"),
-              "fill": fill_param("passed to the sub-tasks that declare a fill (the masks): ")}
+    params = {
+        "tasks": Param(
+            DEFAULT_TASKS,
+            tuple,
+            help="task names to draw from, each optionally with :PRESET "
+            "and :KEY=VALUE parts (e.g. super-resolution:scale=4)",
+        ),
+        "fill": fill_param("passed to the sub-tasks that declare a fill (the masks): "),
+    }
 
     def check(self) -> None:
         self.subtasks = []
@@ -62,8 +69,7 @@ class Mixed(Pretext):
             except PretextsError as err:
                 raise ParameterError(f"{self.name}: parameter 'tasks': {err}") from None
             if not is_pixel_task(task):
-                raise ParameterError(
-                    f"{self.name}: only pixel tasks can be mixed; '{name}' restores something else.")
+                raise ParameterError(f"{self.name}: only pixel tasks can be mixed; '{name}' restores something else.")
             self.subtasks.append(task)
         restorers = [task.trivial_restorer for task in self.subtasks]
         self.trivial_restorer = None if None in restorers else "each task's own"
@@ -79,13 +85,18 @@ class Mixed(Pretext):
         presets = [part for part in parts if "=" not in part]
         args = dict(part.split("=", 1) for part in parts if "=" in part)
         if len(presets) > 1 or "" in presets or "" in args:
-            raise ParameterError(f"{self.name}: parameter 'tasks': '{entry}' is not NAME, NAME:PRESET or "
-                                 f"NAME:KEY=VALUE[:KEY=VALUE...] (e.g. super-resolution:scale=4).")
-        return name, (presets[0] if presets else None), {k.strip().replace("-", "_"): v.strip()
-                                                         for k, v in args.items()}
+            raise ParameterError(
+                f"{self.name}: parameter 'tasks': '{entry}' is not NAME, NAME:PRESET or "
+                f"NAME:KEY=VALUE[:KEY=VALUE...] (e.g. super-resolution:scale=4)."
+            )
+        return (
+            name,
+            (presets[0] if presets else None),
+            {k.strip().replace("-", "_"): v.strip() for k, v in args.items()},
+        )
 
     def draw(self, images: Tensor, generator=None) -> dict:
-        """"task" [B]: each image's index into `tasks`; "parts"[index]: that task's parameters for its images."""
+        """ "task" [B]: each image's index into `tasks`; "parts"[index]: that task's parameters for its images."""
         which = torch.randint(len(self.subtasks), (images.shape[0],), generator=generator, device=images.device)
         parts = {}
         for index, task in enumerate(self.subtasks):

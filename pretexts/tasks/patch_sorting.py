@@ -1,4 +1,5 @@
 """Patch sorting: restore shuffled position embeddings of a ViT (paper, Section 3.4 and Appendix A.2)."""
+
 import torch
 from torch import Tensor
 
@@ -42,24 +43,30 @@ class PatchSorting(Pretext):
         if 2 * self.edge_max >= smallest:
             raise ParameterError(
                 f"{self.name}: edge_max={self.edge_max} would blank whole {smallest}-pixel patches of the ViT; "
-                f"use edge_max <= {(smallest - 1) // 2}.")
+                f"use edge_max <= {(smallest - 1) // 2}."
+            )
         self.patch, self.grid, self.table = tuple(patch), tuple(grid), table
         return self
 
     def draw(self, images: Tensor, generator=None) -> dict:
-        """"perm" [B, L] (patch i is told it sits at position perm[b, i]), "edge" [B] (0: no edge masking) and,
+        """ "perm" [B, L] (patch i is told it sits at position perm[b, i]), "edge" [B] (0: no edge masking) and,
         with dropout, "keep" [B, K] (the kept token indices, sorted), drawn in that order."""
         if self.grid is None:
-            raise ParameterError(f"{self.name}: the ViT's patch grid is not set; the model side gives it "
-                                 f"(pretexts.engine.methods.states: state_adapter(task, model).prepare()).")
+            raise ParameterError(
+                f"{self.name}: the ViT's patch grid is not set; the model side gives it "
+                f"(pretexts.engine.methods.states: state_adapter(task, model).prepare())."
+            )
         (rows, cols), (ph, pw) = self.grid, self.patch
         batch, _, height, width = images.shape
         if (height, width) != (rows * ph, cols * pw):
             raise ParameterError(
-                f"{self.name}: images are {height}x{width} but the ViT expects {rows * ph}x{cols * pw}.")
+                f"{self.name}: images are {height}x{width} but the ViT expects {rows * ph}x{cols * pw}."
+            )
         device, length = images.device, rows * cols
-        params = {"perm": rand((batch, length), generator, device).argsort(1),
-                  "edge": torch.zeros(batch, dtype=torch.long, device=device)}
+        params = {
+            "perm": rand((batch, length), generator, device).argsort(1),
+            "edge": torch.zeros(batch, dtype=torch.long, device=device),
+        }
         if self.edge_max > 0:
             edge = (rand((batch,), generator, device) * self.edge_max).long().clamp(max=self.edge_max - 1)
             params["edge"] = 1 + edge  # k uniform in 1..edge_max

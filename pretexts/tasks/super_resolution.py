@@ -1,4 +1,5 @@
 """Super-resolution: restore detail from a blocky low-resolution copy (paper, Section 4.1 and Table 2)."""
+
 import math
 
 import torch.nn.functional as F
@@ -18,18 +19,25 @@ class SuperResolution(Pretext):
     to the images (2 at 32 px: a 16 x 16 low-resolution image, as 14 x 14 at 224 px), and a given scale must
     leave at least a 4 x 4 low-resolution image (scale <= 8 at 32 px). Downsampling is Kornia's bicubic
     resize with antialiasing (a Gaussian pre-blur of sigma (scale - 1) / 2, then a bicubic sample, so each
-    low-resolution pixel summarises its block rather than aliasing), clamped to [0, 1] against bicubic overshoot. For a size not divisible by `scale` the
-    low-resolution image has ceil(size / scale) pixels; it is upsampled by exactly `scale` and
-    cropped, so blocks are scale x scale from the top-left corner and the last row and column of
+    low-resolution pixel summarises its block rather than aliasing), clamped to [0, 1] against bicubic overshoot.
+    For a size not divisible by `scale` the low-resolution image has ceil(size / scale) pixels; it is upsampled by
+    exactly `scale` and cropped, so blocks are scale x scale from the top-left corner and the last row and column of
     blocks are cut short. info["low"] holds the low-resolution image; the trivial restorer upsamples it
     bicubically instead.
     """
 
     trivial_restorer = "bicubic upsampling"
 
-    params = {"scale": Param(16, int, 1, 1024, scaled="low-resolution pixels",
-                             help="downsampling factor (paper at 224 px: 8, 14, 16, 24, 32); auto: the paper's 16 "
-                                  "scaled")}
+    params = {
+        "scale": Param(
+            16,
+            int,
+            1,
+            1024,
+            scaled="low-resolution pixels",
+            help="downsampling factor (paper at 224 px: 8, 14, 16, 24, 32); auto: the paper's 16 scaled",
+        )
+    }
 
     def apply(self, images: Tensor, params: dict) -> Corrupted:
         self.fit(images)

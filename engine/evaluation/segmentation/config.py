@@ -1,44 +1,60 @@
 """Settings of `pretexts segment`; defaults are MAE's ADE20K recipe (UperNet, AdamW, lr 1e-4, layer decay 0.65)."""
+
 from dataclasses import MISSING, asdict, dataclass
 
-from pretexts.engine.training.config import (IMG_SIZE_RANGE, SEED_RANGE, amp_setting, check_amp, check_field_types,
-                                             check_optimizer, check_ranges, clip_grad_setting, log_every_setting,
-                                             setting, skip_nonfinite_setting)
+from pretexts.engine.training.config import (
+    IMG_SIZE_RANGE,
+    SEED_RANGE,
+    amp_setting,
+    check_amp,
+    check_field_types,
+    check_optimizer,
+    check_ranges,
+    clip_grad_setting,
+    log_every_setting,
+    setting,
+    skip_nonfinite_setting,
+)
 
 
 @dataclass
 class SegmentConfig:
-    data: str = setting(MISSING, 'ADE20K folder (images/ + annotations/), generic folder (images/ + masks/), or '
-                                 "'generated'.")
-    out: str = setting("runs/segment", 'Output folder.')
-    force: bool = setting(False, 'Start over in an --out that already holds a run (its files are removed).')
-    checkpoint: str | None = setting(None, 'A checkpoint.pt written by `pretexts train`.')
-    backbone: str | None = setting(None, 'Backbone name with --from-scratch (vit_tiny, resnet18, ...).')
+    data: str = setting(
+        MISSING, "ADE20K folder (images/ + annotations/), generic folder (images/ + masks/), or 'generated'."
+    )
+    out: str = setting("runs/segment", "Output folder.")
+    force: bool = setting(False, "Start over in an --out that already holds a run (its files are removed).")
+    checkpoint: str | None = setting(None, "A checkpoint.pt written by `pretexts train`.")
+    backbone: str | None = setting(None, "Backbone name with --from-scratch (vit_tiny, resnet18, ...).")
     img_size: int | None = setting(None, "Crop size; default the checkpoint's size.")
-    head: str = setting("upernet", 'Decoder head: UperNet (PPM + FPN, MAE) or linear.', choices=('upernet', 'linear'))
-    num_classes: int | None = setting(None, 'Default: 150 (ADE20K) or inferred from masks.')
-    epochs: int = setting(10, 'Passes over the training images.')
-    max_steps: int | None = setting(None, 'Total iterations; overrides --epochs (160000 in MAE).')
-    batch_size: int = setting(16, 'Batch of crops.')
-    lr: float = setting(1e-4, 'AdamW peak lr (MAE: 1e-4).')
-    weight_decay: float = setting(0.05, 'AdamW weight decay.')
-    layer_decay: float = setting(0.65, 'Layer-wise lr decay (MAE: 0.65).')
-    warmup_steps: int = setting(0, 'Linear lr warm-up iterations.')
+    head: str = setting("upernet", "Decoder head: UperNet (PPM + FPN, MAE) or linear.", choices=("upernet", "linear"))
+    num_classes: int | None = setting(None, "Default: 150 (ADE20K) or inferred from masks.")
+    epochs: int = setting(10, "Passes over the training images.")
+    max_steps: int | None = setting(None, "Total iterations; overrides --epochs (160000 in MAE).")
+    batch_size: int = setting(16, "Batch of crops.")
+    lr: float = setting(1e-4, "AdamW peak lr (MAE: 1e-4).")
+    weight_decay: float = setting(0.05, "AdamW weight decay.")
+    layer_decay: float = setting(0.65, "Layer-wise lr decay (MAE: 0.65).")
+    warmup_steps: int = setting(0, "Linear lr warm-up iterations.")
     clip_grad: float | None = clip_grad_setting()
     skip_nonfinite: bool = skip_nonfinite_setting()
-    eval_mode: str = setting("whole", 'Evaluate on whole images or by sliding window.', choices=('whole', 'slide'))
+    eval_mode: str = setting("whole", "Evaluate on whole images or by sliding window.", choices=("whole", "slide"))
     amp: str = amp_setting()
-    device: str = setting("auto", 'auto, cpu, cuda, cuda:1, ...')
-    seed: int = setting(0, 'Seeds the crops, the order and the head.')
-    workers: int = setting(0, 'Data loader worker processes.')
-    quiet: bool = setting(False, 'No per-epoch lines.')
+    device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...")
+    seed: int = setting(0, "Seeds the crops, the order and the head.")
+    workers: int = setting(0, "Data loader worker processes.")
+    quiet: bool = setting(False, "No per-epoch lines.")
     log_every: int | None = log_every_setting()
 
     def __post_init__(self):
         check_field_types(self)
-        check_ranges(self, positive=("num_classes", "epochs", "max_steps", "batch_size", "clip_grad", "log_every"),
-                     non_negative=("weight_decay", "warmup_steps", "workers"), fractions=("layer_decay",),
-                     within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE})
+        check_ranges(
+            self,
+            positive=("num_classes", "epochs", "max_steps", "batch_size", "clip_grad", "log_every"),
+            non_negative=("weight_decay", "warmup_steps", "workers"),
+            fractions=("layer_decay",),
+            within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE},
+        )
         check_optimizer(self)
         check_amp(self)
 

@@ -1,4 +1,5 @@
 """Segmentation folders: ADE20K (images/ + annotations/, 150 classes, 0 = ignore) and generic (images/ + masks/)."""
+
 from pathlib import Path
 
 import albumentations as A
@@ -23,8 +24,10 @@ def layout(root: str | Path) -> tuple[str, Path, Path]:
         return "ade20k", root / "images", root / "annotations"
     if (root / "masks").is_dir():
         return "generic", root / "images", root / "masks"
-    raise DataError(f"'{root}' is neither ADE20K (images/ + annotations/) nor generic (images/ + masks/); "
-                    f"write a set with `pretexts segment --data generated`.")
+    raise DataError(
+        f"'{root}' is neither ADE20K (images/ + annotations/) nor generic (images/ + masks/); "
+        f"write a set with `pretexts segment --data generated`."
+    )
 
 
 def pairs(images: Path, masks: Path, split: str) -> list[tuple[Path, Path]]:
@@ -47,14 +50,17 @@ def read_mask(path: Path, size: tuple[int, int], kind: str, num_classes: int | N
     except (OSError, ValueError) as err:
         raise DataError(f"mask '{path}' is unreadable ({err}).") from None
     if mask.ndim != 2 or mask.shape != size[::-1]:
-        raise DataError(f"mask '{path}' is {mask.shape}, its image is {size[::-1]}; masks are single-channel "
-                        f"and the image's size.")
+        raise DataError(
+            f"mask '{path}' is {mask.shape}, its image is {size[::-1]}; masks are single-channel and the image's size."
+        )
     mask = mask.astype(np.int64)
     if kind == "ade20k":
         mask = np.where(mask == 0, IGNORE, mask - 1)
     if num_classes is not None and ((mask != IGNORE) & (mask >= num_classes)).any():
-        raise DataError(f"mask '{path}' has label {int(mask[mask != IGNORE].max())}, out of range 0..{num_classes - 1}"
-                        f"; pass the right --num-classes.")
+        raise DataError(
+            f"mask '{path}' has label {int(mask[mask != IGNORE].max())}, out of range 0..{num_classes - 1}"
+            f"; pass the right --num-classes."
+        )
     return mask.astype(np.uint8)
 
 
@@ -69,16 +75,30 @@ class SegmentationFolder(torch.utils.data.Dataset):
     Evaluation resizes to size x size, or with keep_aspect the short side to size (for sliding windows).
     """
 
-    def __init__(self, root, split: str, size: int, train: bool, num_classes: int | None = None,
-                 keep_aspect: bool = False, seed: int = 0):
+    def __init__(
+        self,
+        root,
+        split: str,
+        size: int,
+        train: bool,
+        num_classes: int | None = None,
+        keep_aspect: bool = False,
+        seed: int = 0,
+    ):
         self.seed = seed
         kind, images, masks = layout(root)
         self.kind, self.items = kind, pairs(images, masks, split)
         self.num_classes = num_classes or (150 if kind == "ade20k" else infer_classes(self.items))
         norm = A.Normalize(MEAN, STD)
-        self.transform = A.Compose([
-            A.RandomResizedCrop((size, size), scale=(0.5, 1.0), ratio=(0.75, 1.33)), A.HorizontalFlip(), norm,
-        ] if train else [A.SmallestMaxSize(max_size=size) if keep_aspect else A.Resize(size, size), norm])
+        self.transform = A.Compose(
+            [
+                A.RandomResizedCrop((size, size), scale=(0.5, 1.0), ratio=(0.75, 1.33)),
+                A.HorizontalFlip(),
+                norm,
+            ]
+            if train
+            else [A.SmallestMaxSize(max_size=size) if keep_aspect else A.Resize(size, size), norm]
+        )
 
     def __len__(self):
         return len(self.items)

@@ -1,4 +1,5 @@
 """Figure: image | prediction | ground truth rows, classes in a fixed palette (ignored pixels black)."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -21,8 +22,11 @@ def save_figure(images: torch.Tensor, pred: torch.Tensor, truth: torch.Tensor, p
     fig, axes = plt.subplots(rows, 3, figsize=(6, 2 * rows), squeeze=False)
     for i in range(rows):
         img = images[i].permute(1, 2, 0).numpy() * np.array(STD) + np.array(MEAN)
-        for ax, panel, title in zip(axes[i], (img.clip(0, 1), PALETTE[pred[i].numpy()], PALETTE[truth[i].numpy()]),
-                                    ("image", "prediction", "ground truth")):
+        for ax, panel, title in zip(
+            axes[i],
+            (img.clip(0, 1), PALETTE[pred[i].numpy()], PALETTE[truth[i].numpy()]),
+            ("image", "prediction", "ground truth"),
+        ):
             ax.imshow(panel)
             ax.set_axis_off()
             if i == 0:

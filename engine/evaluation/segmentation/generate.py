@@ -3,6 +3,7 @@
 ADE20K cannot be fetched here; this gives tests and the benchmark real-looking images with exact masks.
 Class 0 is background; 1.. are shapes.
 """
+
 from pathlib import Path
 
 import numpy as np

@@ -1,5 +1,6 @@
 """The segmentation model: backbone -> 4-scale features -> UperNet (PPM + FPN) or a light linear head, the
 shared blocks of `engine.modules`, upsampled to the image."""
+
 import torch.nn.functional as F
 from torch import nn
 

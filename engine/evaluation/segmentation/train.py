@@ -2,6 +2,7 @@
 
 Under torchrun each rank trains on its share of every global batch (`--batch-size`) with DDP and scores its shard
 of the validation images; the crops are seeded by (seed, epoch, index), so the ranks take one process's steps."""
+
 import json
 from contextlib import nullcontext
 from pathlib import Path
@@ -13,6 +14,7 @@ from timm.optim._param_groups import param_groups_layer_decay
 from timm.scheduler import PolyLRScheduler
 
 from pretexts.engine.data.loader import EpochSampler
+from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
@@ -21,7 +23,6 @@ from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.progress import ProgressLines, stderr_line
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
-from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.errors import ParameterError
 
 from .config import SegmentConfig
@@ -50,10 +51,10 @@ def predict(model, images: torch.Tensor, crop: int, mode: str) -> torch.Tensor:
     logits, count = None, torch.zeros(1, 1, h, w, device=images.device)
     for y in sorted({*range(0, max(h - crop, 0) + 1, stride), max(h - crop, 0)}):
         for x in sorted({*range(0, max(w - crop, 0) + 1, stride), max(w - crop, 0)}):
-            out = model(images[..., y:y + crop, x:x + crop])
+            out = model(images[..., y : y + crop, x : x + crop])
             logits = logits if logits is not None else images.new_zeros(n, out.shape[1], h, w)
-            logits[..., y:y + crop, x:x + crop] += out
-            count[..., y:y + crop, x:x + crop] += 1
+            logits[..., y : y + crop, x : x + crop] += out
+            count[..., y : y + crop, x : x + crop] += 1
     return logits / count
 
 
@@ -92,8 +93,9 @@ def train_segmenter(cfg: SegmentConfig, log=stderr_line, rank: int = 0, world: i
         raise ParameterError(f"unknown head '{cfg.head}'; use upernet or linear.")
     torch.manual_seed(cfg.seed)
     device = device or resolve_device(cfg.device)
-    backbone, saved = create_classifier(cfg.checkpoint, None if cfg.checkpoint else cfg.backbone,
-                                        None if cfg.checkpoint else cfg.img_size)
+    backbone, saved = create_classifier(
+        cfg.checkpoint, None if cfg.checkpoint else cfg.backbone, None if cfg.checkpoint else cfg.img_size
+    )
     size = cfg.img_size or saved.get("img_size") or 32
     train_set = SegmentationFolder(cfg.data, "training", size, True, cfg.num_classes, seed=cfg.seed)
     slide = cfg.eval_mode == "slide"  # short side to the crop size, windows over the long side, one image a batch
@@ -104,10 +106,12 @@ def train_segmenter(cfg: SegmentConfig, log=stderr_line, rank: int = 0, world: i
     # each rank takes its share of every global batch, in the order one process takes them
     sampler = EpochSampler(train_set, world, rank, seed=cfg.seed)
     local_batch = cfg.batch_size // world
-    loader = torch.utils.data.DataLoader(train_set, local_batch, sampler=sampler, num_workers=cfg.workers,
-                                         drop_last=len(sampler) > local_batch)
-    val_loader = torch.utils.data.DataLoader(distributed.shard(val_set, rank, world), 1 if slide else cfg.batch_size,
-                                             num_workers=cfg.workers)
+    loader = torch.utils.data.DataLoader(
+        train_set, local_batch, sampler=sampler, num_workers=cfg.workers, drop_last=len(sampler) > local_batch
+    )
+    val_loader = torch.utils.data.DataLoader(
+        distributed.shard(val_set, rank, world), 1 if slide else cfg.batch_size, num_workers=cfg.workers
+    )
     per_epoch = len(loader)
     total = cfg.max_steps or cfg.epochs * per_epoch
     epochs = -(-total // per_epoch)
@@ -117,22 +121,25 @@ def train_segmenter(cfg: SegmentConfig, log=stderr_line, rank: int = 0, world: i
     dtype = amp_dtype(cfg.amp, device)
     # the same step as pretraining and fine-tuning, with its clipping and non-finite policy
     nonfinite = NonFiniteGuard(cfg.skip_nonfinite, out, checkpoint="segmenter.pt")
-    optimizer_step = OptimizerStep(model, opt, sched, grad_scaler(device, dtype), nonfinite, cfg.clip_grad,
-                                   replicated, world)
+    optimizer_step = OptimizerStep(
+        model, opt, sched, grad_scaler(device, dtype), nonfinite, cfg.clip_grad, replicated, world
+    )
 
     def loss_of(batch) -> torch.Tensor:
         images, masks = batch
         with autocast(device, dtype):
-            return distributed.through(replicated, lambda x, y: F.cross_entropy(model(x), y, ignore_index=IGNORE),
-                                       images, masks)
+            return distributed.through(
+                replicated, lambda x, y: F.cross_entropy(model(x), y, ignore_index=IGNORE), images, masks
+            )
 
     writing = rank == 0
     if writing:
         write_json(out / "config.json", cfg.to_dict())
     step, history, loss = 0, [], float("nan")
     # one line per evaluation, its mIoU appended (and every --log-every steps off a terminal)
-    lines = ProgressLines(epochs, total, quiet=cfg.quiet, enabled=writing, every=cfg.log_every, on_terminal=True,
-                          write=log)
+    lines = ProgressLines(
+        epochs, total, quiet=cfg.quiet, enabled=writing, every=cfg.log_every, on_terminal=True, write=log
+    )
     with open_log(out / "log.jsonl", truncate=True) if writing else nullcontext() as log_file:
         for epoch in range(epochs):
             model.train()
@@ -151,15 +158,29 @@ def train_segmenter(cfg: SegmentConfig, log=stderr_line, rank: int = 0, world: i
             row = {"epoch": epoch + 1, "step": step, "loss": loss, **metrics}
             history.append(row)
             check_finite_weights(model, step, out, checkpoint="segmenter.pt")
-            lines.epoch_line(epoch + 1, step, max(g["lr"] for g in opt.param_groups),
-                             result=f"val mIoU {metrics[MIOU]:.2f}%, pixel acc {metrics[PIXEL_ACC]:.2f}%")
+            lines.epoch_line(
+                epoch + 1,
+                step,
+                max(g["lr"] for g in opt.param_groups),
+                result=f"val mIoU {metrics[MIOU]:.2f}%, pixel acc {metrics[PIXEL_ACC]:.2f}%",
+            )
             if writing:
                 log_file.write(json.dumps(row) + "\n")
-                save_checkpoint({"kind": "segmenter", "model": model.state_dict(), "config": cfg.to_dict(),
-                                 "epoch": epoch + 1}, out / "segmenter.pt")
-    results = {"config": cfg.to_dict(), "num_classes": k, "img_size": size, "steps": step,
-               "val_images": len(val_set), "eval_mode": cfg.eval_mode, "processes": world,
-               "skipped_nonfinite_steps": nonfinite.skipped, **history[-1]}
+                save_checkpoint(
+                    {"kind": "segmenter", "model": model.state_dict(), "config": cfg.to_dict(), "epoch": epoch + 1},
+                    out / "segmenter.pt",
+                )
+    results = {
+        "config": cfg.to_dict(),
+        "num_classes": k,
+        "img_size": size,
+        "steps": step,
+        "val_images": len(val_set),
+        "eval_mode": cfg.eval_mode,
+        "processes": world,
+        "skipped_nonfinite_steps": nonfinite.skipped,
+        **history[-1],
+    }
     if writing:
         images, masks = next(iter(torch.utils.data.DataLoader(val_set, 1 if slide else cfg.batch_size)))
         with autocast(device, dtype):

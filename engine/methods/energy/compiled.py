@@ -8,6 +8,7 @@ exact gradient. The finite-difference mode compiles its two kinds of passes (dE/
 dE/dtheta passes of its backward, engine/methods/energy/grad_modes.py) the same way. A step that does not
 compile says so in one line and the run goes on eagerly (`restore`).
 """
+
 import sys
 
 import torch
@@ -33,8 +34,10 @@ class StateEnergy(nn.Module):
 
 def has_dropout(model: nn.Module) -> bool:
     """Dropout or drop-path that draws masks: inductor's own RNG cannot replay them in the difference passes."""
-    return any((isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0) or getattr(m, "drop_prob", 0) > 0
-               for m in model.modules())
+    return any(
+        (isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0) or getattr(m, "drop_prob", 0) > 0
+        for m in model.modules()
+    )
 
 
 class CompiledRestore:
@@ -45,8 +48,10 @@ class CompiledRestore:
         self.task = None
         self.failed = grad_mode == "finite-difference" and has_dropout(model)
         if self.failed:
-            note(f"--compile: backbone '{name}' has dropout, whose masks the compiled finite-difference passes "
-                 f"cannot replay; the restoration step runs eagerly.")
+            note(
+                f"--compile: backbone '{name}' has dropout, whose masks the compiled finite-difference passes "
+                f"cannot replay; the restoration step runs eagerly."
+            )
 
     def bind(self, task) -> None:
         """Build the compiled functions for `task`'s kind of state (again when the task changes)."""
@@ -91,8 +96,10 @@ class CompiledRestore:
                 return self.states(sample, steps)
         except Exception as err:  # noqa: BLE001 - any compiler failure: one line, then eager
             self.failed = True
-            note(f"--compile: the restoration step of backbone '{self.name}' did not compile ({first_line(err)}); "
-                 f"it runs eagerly.")
+            note(
+                f"--compile: the restoration step of backbone '{self.name}' did not compile ({first_line(err)}); "
+                f"it runs eagerly."
+            )
             return None
 
     def states(self, sample, steps: int) -> list[Tensor]:

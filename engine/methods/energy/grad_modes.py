@@ -17,6 +17,7 @@ Hessian-vector product. The modes differ in how it is taken:
   step's loss term sends its own w through its own difference, all within one outer backward; the
   parameters receive their summed gradient once, which keeps DDP's all-reduce to one per step.
 """
+
 import math
 from contextlib import contextmanager
 
@@ -26,12 +27,24 @@ from torch import Tensor, nn
 GRAD_MODES = ("exact", "finite-difference")
 # the finite-difference perturbation's RMS per element; images and position embeddings have RMS ~0.5
 FD_DELTA = 1e-2
-UNSUPPORTED = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid,
-               nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.modules.batchnorm._BatchNorm)
+UNSUPPORTED = (
+    nn.ReLU,
+    nn.ReLU6,
+    nn.LeakyReLU,
+    nn.PReLU,
+    nn.Hardtanh,
+    nn.Hardswish,
+    nn.Hardsigmoid,
+    nn.MaxPool1d,
+    nn.MaxPool2d,
+    nn.MaxPool3d,
+    nn.modules.batchnorm._BatchNorm,
+)
 
 
-def energy_gradient(energy, state: Tensor, model, mode: str = "exact", create_graph: bool = True,
-                    fd_delta: float = FD_DELTA) -> Tensor:
+def energy_gradient(
+    energy, state: Tensor, model, mode: str = "exact", create_graph: bool = True, fd_delta: float = FD_DELTA
+) -> Tensor:
     """dE/dx at `state` (a leaf that requires grad) for `energy`: state -> energies [B].
 
     With create_graph the result carries the loss back to the model's parameters in `mode`;

@@ -1,27 +1,29 @@
 """The energy method (the paper's, `--method energy`): a backbone plus a one-output head is the energy; the
 corrupted state is restored by N gradient steps down it (restore.py, double backward or finite
 differences) and the restoration error is the loss (eq. 5). With N = 0 the corrupted images are negatives."""
+
 import math
 
 import torch
 import torch.nn.functional as F
 from timm.optim import param_groups_weight_decay
 
-from .compiled import CompiledRestore
-from .model import create_energy_model
 from pretexts.backbones.factory import set_fused_attention
 from pretexts.backbones.vit_tokens import sincos_positions
-from pretexts.errors import ParameterError
-from pretexts.params import Param
-from pretexts.engine.methods import register_method
 from pretexts.engine.measures.health import brightness, correlation
+from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
-from pretexts.engine.methods.report import with_figure_numbers
 from pretexts.engine.methods.energy.grad_modes import FD_DELTA, GRAD_MODES, unsupported_layers
 from pretexts.engine.methods.energy.report import RestorationHeldOut, restoration_report
 from pretexts.engine.methods.energy.restore import LOSSES, contrastive_loss, restoration_loss, restore
+from pretexts.engine.methods.report import with_figure_numbers
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.modules.eval_mode import eval_mode
+from pretexts.errors import ParameterError
+from pretexts.params import Param
+
+from .compiled import CompiledRestore
+from .model import create_energy_model
 
 # the params that must be finite and > 0 (None, where allowed, keeps PyTorch's default head init)
 POSITIVE = ("alpha", "alpha_lr_scale", "head_init_std", "energy_scale", "fd_delta")
@@ -36,14 +38,20 @@ class EnergyMethod(Method):
         "steps": Param(2, int, help="Restoration steps N >= 0 (paper: 2); 0: the corrupted images as negatives."),
         "loss": Param("mse", str, choices=LOSSES, help='"mse" (eq. 5) or "smooth_l1" (appendix pseudo code).'),
         "alpha": Param(0.1, float, help="Initial restoration step size (Appendix A.1: 0.1)."),
-        "alpha_lr_scale": Param(400.0, float, help="alpha's lr relative to the network's; by --recipe: fast 400, "
-                                                   "paper 1 (Table A)."),
-        "head_init_std": Param(None, float, help="Std of the energy head's initial weights (default: PyTorch's "
-                                                 "Linear init)."),
+        "alpha_lr_scale": Param(
+            400.0, float, help="alpha's lr relative to the network's; by --recipe: fast 400, paper 1 (Table A)."
+        ),
+        "head_init_std": Param(
+            None, float, help="Std of the energy head's initial weights (default: PyTorch's Linear init)."
+        ),
         "energy_scale": Param(1.0, float, help="Multiplier of the energy."),
-        "grad_mode": Param("exact", str, choices=GRAD_MODES,
-                           help="exact: double backward (paper). finite-difference: two first-order passes per step, "
-                                "allows fused attention; smooth backbones only (ViT, Swin, ConvNeXt)."),
+        "grad_mode": Param(
+            "exact",
+            str,
+            choices=GRAD_MODES,
+            help="exact: double backward (paper). finite-difference: two first-order passes per step, "
+            "allows fused attention; smooth backbones only (ViT, Swin, ConvNeXt).",
+        ),
         "fd_delta": Param(FD_DELTA, float, help="Finite-difference perturbation (RMS per element)."),
     }
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (README)
@@ -66,8 +74,13 @@ class EnergyMethod(Method):
 
     def build_model(self) -> torch.nn.Module:
         cfg, args = self.cfg, self.args
-        return create_energy_model(cfg.backbone, img_size=cfg.img_size, alpha=args["alpha"],
-                                   head_init_std=args["head_init_std"], energy_scale=args["energy_scale"])
+        return create_energy_model(
+            cfg.backbone,
+            img_size=cfg.img_size,
+            alpha=args["alpha"],
+            head_init_std=args["head_init_std"],
+            energy_scale=args["energy_scale"],
+        )
 
     def apply_speedups(self, model: torch.nn.Module) -> torch.nn.Module:
         """With finite differences nothing needs a double backward: fused attention (and compile) are allowed,
@@ -79,7 +92,8 @@ class EnergyMethod(Method):
                     f"--grad-mode finite-difference needs a smooth, per-image energy, but backbone "
                     f"'{self.cfg.backbone}' has ReLU/max-pool kinks or BatchNorm ({', '.join(bad[:3])}"
                     f"{', ...' if len(bad) > 3 else ''}); use --grad-mode exact, or a LayerNorm+GELU backbone "
-                    f"(ViT, Swin, ConvNeXt).")
+                    f"(ViT, Swin, ConvNeXt)."
+                )
             set_fused_attention(model.backbone, True)
             model.math_attention = False
         return super().apply_speedups(model)
@@ -89,8 +103,9 @@ class EnergyMethod(Method):
         exact mode's double backward; N = 0 takes no step and compiles the backbone's forward as every method."""
         if self.args["steps"] == 0:
             return super().compile_model(model)
-        self.compiled = CompiledRestore(model, self.cfg.compile, self.args["grad_mode"], self.args["fd_delta"],
-                                        self.cfg.backbone)
+        self.compiled = CompiledRestore(
+            model, self.cfg.compile, self.args["grad_mode"], self.args["fd_delta"], self.cfg.backbone
+        )
         return model
 
     def loss(self, sample) -> torch.Tensor:
@@ -102,8 +117,9 @@ class EnergyMethod(Method):
         if self.compiled is not None and torch.is_grad_enabled() and self.model.training:
             states = self.compiled(self.task, sample, args["steps"])  # None: it did not compile, run eagerly
         if states is None:
-            states = restore(self.model, self.task, sample, args["steps"], grad_mode=args["grad_mode"],
-                             fd_delta=args["fd_delta"])
+            states = restore(
+                self.model, self.task, sample, args["steps"], grad_mode=args["grad_mode"], fd_delta=args["fd_delta"]
+            )
         return restoration_loss(states, sample.target, args["loss"])
 
     def held_out_error(self, batches) -> RestorationHeldOut:
@@ -112,8 +128,7 @@ class EnergyMethod(Method):
     def figure_columns(self, images: torch.Tensor) -> dict:
         # the same seeded corruption as the columns: the title's numbers are the figure's own images
         steps = self.args["steps"]
-        self.figure_error = restoration_error(self.model, self.task, [images], steps, images.device,
-                                              seed=self.cfg.seed)
+        self.figure_error = restoration_error(self.model, self.task, [images], steps, images.device, seed=self.cfg.seed)
         return figure_columns(self.model, self.task, images, steps, seed=self.cfg.seed)
 
     def figure_title(self) -> str:
@@ -179,9 +194,14 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
     extra = {"ranked_right": ranked / count, "energy_gap": gap / count} if steps == 0 else {}
     if kept is not None:
         extra["known_kept_mse"] = kept / count
-    return restoration_report(count, corrupted / count, [r / count for r in restored],
-                              None if trivial is None else trivial / count,
-                              None if trivial is None else task.trivial_restorer, **extra)
+    return restoration_report(
+        count,
+        corrupted / count,
+        [r / count for r in restored],
+        None if trivial is None else trivial / count,
+        None if trivial is None else task.trivial_restorer,
+        **extra,
+    )
 
 
 def known_pixels(sample) -> torch.Tensor | None:
@@ -193,8 +213,12 @@ def known_pixels(sample) -> torch.Tensor | None:
     """
     mask = sample.info.get("mask") if isinstance(sample.info, dict) else None
     state = sample.state
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or state.ndim != 4 \
-            or mask.shape != (state.shape[0], *state.shape[2:]):
+    if (
+        not isinstance(mask, torch.Tensor)
+        or mask.dtype != torch.bool
+        or state.ndim != 4
+        or mask.shape != (state.shape[0], *state.shape[2:])
+    ):
         return None
     return ~mask.unsqueeze(1)
 

@@ -1,4 +1,5 @@
 """The energy model: E(x) = h(psi(normalise(x))), a backbone, a bias-free linear head and a step size."""
+
 import math
 from contextlib import nullcontext
 
@@ -19,8 +20,15 @@ class EnergyModel(nn.Module):
     `energy_scale` multiplies the energy; both scale the first restoration steps of a fresh model.
     """
 
-    def __init__(self, backbone: nn.Module, mean=None, std=None, alpha: float = 0.1,
-                 head_init_std: float | None = None, energy_scale: float = 1.0):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        mean=None,
+        std=None,
+        alpha: float = 0.1,
+        head_init_std: float | None = None,
+        energy_scale: float = 1.0,
+    ):
         super().__init__()
         if alpha <= 0:
             raise ValueError(f"alpha must be > 0, got {alpha}")
@@ -58,9 +66,14 @@ class EnergyModel(nn.Module):
         return self.energy(x)
 
 
-def create_energy_model(name: str, img_size: int | None = None, alpha: float = 0.1,
-                        head_init_std: float | None = None, energy_scale: float = 1.0,
-                        **backbone_kwargs) -> EnergyModel:
+def create_energy_model(
+    name: str,
+    img_size: int | None = None,
+    alpha: float = 0.1,
+    head_init_std: float | None = None,
+    energy_scale: float = 1.0,
+    **backbone_kwargs,
+) -> EnergyModel:
     """`create_backbone(name, img_size, **backbone_kwargs)` wrapped as an energy model."""
     backbone = create_backbone(name, img_size=img_size, **backbone_kwargs)
     model = EnergyModel(backbone, alpha=alpha, head_init_std=head_init_std, energy_scale=energy_scale)

@@ -1,5 +1,6 @@
 """The energy method's held-out report: the restoration error per step, or with N = 0 (nothing restored) how
 often the energy ranks the clean image below the corrupted one."""
+
 from dataclasses import dataclass
 
 from pretexts.engine.methods.report import HeldOut
@@ -14,9 +15,11 @@ class RestorationHeldOut(HeldOut):
     def format(self) -> str:
         if self.restored_mse:
             return super().format()
-        return (f"held-out on {self.images} images (N = 0, nothing restored): the energy ranks the clean image "
-                f"below the corrupted one for {100 * self.extra['ranked_right']:.1f}% (mean gap "
-                f"{self.extra['energy_gap']:.4g})")
+        return (
+            f"held-out on {self.images} images (N = 0, nothing restored): the energy ranks the clean image "
+            f"below the corrupted one for {100 * self.extra['ranked_right']:.1f}% (mean gap "
+            f"{self.extra['energy_gap']:.4g})"
+        )
 
     def figure_numbers(self) -> str:
         """`HeldOut.figure_numbers`, with the last step's MSE with the known pixels put back where it was measured:
@@ -29,9 +32,16 @@ class RestorationHeldOut(HeldOut):
         return line.replace(restored, f"{restored} (known pixels kept {kept:.4f})", 1)
 
 
-def restoration_report(images: int, corrupted_mse: float, restored_mse: list[float], trivial_mse=None,
-                       trivial_restorer=None, **extra) -> RestorationHeldOut:
+def restoration_report(
+    images: int, corrupted_mse: float, restored_mse: list[float], trivial_mse=None, trivial_restorer=None, **extra
+) -> RestorationHeldOut:
     """The report of `restoration_error`: one output per step, 'step 1' ... 'step N'."""
-    return RestorationHeldOut(images, corrupted_mse, restored_mse, tuple(f"step {j}" for j in
-                                                                          range(1, len(restored_mse) + 1)),
-                              trivial_mse=trivial_mse, trivial_restorer=trivial_restorer, extra=extra)
+    return RestorationHeldOut(
+        images,
+        corrupted_mse,
+        restored_mse,
+        tuple(f"step {j}" for j in range(1, len(restored_mse) + 1)),
+        trivial_mse=trivial_mse,
+        trivial_restorer=trivial_restorer,
+        extra=extra,
+    )

@@ -1,16 +1,23 @@
 """The method: N gradient steps down the energy, and the restoration loss (paper, eq. 5)."""
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from pretexts.base import Corrupted
-
 from pretexts.engine.methods.energy.grad_modes import FD_DELTA, energy_gradient
 from pretexts.engine.methods.states import state_adapter
 
 
-def restore(model, task, sample: Corrupted, steps: int = 2, create_graph: bool | None = None,
-            grad_mode: str = "exact", fd_delta: float = FD_DELTA) -> list[Tensor]:
+def restore(
+    model,
+    task,
+    sample: Corrupted,
+    steps: int = 2,
+    create_graph: bool | None = None,
+    grad_mode: str = "exact",
+    fd_delta: float = FD_DELTA,
+) -> list[Tensor]:
     """Return the N restored states x_1..x_N, with x_j = SG(x_{j-1}) - alpha * dE/dx(SG(x_{j-1})) (none for N = 0).
 
     `create_graph` (default: whenever autograd is on and the model is in training mode) keeps the
