@@ -17,6 +17,7 @@ ALIASES: dict[str, tuple[str, dict]] = {
     "vit_large": ("vit_large_patch16_224", {}),
     "swin_t": ("swin_tiny_patch4_window7_224", {}),
     "convnext_t": ("convnext_tiny", {}),
+    "convnext_atto": ("convnext_atto", {}),  # the default: LayerNorm, 3.7 M params, learns within CPU minutes
     "resnet50": ("resnet50", {}),
     "resnet18": ("resnet18", {}),
 }

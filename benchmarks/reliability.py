@@ -1,5 +1,5 @@
 """Reliability, re-measured: bad inputs refused in one line, malicious checkpoints refused before anything runs,
-SIGKILLs survived and resumes equal to the run never stopped. Prints one table (the README's Reliability section).
+SIGKILLs survived and resumes equal to the run never stopped. Prints one table (docs/reliability.md).
 
     python benchmarks/reliability.py                 # all, about 10 minutes on 2 CPU cores
     python benchmarks/reliability.py --kills 3 --resumes 3

@@ -12,12 +12,32 @@ from .params import AUTO, Param
 
 @dataclass
 class Corrupted:
-    """One corrupted batch.
+    """One corrupted batch: what a task returns, and what a method restores.
 
-    state:   what the restoration moves (pixels [B,3,H,W], or position embeddings [B,L,D]).
-    target:  what the state must reach (the clean images, or the true embeddings).
-    context: a fixed input beside the state (patch sorting: the image), else None.
-    info:    the per-image parameters that were drawn (for figures and tests).
+    Args:
+        state: What the restoration moves: the corrupted images, or a state of the task's own `state_kind`
+            (patch sorting's position embeddings).
+        target: What the state must reach: the clean images, or the true embeddings.
+        context: A fixed input beside the state (patch sorting: the image), else None.
+        info: The per-image parameters that were drawn (for figures and tests). A task that leaves some pixels
+            as they were says which in `info["mask"]`, a `(B, H, W)` bool tensor True on the corrupted pixels:
+            the energy method's figure then adds a "step N, known pixels kept" column (the last step with those
+            pixels put back) and its held-out report a `known_kept_mse`; training never reads it.
+
+    Shape:
+        - state: `(B, 3, H, W)` float in [0, 1] for pixel tasks; `(B, L, D)` for patch sorting.
+        - target: the shape of `state`.
+        - info["mask"]: `(B, H, W)` bool, where a task gives it.
+
+    Examples:
+        >>> import torch
+        >>> from pretexts import Corrupted
+        >>> images = torch.rand(2, 3, 8, 8)
+        >>> mask = torch.zeros(2, 8, 8, dtype=torch.bool)
+        >>> mask[:, :4] = True  # the top half is blanked
+        >>> sample = Corrupted(state=images.masked_fill(mask.unsqueeze(1), 0.5), target=images, info={"mask": mask})
+        >>> sample.state.shape, sample.context is None
+        (torch.Size([2, 3, 8, 8]), True)
     """
 
     state: Tensor
@@ -35,6 +55,50 @@ class Pretext:
     override `corrupt` alone instead (it then has no replayable parameters). A task is a pure corruption: it
     knows no model. A state that is not pixels is declared by `state_kind`; how such a state enters a model is
     the model side's concern (pretexts.engine.methods.states).
+
+    Declared `params` become attributes of the task, converted and range-checked on construction; `check()` then
+    checks what involves several of them (low <= high). The first line of the class docstring is the task's
+    summary in `pretexts list`. `pretexts.register(name)` makes the class creatable by name.
+
+    Args:
+        preset: One of the class's `presets`, whose values replace the declared defaults.
+        **kwargs: Values of declared `params`, over the preset's; strings are converted (as from the CLI). A
+            parameter declared `scaled` left out (or "auto") follows the image size (`fit`).
+
+    Raises:
+        ParameterError: An unknown preset or parameter (close names suggested), a value outside its declared
+            range, or a `check()` that fails.
+
+    Examples:
+        >>> import torch
+        >>> from pretexts import Corrupted, Param, ParameterError, Pretext
+        >>> from pretexts.base import uniform
+        >>> class Dim(Pretext):
+        ...     '''Darken each image by a random factor; restoration brightens it back.'''
+        ...
+        ...     name = "dim"
+        ...     params = {"low": Param(0.2, float, 0.0, 1.0), "high": Param(0.6, float, 0.0, 1.0)}
+        ...
+        ...     def check(self):
+        ...         if self.low > self.high:
+        ...             raise ParameterError(f"{self.name}: low={self.low} must be <= high={self.high}.")
+        ...
+        ...     def draw(self, images, generator=None):
+        ...         return {"factor": uniform((images.shape[0],), self.low, self.high, generator, images.device)}
+        ...
+        ...     def apply(self, images, params):
+        ...         state = images * params["factor"].view(-1, 1, 1, 1)
+        ...         return Corrupted(state=state, target=images, info=params)
+        >>> task = Dim(high="0.5")
+        >>> task.low, task.high
+        (0.2, 0.5)
+        >>> sample = task(torch.ones(2, 3, 8, 8), torch.Generator().manual_seed(0))
+        >>> bool((sample.state <= 0.5).all()), sample.info["factor"].shape
+        (True, torch.Size([2]))
+        >>> Dim(low=0.9)
+        Traceback (most recent call last):
+        ...
+        pretexts.errors.ParameterError: dim: low=0.9 must be <= high=0.6.
     """
 
     name: ClassVar[str] = ""
@@ -93,15 +157,43 @@ class Pretext:
         return {key: getattr(self, key) for key in sorted(self.auto)}
 
     def check(self) -> None:
-        """Cross-parameter checks; raise ParameterError. Single ranges live in `params`."""
+        """Cross-parameter checks, run at the end of construction; a task overrides it to raise a ParameterError
+        (e.g. low > high). Single ranges live in `params`.
+
+        Raises:
+            ParameterError: The parameters do not go together.
+        """
 
     def draw(self, images: Tensor, generator: torch.Generator | None = None) -> dict[str, Any]:
         """The per-image random parameters of a corruption of `images` (tensors on the images' device, drawn from
-        `generator` only, in a fixed order). A task that draws nothing returns {} (the default)."""
+        `generator` only, in a fixed order). A task that draws nothing returns {} (the default).
+
+        Args:
+            images: The clean batch.
+            generator: The only source of randomness, on the images' device; None: torch's global one.
+
+        Returns:
+            Name -> tensor (or value), what `apply` reads.
+
+        Shape:
+            - images: `(B, 3, H, W)` float in [0, 1].
+        """
         return {}
 
     def apply(self, images: Tensor, params: dict[str, Any]) -> Corrupted:
-        """Corrupt `images` [B,3,H,W] with the parameters `draw` gave; draws nothing."""
+        """Corrupt `images` [B,3,H,W] with the parameters `draw` gave; draws nothing.
+
+        Args:
+            images: The clean batch.
+            params: What `draw` returned for it.
+
+        Returns:
+            The corrupted sample; its `info` holds what a figure or a test reads (the drawn parameters,
+            `info["mask"]` for the pixels corrupted).
+
+        Shape:
+            - images: `(B, 3, H, W)` float in [0, 1].
+        """
         raise NotImplementedError(f"{self.name}: a task implements `draw` and `apply` (or overrides `corrupt`).")
 
     def corrupt(self, images: Tensor, generator: torch.Generator | None = None) -> Corrupted:
@@ -109,7 +201,22 @@ class Pretext:
         return self.apply(images, self.draw(images, generator))
 
     def __call__(self, images: Tensor, generator: torch.Generator | None = None) -> Corrupted:
-        """Corrupt a batch [B,3,H,W]: float in [0,1], or uint8 (converted here)."""
+        """Corrupt a batch [B,3,H,W]: float in [0,1], or uint8 (converted here).
+
+        Args:
+            images: The clean batch.
+            generator: The source of the corruption's randomness: the same seed gives the same corruption.
+
+        Returns:
+            The corrupted sample.
+
+        Raises:
+            ParameterError: `images` is not a `(B, 3, H, W)` batch, or neither float nor uint8.
+
+        Shape:
+            - images: `(B, 3, H, W)` float in [0, 1], or uint8 in [0, 255].
+            - Returns: `state` and `target` `(B, 3, H, W)` float for pixel tasks.
+        """
         if images.ndim != 4 or images.shape[1] != 3:
             raise ParameterError(f"{self.name}: images must be a batch [B, 3, H, W], got shape {tuple(images.shape)}.")
         if images.dtype == torch.uint8:

@@ -13,7 +13,39 @@ AUTO = "auto"  # the value of a scaled parameter left to follow the image size
 
 @dataclass(frozen=True)
 class Param:
-    """One task parameter. Values given as strings (from the CLI) are converted to `kind`."""
+    """One task parameter. Values given as strings (from the CLI) are converted to `kind`.
+
+    Methods (`Method.method_params`) and probes (`register_probe`) declare their options the same way. A task's
+    declared parameters become attributes of the task, converted and checked; `pretexts list -v` shows each with
+    `describe()` and its `help`.
+
+    Args:
+        default: The value when none is given (a scaled one's: its value at 224 px, the paper's size).
+        kind: The type values are converted to: int, float, str, bool ("true"/"false", "yes"/"no", "on"/"off") or
+            tuple (a list of names; "a,b" from the CLI).
+        low: The smallest value allowed (inclusive); None: no bound.
+        high: The largest value allowed (inclusive); None: no bound.
+        choices: The only values allowed, where it is a choice.
+        help: One line for `pretexts list -v` (and the CLI's help).
+        scaled: Non-empty for a length in pixels that follows the image size, naming its unit ("cells"): left
+            unset, the task takes the paper's value at 224 px scaled to its images (`scaled_default`); a value
+            given must leave at least 4 of them per side.
+
+    Examples:
+        >>> from pretexts import Param
+        >>> quality = Param(10.0, float, 1.0, 100.0, help="lowest JPEG quality")
+        >>> quality.convert("jpeg", "quality_low", "25")
+        25.0
+        >>> quality.describe()
+        'float in [1.0, 100.0], default 10.0'
+        >>> quality.convert("jpeg", "quality_low", 0)
+        Traceback (most recent call last):
+        ...
+        pretexts.errors.ParameterError: jpeg: parameter 'quality_low' is 0.0; allowed range is [1.0, 100.0].
+        >>> grid = Param(16, int, 1, 1024, scaled="cells")  # the paper's grid of 16 px cells at 224 px
+        >>> grid.scaled_default(224), grid.scaled_default(32)
+        (16, 2)
+    """
 
     default: Any
     kind: type = float

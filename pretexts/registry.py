@@ -3,7 +3,8 @@
 (`pretexts.tasks`, `pretexts.methods`, `pretexts.probes`). Backbone aliases are no registry: they live with the
 backbones (`pretexts.backbones.ALIASES`).
 
-Nothing here imports torch: a registry imports its built-in modules on first use (`Registry.load`)."""
+Nothing here imports torch: a registry imports its built-in modules on first use (`Registry.load`), and
+`pretexts list` takes them from a cache while they are unchanged (`Registry.entries`, pretexts/listing_cache.py)."""
 
 import fnmatch
 import inspect
@@ -88,26 +89,63 @@ class Registry:
     """Names -> classes (or functions) of one kind ("task", "method", "probe"), filled by `register` and by one
     entry-point group.
 
-    Built-in modules are imported on first use, before any plugin, so a built-in name always wins."""
+    Built-in modules are imported on first use, before any plugin, so a built-in name always wins. pretexts has
+    three: `TASKS` (filled by `pretexts.register`), `METHODS` (`pretexts.engine.register_method`) and `PROBES`
+    (`register_probe` in `pretexts.engine.evaluation.probe`).
+
+    Args:
+        kind: What an entry is, in messages ("pretext task").
+        group: The entry-point group plugin packages register through ("pretexts.tasks").
+        builtins: Modules imported before any plugin; "package.*" imports every module of the package.
+        hint: Ends an unknown name's error; `{names}` lists the known ones.
+
+    Examples:
+        >>> from pretexts.registry import Registry
+        >>> widgets = Registry("widget", "example.widgets")
+        >>> @widgets.register("spanner")
+        ... class Spanner:
+        ...     '''Turns nuts.'''
+        >>> widgets.get("spanner").__name__
+        'Spanner'
+    """
 
     kind: str
     group: str
     builtins: tuple = ()  # modules to import first; "package.*": all of its modules
     hint: str = ""  # ends an unknown name's error; {names} lists the known ones
-    decorator: str = ""  # the name built-ins register with (read by `entries`)
     declares: tuple = ()  # the attributes a listing reads from an entry
+    cached: bool = False  # `entries` may cache the built-ins: pretexts' own modules (the cache's key is their files)
     table: dict = field(default_factory=dict)
     broken: dict = field(default_factory=dict)  # entry-point name -> where and why it failed
     tracebacks: dict = field(default_factory=dict)
     shadowed: dict = field(default_factory=dict)  # entry-point name -> which built-in it clashed with
     plugin_of: dict = field(default_factory=dict)  # registered name -> 'package version'
-    declared: dict = field(default_factory=dict)  # built-in name -> its module, read before it is imported
+    declared: dict = field(default_factory=dict)  # built-in name -> its module, from the cache before it is imported
     loaded: bool = False
     plugins_loaded: bool = False
 
     def register(self, name: str):
         """Class decorator: makes the class creatable by `name`; a second class of that name is an error (also
-        one a built-in module declares that is not imported yet, `entries`)."""
+        one a built-in module declares that is not imported yet: `declared`, filled by `entries`).
+
+        Args:
+            name: The name the class is created and listed by.
+
+        Returns:
+            (Callable[[type], type]): The decorator, which returns the class it registers unchanged.
+
+        Raises:
+            DuplicateNameError: Another class has the name; the message names where both are defined.
+
+        Examples:
+            >>> from pretexts.registry import Registry
+            >>> widgets = Registry("widget", "example.widgets")
+            >>> Spanner = widgets.register("spanner")(type("Spanner", (), {}))
+            >>> widgets.register("spanner")(type("Wrench", (), {}))
+            Traceback (most recent call last):
+            ...
+            pretexts.errors.DuplicateNameError: widget 'spanner' is registered twice: ... Rename one of them.
+        """
 
         def wrap(cls):
             old = self.table.get(name)
@@ -124,27 +162,52 @@ class Registry:
         return wrap
 
     def entries(self) -> dict:
-        """Name -> entry, built-ins first, then plugins: what `pretexts list` shows. The built-ins are read from
-        their source (`pretexts.declared`: a `Declared` each) when not imported yet, so listing imports no torch;
-        where a built-in's source cannot be read, they are imported. Plugins are imported (third-party code)."""
-        if not self.loaded and self.decorator:
-            from .declared import Unreadable, read_builtins
+        """Name -> entry, built-ins first, then plugins: what `pretexts list` shows.
 
-            try:
-                found = read_builtins(self.builtins, self.decorator, self.declares)
-            except Unreadable:
-                found = None
-            if found is not None:
-                ranked = {d.name: d for d in sorted(found, key=lambda d: self.rank(d.module))}
-                self.declared = {name: d.module for name, d in ranked.items()}
-                self.load_plugins()
-                return {**ranked, **{name: e for name, e in self.table.items() if name not in ranked}}
-        self.load()
-        return dict(self.table)
+        Each built-in is a `pretexts.listing_cache.Listed` (its module, summary and `declares` attributes). A
+        `cached` registry whose built-ins are not imported yet takes them from the listing cache, so a listing
+        imports no torch; on a miss (a first listing, a changed source file, a new version) they are imported once
+        and the cache refilled. Plugins are imported on every call (third-party code) and come as their classes.
+
+        Returns:
+            Name -> entry: a built-in's listing (its summary and declarations), a plugin's class or function.
+
+        Examples:
+            >>> from pretexts.registry import METHODS
+            >>> "energy" in METHODS.entries()
+            True
+        """
+        from .listing_cache import Listed, ListingCache
+
+        cache = ListingCache(self.group) if self.cached and not self.loaded else None
+        listed = cache.read() if cache else None
+        if listed is None:
+            self.load()
+            listed = {
+                name: Listed.of(name, entry, self.declares)
+                for name, entry in self.table.items()
+                if self.is_builtin(entry.__module__)  # not a plugin's, nor one a script registered
+            }
+            if cache:
+                cache.write(list(listed.values()))
+        else:
+            self.declared = {name: entry.module for name, entry in listed.items()}
+            self.load_plugins()
+        return {**listed, **{name: entry for name, entry in self.table.items() if name not in listed}}
 
     def load(self, force: bool = False) -> None:
         """Import the built-ins, then every entry point of the group once. A failing one is recorded as broken,
-        with the file and line where it failed; one that registers a built-in's name is shadowed (said once)."""
+        with the file and line where it failed; one that registers a built-in's name is shadowed (said once).
+
+        Args:
+            force: Import the built-ins and the entry points again (a plugin installed since the last load).
+
+        Examples:
+            >>> from pretexts.registry import PROBES
+            >>> PROBES.load()
+            >>> {"linear", "mlp", "knn"} <= set(PROBES.table)
+            True
+        """
         if self.loaded and not force:
             return
         for module in self.builtins:
@@ -182,7 +245,8 @@ class Registry:
                 self.tracebacks[ep.name] = "".join(traceback.format_exception(err))
             else:
                 self.broken.pop(ep.name, None)
-                added = [name for name in self.table if name not in before]
+                # not the built-ins a plugin imports (to subclass one) before `load` did: a listing imports none
+                added = [n for n in self.table if n not in before and not self.is_builtin(self.table[n].__module__)]
                 for name in added:
                     self.plugin_of[name] = package
                 if not added and not any(cls.__module__ == ep.module for cls in self.table.values()):
@@ -191,11 +255,37 @@ class Registry:
     def rank(self, module: str) -> int:
         """Built-ins in the order listed, whoever came first: the listed module or package that holds `module`."""
         for i, listed in enumerate(self.builtins):
-            if module == listed or module.startswith(listed + "."):
+            holder = listed.removesuffix(".*")  # "package.*": every module of the package is built in
+            if module == holder or module.startswith(holder + "."):
                 return i
         return len(self.builtins)
 
+    def is_builtin(self, module: str) -> bool:
+        """Whether `module` is (in) one of the built-in modules."""
+        return self.rank(module) < len(self.builtins)
+
     def get(self, name: str) -> type:
+        """The class (or function) registered as `name`, after loading the built-ins and plugins.
+
+        Args:
+            name: A registered name.
+
+        Returns:
+            What was registered under `name`.
+
+        Raises:
+            UnknownNameError: No entry has the name (the message suggests close names), or the plugin that
+                would register it failed to load (the message says where and why).
+
+        Examples:
+            >>> from pretexts.registry import METHODS
+            >>> METHODS.get("energy").__name__
+            'EnergyMethod'
+            >>> METHODS.get("enrgy")
+            Traceback (most recent call last):
+            ...
+            pretexts.errors.UnknownNameError: unknown method 'enrgy'. Did you mean: energy? Methods: ...
+        """
         self.load()
         if name in self.broken and name not in self.table:
             raise UnknownNameError(
@@ -218,9 +308,11 @@ TASKS = Registry(
         for m in ("masking", "super_resolution", "denoising", "colorization", "patch_sorting", "mixed", "*")
     ),
     hint="Run `pretexts list` to see all tasks.",
-    decorator="register",
     declares=("params", "presets"),
+    cached=True,
 )
+"""The pretext tasks: `pretexts.register` adds one, plugin packages through the entry-point group `pretexts.tasks`;
+`create_pretext`, `list_pretexts` and `get_pretext_class` read it."""
 
 
 # every module of engine/methods/ ("*"): a new method is one file there; the listed ones set the listing's order
@@ -229,21 +321,55 @@ METHODS = Registry(
     "pretexts.methods",
     tuple(f"pretexts.engine.methods.{m}" for m in ("energy", "autoencoder", "mae", "*")),
     hint="Methods: {names} (`pretexts list --methods`).",
-    decorator="register_method",
     declares=("method_params",),
+    cached=True,
 )
+"""The pretraining methods (`pretexts.engine.Method` subclasses): `pretexts.engine.register_method` adds one, plugin
+packages through the entry-point group `pretexts.methods`; `pretexts train --method NAME` trains it."""
 
 PROBES = Registry(
     "probe",
     "pretexts.probes",
     ("pretexts.engine.evaluation.probe",),
     hint="Probes: {names} (`pretexts list --probes`).",
-    decorator="register_probe",
+    declares=("params",),
+    cached=True,
 )
+"""The frozen-feature probes: `register_probe` (in `pretexts.engine.evaluation.probe`) adds one, plugin packages
+through the entry-point group `pretexts.probes`; `pretexts probe --probe NAME` runs it."""
 
 
 def register(name: str):
-    """Class decorator: `@register("colorization")` makes the class creatable by that name."""
+    """Class decorator: `@register("colorization")` makes the class creatable by that name.
+
+    The class (a `Pretext` subclass) gets `name` as its `name` attribute, and the first line of its docstring is
+    its summary in `pretexts list`. A plugin package also exposes the class under the entry-point group
+    `pretexts.tasks`, so that `pretexts` finds it without being told to import it.
+
+    Args:
+        name: The task's name, for `create_pretext`, `pretexts train --task` and `pretexts list`.
+
+    Returns:
+        (Callable[[type], type]): The decorator, which returns the class with `name` set.
+
+    Raises:
+        DuplicateNameError: Another task has the name (a built-in's included); the message names both classes.
+
+    Examples:
+        >>> import torch
+        >>> from pretexts import Corrupted, Pretext, create_pretext, register
+        >>> @register("invert-colours")
+        ... class InvertColours(Pretext):
+        ...     '''Invert every pixel; restoration inverts them back.'''
+        ...
+        ...     def apply(self, images, params):
+        ...         return Corrupted(state=1 - images, target=images)
+        >>> InvertColours.name, InvertColours.summary()
+        ('invert-colours', 'Invert every pixel; restoration inverts them back.')
+        >>> sample = create_pretext("invert-colours")(torch.zeros(2, 3, 8, 8))
+        >>> bool((sample.state == 1).all())
+        True
+    """
 
     def wrap(cls):
         cls = TASKS.register(name)(cls)
@@ -281,15 +407,73 @@ def shadowed_plugins() -> dict[str, str]:
 
 
 def list_pretexts(pattern: str = "*") -> list[str]:
-    """Registered task names matching a shell-style wildcard, sorted."""
+    """Registered task names matching a shell-style wildcard, sorted.
+
+    Args:
+        pattern: A shell-style wildcard (`*`, `?`, `[seq]`) matched against whole names.
+
+    Returns:
+        The names of the built-in tasks and of the installed plugins' that match, sorted.
+
+    Examples:
+        >>> from pretexts import list_pretexts
+        >>> list_pretexts("*-mask")
+        ['gridded-mask', 'random-mask']
+    """
     TASKS.load()
     return sorted(n for n in TASKS.table if fnmatch.fnmatch(n, pattern))
 
 
 def get_pretext_class(name: str) -> type:
+    """The task class registered as `name`, whose declarations can be read without building a task.
+
+    Args:
+        name: A task name, as `list_pretexts` gives it.
+
+    Returns:
+        The `Pretext` subclass.
+
+    Raises:
+        UnknownNameError: No task has the name (close names are suggested), or the plugin that registers it
+            failed to load.
+
+    Examples:
+        >>> from pretexts import get_pretext_class
+        >>> SuperResolution = get_pretext_class("super-resolution")
+        >>> SuperResolution.params["scale"].default  # the paper's 16 at 224 px (Table 2)
+        16
+    """
     return TASKS.get(name)
 
 
 def create_pretext(name: str, **kwargs):
-    """Build a task by name; None kwargs are dropped so CLI defaults never override a task's own."""
+    """Build a task by name; None kwargs are dropped so CLI defaults never override a task's own.
+
+    Args:
+        name: A task name, as `list_pretexts` gives it (a built-in or a plugin's).
+        **kwargs (Any): `preset=` one of the task's presets, and values of the parameters it declares (its `params`,
+            `pretexts list -v`), over the preset's; strings are converted, as from the command line.
+
+    Returns:
+        (Pretext): The task: `task(images, generator)` corrupts a batch into a `Corrupted`.
+
+    Raises:
+        UnknownNameError: No task has the name; the message suggests close names.
+        ParameterError: An unknown preset or parameter (the message lists the valid ones), or a value outside
+            its declared range.
+
+    Examples:
+        >>> import torch
+        >>> from pretexts import create_pretext
+        >>> task = create_pretext("random-mask", preset="small", fill="black", count=None)
+        >>> task.fill, task.count  # count=None leaves the preset's (Table 1's Random small)
+        ('black', 75)
+        >>> sample = task(torch.rand(2, 3, 32, 32), torch.Generator().manual_seed(0))
+        >>> sample.state.shape, sample.info["mask"].shape
+        (torch.Size([2, 3, 32, 32]), torch.Size([2, 32, 32]))
+        >>> create_pretext("random-mask", ratio=0.5)
+        Traceback (most recent call last):
+        ...
+        pretexts.errors.ParameterError: random-mask: unknown parameter 'ratio'; valid parameters: count, low, ...
+    """
     return get_pretext_class(name)(**{k: v for k, v in kwargs.items() if v is not None})

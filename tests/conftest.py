@@ -16,6 +16,21 @@ def load_real_images(split: str = "train", count: int = 16) -> torch.Tensor:
     return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).float() / 255
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_listing_cache(tmp_path_factory):
+    """`pretexts list` caches the built-ins' listing under $XDG_CACHE_HOME: the tests keep theirs apart from the
+    user's (subprocesses inherit the variable)."""
+    import os
+
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
+
+
 @pytest.fixture(scope="session")
 def real_images() -> torch.Tensor:
     return load_real_images("train", 16)

@@ -160,8 +160,10 @@ def test_list_backbones_shows_aliases_and_timm_names_by_pattern():
     result = CliRunner().invoke(main, ["list", "--backbones", "vit_t*"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].startswith("vit_tiny") and "vit_tiny_patch16_224 (patch_size=4, img_size=32)" in lines[0]
-    assert "  vit_tiny_patch16_224" in lines and all("resnet" not in line for line in lines)
+    assert lines[1] == "  vit_tiny       vit_tiny_patch16_224 (patch_size=4, img_size=32)"
+    assert "  vit_tiny_patch16_224" not in lines and lines[-1].endswith("match 'vit_t*'; add --all to list them.")
+    every = CliRunner().invoke(main, ["list", "--backbones", "vit_t*", "--all"]).output.splitlines()
+    assert "  vit_tiny_patch16_224" in every and all("resnet" not in line.lower() for line in every)
     result = CliRunner().invoke(main, ["list", "--backbones", "no_such_net*"])
     assert result.output.strip() == "0 timm models match 'no_such_net*'."
 

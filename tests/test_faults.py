@@ -17,7 +17,8 @@ import torch
 from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
 from click.testing import CliRunner
 from pretrained_checkpoints import write_checkpoint
-from test_registry import _install_distribution as install_distribution  # noqa: F401 (fixture)
+from test_registry import _install_distribution as install_distribution
+from test_registry import clean_registry  # noqa: F401 (a fixture)
 
 from pretexts.cli import main
 from pretexts.engine import FinetuneConfig, Finetuner, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
@@ -216,7 +217,8 @@ def test_a_real_write_failure_becomes_an_output_error(tmp_path):
 
 
 # ---- plugins ------------------------------------------------------------------------------------
-def test_broken_and_duplicate_plugins_are_listed_and_break_nothing(tmp_path, clean_registry):
+@pytest.mark.usefixtures("clean_registry")
+def test_broken_and_duplicate_plugins_are_listed_and_break_nothing(tmp_path):
     import pretexts
     from pretexts import registry
 

@@ -31,7 +31,46 @@ from pretexts.registry import PROBES
 
 
 def register_probe(name: str, params: dict | None = None):
-    """Decorator: registers a probe under `name` with the parameters it takes (name -> `pretexts.Param`)."""
+    """Decorator: registers a probe under `name` with the parameters it takes (name -> `pretexts.Param`).
+
+    A probe is a function `probe(train, val, num_classes, cfg, **params) -> (results, line)` on the features
+    `pretexts probe` extracts once: `train` and `val` are `(features, labels)` pairs and `cfg` is the run's
+    `ProbeConfig`; `results` (a dict JSON can hold) is stored under the probe's name in results.json and `line`
+    is printed. The first line of its docstring is its summary in `pretexts list --probes`. A plugin package
+    also exposes it under the entry-point group `pretexts.probes`.
+
+    Args:
+        name: The probe's name: `pretexts probe --probe NAME`, `ProbeConfig(probes=(NAME,))`.
+        params: Its options, name -> `pretexts.Param`. Each reaches the probe as a keyword argument, converted and
+            checked, from `--probe-arg KEY=VALUE` (`ProbeConfig.probe_args`), else its default.
+
+    Returns:
+        (Callable): The decorator, which returns the probe with `params` set on it.
+
+    Raises:
+        DuplicateNameError: Another probe has the name.
+
+    Shape:
+        - train, val: features `(N, D)` float, labels `(N,)` int64 in [0, num_classes).
+
+    Examples:
+        >>> import torch
+        >>> from pretexts import Param
+        >>> from pretexts.engine.evaluation.probe import register_probe
+        >>> @register_probe("centroid", {"scale": Param(1.0, float, 1e-6, 1e6)})
+        ... def centroid(train, val, num_classes, cfg, *, scale):
+        ...     '''Nearest class mean of the features.'''
+        ...     means = torch.stack([train[0][train[1] == c].mean(0) for c in range(num_classes)])
+        ...     guess = torch.cdist(val[0] * scale, means * scale).argmin(1)
+        ...     top1 = 100.0 * (guess == val[1]).float().mean().item()
+        ...     return {"top1": top1}, f"centroid: {top1:.1f}% top-1"
+        >>> features = torch.tensor([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0]])
+        >>> labels = torch.tensor([0, 0, 1, 1])
+        >>> centroid((features, labels), (features, labels), 2, None, scale=1.0)
+        ({'top1': 100.0}, 'centroid: 100.0% top-1')
+        >>> centroid.params["scale"].default
+        1.0
+    """
 
     def wrap(probe):
         probe.params = dict(params or {})

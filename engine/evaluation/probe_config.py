@@ -66,20 +66,27 @@ class ProbeConfig:
         "A checkpoint.pt written by `pretexts train`, or a folder or "
         ".safetensors written by `pretexts export`; with --timm-model, its "
         "weights file.",
+        section="model",
     )
     timm_model: str | None = setting(
         None,
         "A timm model with its pretrained weights, read from disk (the Hugging "
         "Face or torch hub cache, or --checkpoint FILE; nothing is downloaded), "
         "or local-dir:FOLDER.",
+        section="model",
     )
-    from_scratch: bool = setting(False, "Probe --backbone at random init, seeded by --seed (the baseline).")
-    backbone: str | None = setting(None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.")
-    img_size: int | None = setting(None, "With --from-scratch. Default 32; the weights' own otherwise.")
+    from_scratch: bool = setting(
+        False, "Probe --backbone at random init, seeded by --seed (the baseline).", section="model"
+    )
+    backbone: str | None = setting(
+        None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.", section="model"
+    )
+    img_size: int | None = setting(None, "With --from-scratch. Default 32; the weights' own otherwise.", section="data")
     data: str | None = setting(
         None,
         "A folder with train/ and val/ class folders, or 'sample' (embedded). Default: "
         "the data the checkpoint was trained on, else the sample.",
+        section="data",
     )
     probes: tuple = setting(
         ("linear",),
@@ -88,17 +95,20 @@ class ProbeConfig:
         "are extracted once. (In train, `--method` names the pretraining method.)",
         option="--probe",
         multiple=True,
+        section="probes",
     )
     # the probes' own options (`--probe-arg KEY=VALUE` and the built-ins' flags), each checked by the probes
     # that declare it; a key no probe declares is refused
     probe_args: dict = field(default_factory=dict)
-    crop_pct: float = setting(0.875, "Evaluation centre crop fraction.")
-    seed: int = setting(0, "Seeds the heads, and the random backbone of --from-scratch.")
-    workers: int = setting(2, "Data loader worker processes.")
-    device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...")
-    out: str = setting("runs/probe", "Output folder.")
-    force: bool = setting(False, "Replace the results of an earlier run in --out (its files are removed).")
-    quiet: bool = setting(False, "No progress bars (off anyway when the output is not a terminal).")
+    crop_pct: float = setting(0.875, "Evaluation centre crop fraction.", section="data")
+    seed: int = setting(0, "Seeds the heads, and the random backbone of --from-scratch.", section="probes")
+    workers: int = setting(2, "Data loader worker processes.", section="speed")
+    device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
+    out: str = setting("runs/probe", "Output folder.", section="output")
+    force: bool = setting(
+        False, "Replace the results of an earlier run in --out (its files are removed).", section="output"
+    )
+    quiet: bool = setting(False, "No progress bars (off anyway when the output is not a terminal).", section="logging")
 
     def __post_init__(self):
         check_field_types(self)

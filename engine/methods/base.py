@@ -16,11 +16,53 @@ from pretexts.errors import ParameterError
 
 
 class Method:
-    """Override `build_model`, `loss`, `held_out_error` and `figure_columns`; the rest has defaults."""
+    """Override `build_model`, `loss`, `held_out_error` and `figure_columns`; the rest has defaults.
+
+    The loop (`pretexts.engine.Pretrainer`) builds the method from the run's config, calls `setup()` once, then
+    per step `corrupt` -> `loss` -> an optimiser step over `param_groups()`, logging `step_stats()`; it draws
+    `figure_columns` (titled by `figure_title`) at the end of an epoch and prints `held_out_error` at the end
+    of the run, and the monitor measures `features` and `monitor_scalars`. `@register_method(name)` (from
+    `pretexts.engine`) makes it `pretexts train --method NAME`; its `summary`, else the first line of its
+    docstring, is its line in `pretexts list --methods`.
+
+    Args:
+        cfg (PretrainConfig): The run's `PretrainConfig`, kept as `self.cfg` (backbone, img_size, seed, ...).
+        task (Pretext): The `Pretext` that `cfg.task` and `cfg.task_args` name, kept as `self.task`.
+        device: Where the model, the images and the step's generator live, kept as `self.device`.
+
+    Attributes:
+        summary: One line for `pretexts list --methods`; empty: the first line of the docstring.
+        method_params: Its own options, name -> `pretexts.Param`: each is `--method-arg KEY=VALUE` and, where no
+            config field has the name, its own `pretexts train --key` option; converted and checked into
+            `self.args`.
+        recipe_defaults: Recipe name -> {param: default}, where a recipe changes a param's default.
+        resume_may_change: The params a `--resume` may change (they do not change the run).
+        figure_name: The epoch figures are `FIGURE_NAME_epochNNN.png`.
+        uses_task: False for a method that corrupts its own way and ignores `--task` (MAE's and SimMIM's
+            masks); `pretexts compare` then trains it once, not once per task.
+        args: The options as resolved by `parse_args`: given, else the recipe's default, else the declared one.
+        model: The module `setup()` built (None before); its `backbone.*` weights are what fine-tuning,
+            probing and export take.
+
+    Examples:
+        >>> import torch
+        >>> from pretexts import create_pretext
+        >>> from pretexts.engine import METHODS, PretrainConfig
+        >>> cfg = PretrainConfig(method="ae", backbone="vit_tiny", img_size=32, method_args={"decoder_depth": 1})
+        >>> method = METHODS.get(cfg.method)(cfg, create_pretext(cfg.task), torch.device("cpu"))
+        >>> method.args["decoder_depth"], method.corruption()
+        (1, "'random-mask'")
+        >>> model = method.setup()  # what the loop does once; then, each step:
+        >>> sample = method.corrupt(torch.rand(2, 3, 32, 32), torch.Generator().manual_seed(0))
+        >>> method.loss(sample).shape
+        torch.Size([])
+        >>> method.features(torch.rand(2, 3, 32, 32)).shape  # vit_tiny's 192 pooled features
+        torch.Size([2, 192])
+    """
 
     summary = ""  # one line for `pretexts list --methods`
     # its own options: name -> pretexts.Param; each is `--method-arg KEY=VALUE` and, where no config field
-    # has the name, its own `pretexts train --key` option (pretexts/cli/config_file.py: method_options)
+    # has the name, its own `pretexts train --key` option (pretexts/cli/method_options.py)
     method_params: dict = {}
     recipe_defaults: dict = {}  # recipe name -> {param: default} where a recipe changes a param's default
     resume_may_change: frozenset = frozenset()  # params a `--resume` may change (they do not change the run)
@@ -35,7 +77,17 @@ class Method:
     @classmethod
     def parse_args(cls, cfg) -> dict:
         """`cfg.method_args` checked against `method_params` and converted; defaults (the recipe's where it
-        names one, `recipe_defaults`) filled in. A param declared with default None may stay None."""
+        names one, `recipe_defaults`) filled in. A param declared with default None may stay None.
+
+        Args:
+            cfg (PretrainConfig): The run's config.
+
+        Returns:
+            Param name -> value, every declared param present.
+
+        Raises:
+            ParameterError: A key the method does not declare, or a value its `Param` refuses.
+        """
         unknown = [k for k in cfg.method_args if k not in cls.method_params]
         if unknown:
             raise ParameterError(
@@ -80,29 +132,78 @@ class Method:
         return model
 
     def build_model(self) -> torch.nn.Module:
-        """The trained module; its `backbone.*` weights are what fine-tuning, probing and export take."""
+        """The trained module; its `backbone.*` weights are what fine-tuning, probing and export take.
+
+        Build the backbone from `self.cfg.backbone` at `self.cfg.img_size` (`pretexts.create_backbone`). Give the
+        module `mean` and `std` buffers `(1, 3, 1, 1)` where it normalises its input itself (as `EnergyModel`
+        does): the default `features` normalises with them, else with the backbone's own normalisation.
+
+        Returns:
+            The module, on the CPU; `setup` moves it to `self.device`.
+        """
         raise NotImplementedError
 
     def corruption(self) -> str:
-        """What the run learns to undo, for the start line."""
+        """What the run learns to undo, for the start line ("pretraining vit_tiny on ... with data ...").
+
+        Returns:
+            The task's name in quotes by default; a method that corrupts its own way says what it does.
+        """
         return f"'{self.cfg.task}'"
 
     def corrupt(self, images: torch.Tensor, generator: torch.Generator):
         """The step's sample from clean images [B,3,H,W] in [0,1]; the task's corruption unless the method
-        has its own (MAE masks inside its model)."""
+        has its own (MAE masks inside its model).
+
+        Args:
+            images: The step's clean batch, on `self.device`.
+            generator: The step's generator, on `self.device`, seeded by (seed, step, rank): draw every random
+                number from it (with `device=images.device`), so a resumed run draws the same corruptions.
+
+        Returns:
+            (Corrupted): What `loss` takes: the task's `Corrupted` by default; a method with its own corruption
+                returns whatever its `loss` reads.
+
+        Shape:
+            - images: `(B, 3, H, W)` float in [0, 1].
+        """
         return self.task(images, generator)
 
     def loss(self, sample) -> torch.Tensor:
-        """The scalar loss of one corrupted sample; the loop runs it under autocast (and inside DDP's forward)."""
+        """The scalar loss of one corrupted sample; the loop runs it under autocast (and inside DDP's forward).
+
+        Args:
+            sample (Corrupted): What `corrupt` returned.
+
+        Returns:
+            A scalar tensor the loop back-propagates.
+        """
         raise NotImplementedError
 
     def held_out_error(self, batches) -> HeldOut:
         """The report on the held-out `batches` (seeded): the error of the corrupted input and of what the method
-        restored, and of the task's trivial restorer (`Pretext.trivial_restore`) where it has one."""
+        restored, and of the task's trivial restorer (`Pretext.trivial_restore`) where it has one.
+
+        Args:
+            batches (Iterable[Tensor]): Yields the same seeded held-out images every time, float `(B, 3, H, W)`
+                in [0, 1] on `self.device`. The loop calls it with the model in training mode: measure in eval
+                mode (`with eval_mode(self.model):`, from `pretexts.engine.modules.eval_mode`), which puts it back.
+
+        Returns:
+            A `HeldOut` in the method's own words: `format()` is the line `pretexts train` prints, `to_dict()`
+            goes to results.json.
+        """
         raise NotImplementedError
 
     def figure_columns(self, images: torch.Tensor) -> dict:
-        """Column name -> images [B,3,H,W] for the epoch figure of `images`."""
+        """Column name -> images [B,3,H,W] for the epoch figure of `images`.
+
+        Args:
+            images: The figure's held-out images, float `(B, 3, H, W)` in [0, 1] on `self.device`.
+
+        Returns:
+            Column name -> images `(B, 3, H, W)` in [0, 1], left to right.
+        """
         raise NotImplementedError
 
     def figure_title(self) -> str:
@@ -121,7 +222,21 @@ class Method:
         return {}
 
     def features(self, images: torch.Tensor) -> torch.Tensor:
-        """Pooled backbone features [B, D] of clean images in [0, 1] (what the monitor and the probes measure)."""
+        """Pooled backbone features [B, D] of clean images in [0, 1] (what the monitor measures during training).
+
+        The images are normalised with the model's `mean` and `std` where it has them (`build_model`), else
+        with the backbone's own normalisation, then `model.backbone` pools them.
+
+        Args:
+            images: Clean images on `self.device`.
+
+        Returns:
+            The features.
+
+        Shape:
+            - images: `(B, 3, H, W)` float in [0, 1].
+            - Returns: `(B, D)`, D the backbone's `num_features`.
+        """
         model = self.model
         mean, std = (
             (model.mean, model.std)

@@ -14,7 +14,35 @@ class HeldOut:
     where it has one, on `images` held-out images.
 
     `measure` names the error in the printed line ('restoration MSE'); `baseline` names what `corrupted_mse` is
-    the error of, as a column ('corrupted') and as the ratio's reference (`against`: "the corrupted input")."""
+    the error of, as a column ('corrupted') and as the ratio's reference (`against`: "the corrupted input").
+
+    A method's `held_out_error` returns one. The first four arguments are required; the field names are those
+    results.json records whatever the measure is (a method that measures an error rate puts the baseline's in
+    `corrupted_mse`).
+
+    Args:
+        images: How many held-out images were measured.
+        corrupted_mse: The baseline's error: the corrupted input's (or MAE's patch-mean fill, or chance).
+        restored_mse: The error of each output of the method, in order (the energy method: one per step).
+        outputs: The name of each output in the printed line, as many as `restored_mse` ("step 1", "step 2").
+        result: What the last output is, in a figure's title.
+        measure: The error's name in the printed line.
+        baseline: What `corrupted_mse` is the error of, as a column.
+        against: The ratio's reference, in words.
+        trivial_mse: The error of the task's trivial restorer, where it has one.
+        trivial_restorer: That restorer in a few words ("visible-mean fill").
+        method: Recorded as 'method' in `to_dict()` when set.
+        extra: Further numbers recorded beside these.
+
+    Examples:
+        >>> from pretexts.engine import HeldOut
+        >>> held = HeldOut(80, 0.75, [0.4], ("predicted",), result="predicted", measure="rotation error rate",
+        ...                baseline="chance", against="chance", method="rotation")
+        >>> held.format()
+        "held-out rotation error rate on 80 images: chance 0.75000 -> predicted 0.40000 (0.53x chance's error)"
+        >>> held.to_dict()
+        {'corrupted_mse': 0.75, 'restored_mse': [0.4], 'images': 80, 'method': 'rotation'}
+    """
 
     images: int
     corrupted_mse: float
@@ -30,6 +58,8 @@ class HeldOut:
     extra: dict = field(default_factory=dict)  # further numbers a method records beside these
 
     def to_dict(self) -> dict:
+        """What results.json, log.jsonl and the logging backend record: 'corrupted_mse', 'restored_mse',
+        'images', and 'method' / 'trivial_mse' / 'trivial_restorer' where set, then `extra`."""
         held = {"corrupted_mse": self.corrupted_mse, "restored_mse": list(self.restored_mse), "images": self.images}
         if self.method is not None:
             held["method"] = self.method

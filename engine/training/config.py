@@ -12,12 +12,30 @@ from pretexts.engine.training.recipes import apply_recipe
 from pretexts.errors import ParameterError, UnknownNameError
 from pretexts.registry import METHODS
 
+# the sections of a command's --help, in order: each field names its own (`setting(..., section=...)`)
+SECTIONS = {
+    "data": "Data",
+    "model": "Model",
+    "optimisation": "Optimisation",
+    "method": "Method options",
+    "probes": "Probes",
+    "augmentation": "Augmentation",
+    "scoring": "Scoring",
+    "output": "Output",
+    "logging": "Monitoring and logging",
+    "speed": "Device, speed and memory",
+    "config": "Config and help",
+}
 
-def setting(default, help: str, **cli):
-    """A config field with its `--help` text; `cli` says how its option reads it where the type alone does not
-    (option: another name, choices, nargs, multiple, flag_value, metavar). The CLI builds every option of
-    train, finetune, probe and segment from these (pretexts/cli/config_file.py: one source of defaults and help)."""
-    return field(default=default, metadata={"help": help, **cli})
+
+def setting(default, help: str, *, section: str, **cli):
+    """A config field with its `--help` text and the `--help` section it is listed in (a key of `SECTIONS`);
+    `cli` says how its option reads it where the type alone does not (option: another name, choices, nargs,
+    multiple, flag_value, metavar). The CLI builds every option of train, finetune, probe, segment and compare
+    from these (pretexts/cli/config_file.py: one source of defaults, help and sections)."""
+    if section not in SECTIONS:
+        raise ValueError(f"section must be one of {', '.join(SECTIONS)}, got {section!r}")
+    return field(default=default, metadata={"help": help, "section": section, **cli})
 
 
 # the monitored metrics --keep-best takes, and whether higher is better (engine/training/monitor.py)
@@ -35,19 +53,24 @@ IMG_SIZE_RANGE = (8, 4096)
 def amp_setting(bf16: str = '"bf16"'):
     """The `--amp` option every training command shares."""
     return setting(
-        "auto", f'"auto" (bf16 on CUDA, off on CPU), {bf16}, "fp16", "off".', choices=("auto", "bf16", "fp16", "off")
+        "auto",
+        f'"auto" (bf16 on CUDA, off on CPU), {bf16}, "fp16", "off".',
+        choices=("auto", "bf16", "fp16", "off"),
+        section="speed",
     )
 
 
 def clip_grad_setting():
     """`--clip-grad`, shared by every training command (they share `OptimizerStep`)."""
-    return setting(None, "Clip the gradient norm to this value.")
+    return setting(None, "Clip the gradient norm to this value.", section="optimisation")
 
 
 def skip_nonfinite_setting():
     """`--skip-nonfinite`: `OptimizerStep` checks the loss, then the gradient norm."""
     return setting(
-        False, "Skip (and count) a step whose loss or gradient norm is NaN or inf, instead of stopping the run."
+        False,
+        "Skip (and count) a step whose loss or gradient norm is NaN or inf, instead of stopping the run.",
+        section="optimisation",
     )
 
 
@@ -59,7 +82,9 @@ def check_amp(cfg) -> None:
 def log_every_setting():
     """The `--log-every` option every training command shares (off a terminal, one line per epoch anyway)."""
     return setting(
-        None, "Off a terminal, also print a progress line every this many optimiser steps (loss, lr, img/s, ETA)."
+        None,
+        "Off a terminal, also print a progress line every this many optimiser steps (loss, lr, img/s, ETA).",
+        section="logging",
     )
 
 
@@ -70,58 +95,75 @@ class PretrainConfig:
     # "energy" (the paper), "ae", "mae", or a plugin's (engine.methods)
     method: str = setting(
         "energy",
-        "energy (the paper), ae (the autoencoder baseline), mae (masked autoencoder, "
-        "ViT only), simmim (masked image modelling, any backbone) or a plugin's "
-        "(`pretexts list --methods`).",
+        "energy (the paper's), ae (autoencoder), mae (plain ViTs only), simmim (ViT, Swin, ConvNeXt, ResNet) or "
+        "a plugin's (`pretexts list --methods`; `list --backbones`: which suits which backbone).",
+        section="model",
     )
-    # the demo's: its restoration shows within 200 CPU steps (README, learning speed)
-    task: str = setting("random-mask", "Pretext task (see `pretexts list`).")
+    # the demo's: its restoration shows within 200 CPU steps (docs/results/learning-speed.md)
+    task: str = setting("random-mask", "Pretext task (see `pretexts list`).", section="model")
     task_args: dict = field(default_factory=dict)
     # the method's own options (the energy method's steps, alpha, grad_mode, ...; MAE's mask_ratio), checked and
     # given their defaults by the method (`Method.parse_args`); each is also its own `pretexts train` option
     method_args: dict = field(default_factory=dict)
     # LayerNorm, 3.7 M params: learns within minutes on a CPU
-    backbone: str = setting("convnext_atto", "Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.")
-    data: str = setting("sample", "'sample' (embedded, default), 'synthetic', an ImageFolder dir or a CIFAR-10 folder.")
+    backbone: str = setting(
+        "convnext_atto", "Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.", section="model"
+    )
+    data: str = setting(
+        "sample",
+        "'sample' (320 embedded CIFAR-10 images), 'synthetic', an ImageFolder dir or a CIFAR-10 folder.",
+        section="data",
+    )
     dataset: str | None = setting(
         None,
         "A timm create_dataset name (torch/cifar100, torch/mnist, hfds/NAME) whose "
         "files lie in --data; nothing is downloaded.",
+        section="data",
     )
-    img_size: int = setting(32, "Training resolution.")
+    img_size: int = setting(32, "Training resolution.", section="data")
     epochs: int = setting(
         40,
-        "Passes over the training images (40: 200 optimiser steps on the 320 embedded "
-        "images, ~3 minutes on 2 CPU cores).",
+        "Passes over the training images (40: 200 optimiser steps of batch 64 on the 320 embedded images, 4.9 "
+        "minutes measured on a 2-core CPU with another job on the second core).",
+        section="optimisation",
     )
     # global batch (split across ranks under torchrun)
-    batch_size: int = setting(64, "Global batch size.")
+    batch_size: int = setting(64, "Global batch size.", section="optimisation")
     accum_iter: int = setting(
         1,
         "Gradient accumulation: run each step's batch as this many micro-batches (the memory"
         " of batch / K images, the step of the whole batch).",
+        section="speed",
     )
     # fills the None fields below: "paper" (Table A), "fast" or "simmim" (engine/training/recipes.py)
     recipe: str = setting(
         "fast",
-        "Optimiser defaults: 'fast' (default: base lr 1e-3, alpha lr x400), 'paper' "
+        "Optimiser defaults: 'fast' (base lr 1e-3, alpha lr x400), 'paper' "
         "(Table A exactly: base lr 1e-4, alpha lr x1) or 'simmim' (SimMIM's official "
         "pretraining: base lr 5e-5, betas 0.9 0.999, clip 5). Explicit options win.",
+        section="optimisation",
     )
-    lr: float | None = setting(None, "Peak lr. Default base lr x batch / 256 (paper).")
+    lr: float | None = setting(None, "Peak lr. Default base lr x batch / 256 (paper).", section="optimisation")
     # None: the recipe's (paper, Table A: 1e-4; fast: 1e-3)
-    base_lr: float | None = setting(None, "lr per 256 images. Default: the recipe's.")
-    min_lr: float = setting(0.0, "End of the cosine decay.")
+    base_lr: float | None = setting(None, "lr per 256 images. Default: the recipe's.", section="optimisation")
+    min_lr: float = setting(0.0, "End of the cosine decay.", section="optimisation")
     schedule: str | None = setting(
-        None, "After the warm-up: cosine (decay to --min-lr) or constant. Default: the recipe's."
+        None,
+        "After the warm-up: cosine (decay to --min-lr) or constant. Default: the recipe's.",
+        section="optimisation",
     )
-    warmup_epochs: float = setting(1.0, "Linear warm-up from 0 to the peak lr.")
+    warmup_epochs: float = setting(1.0, "Linear warm-up from 0 to the peak lr.", section="optimisation")
     # None: the recipe's (both: 0.05, Table A)
-    weight_decay: float | None = setting(None, "AdamW's (norms, biases and alpha get none). Default: the recipe's.")
+    weight_decay: float | None = setting(
+        None, "AdamW's (norms, biases and alpha get none). Default: the recipe's.", section="optimisation"
+    )
     # None: the recipe's (both: 0.9, 0.95, Table A)
-    betas: tuple | None = setting(None, "AdamW's betas. Default: the recipe's.", metavar="B1 B2", nargs=2)
+    betas: tuple | None = setting(
+        None, "AdamW's betas. Default: the recipe's.", metavar="B1 B2", nargs=2, section="optimisation"
+    )
     amp: str = amp_setting(
-        '"bf16" (on a CPU too: the same held-out error, faster with native bf16, docs/scale-and-speed.md)'
+        '"bf16" (on a CPU too: the same held-out error; with native bf16 faster on larger steps, 7-9 % slower on '
+        "convnext_atto at 32 px, docs/results/cpu-speed.md)"
     )
     compile: str | None = setting(
         None,
@@ -130,50 +172,59 @@ class PretrainConfig:
         "not compile runs eagerly.",
         flag_value="inductor",
         metavar="[BACKEND]",
+        section="speed",
     )
     grad_checkpointing: bool = setting(
-        False, "Recompute activations in the backward (non-reentrant): less memory, more time."
+        False, "Recompute activations in the backward (non-reentrant): less memory, more time.", section="speed"
     )
-    channels_last: bool = setting(False, "NHWC memory format (convolutional backbones).")
+    channels_last: bool = setting(False, "NHWC memory format (convolutional backbones).", section="speed")
     clip_grad: float | None = clip_grad_setting()
-    seed: int = setting(0, "Seeds the crops, the corruptions and the initialisation.")
-    out: str = setting("runs/pretrain", "Output folder.")
+    seed: int = setting(0, "Seeds the crops, the corruptions and the initialisation.", section="optimisation")
+    out: str = setting("runs/pretrain", "Output folder.", section="output")
     # a checkpoint path, or "auto" for OUT/checkpoint.pt
     resume: str | None = setting(
-        None, "Continue from OUT/checkpoint.pt, or from the checkpoint given.", flag_value="auto"
+        None, "Continue from OUT/checkpoint.pt, or from the checkpoint given.", flag_value="auto", section="output"
     )
     force: bool = setting(
-        False, "Start over in an --out that already holds a run (its checkpoint and log are removed)."
+        False, "Start over in an --out that already holds a run (its checkpoint and log are removed).", section="output"
     )
-    workers: int = setting(2, "Data loader worker processes.")
-    quiet: bool = setting(False, "No progress bars on a terminal, no progress lines off one.")
+    workers: int = setting(2, "Data loader worker processes.", section="speed")
+    quiet: bool = setting(False, "No progress bars on a terminal, no progress lines off one.", section="logging")
     # off a terminal (nohup, a cluster job) the loop prints one line per epoch on stderr; these add step lines
     log_every: int | None = log_every_setting()
-    device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...")
-    max_steps_per_epoch: int | None = setting(None, "Cap the optimiser steps of each epoch.")
-    figure_images: int = setting(8, "Images in each epoch's restoration figure.")
+    device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
+    max_steps_per_epoch: int | None = setting(None, "Cap the optimiser steps of each epoch.", section="optimisation")
+    figure_images: int = setting(8, "Images in each epoch's restoration figure.", section="output")
     figure_every: int = setting(
         1,
         "Draw the restoration figure (and monitor.png, and the logger's image) every "
         "this many epochs and at the last; 0: at the last epoch only.",
+        section="output",
     )
-    eval_images: int = setting(256, "Held-out images for the restoration-error report.")
-    eval_every: int | None = setting(None, "Also log the held-out error every this many steps.")
+    eval_images: int = setting(256, "Held-out images for the restoration-error report.", section="logging")
+    eval_every: int | None = setting(None, "Also log the held-out error every this many steps.", section="logging")
     logger: str = setting(
         "jsonl",
         "Also log scalars, held-out error and figures to tensorboard (OUT/tensorboard) or "
         "wandb (offline unless WANDB_MODE=online); jsonl: log.jsonl alone (always written).",
+        section="logging",
     )
     skip_nonfinite: bool = skip_nonfinite_setting()
-    # about 1 % of the default run's time (README, the monitor)
+    # about 1 % of the default run's time (docs/monitoring.md)
     monitor_every: int = setting(
         50,
         "Measure the representation every this many steps and at the end (RankMe, top "
         "component's share, online kNN where there are labels; monitor.png); 0: off.",
+        section="logging",
     )
-    monitor_images: int = setting(256, "Held-out images (and as many training images for kNN) the monitor measures.")
+    monitor_images: int = setting(
+        256, "Held-out images (and as many training images for kNN) the monitor measures.", section="logging"
+    )
     keep_best: str | None = setting(
-        None, "Also keep OUT/best.pt, the checkpoint with the best monitored metric.", choices=tuple(KEEP_BEST)
+        None,
+        "Also keep OUT/best.pt, the checkpoint with the best monitored metric.",
+        choices=tuple(KEEP_BEST),
+        section="output",
     )
 
     def __post_init__(self):

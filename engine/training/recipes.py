@@ -12,7 +12,7 @@ from pretexts.errors import ParameterError
 RECIPES: dict[str, dict] = {
     # Appendix A, Table A (pretraining column)
     "paper": {"base_lr": 1e-4, "weight_decay": 0.05, "betas": (0.9, 0.95), "schedule": "cosine"},
-    # README "Learning speed from a random start": 10x the base lr and no decay, which stalls the energy
+    # docs/results/learning-speed.md: 10x the base lr and no decay, which stalls the energy
     # method's step size growing in a short run (the method raises alpha's lr x400 in this recipe)
     "fast": {"base_lr": 1e-3, "weight_decay": 0.05, "betas": (0.9, 0.95), "schedule": "constant"},
     # microsoft/SimMIM's pretraining configs (vit_base / swin_base, 800 epochs): BASE_LR 1e-4 per 512 images,

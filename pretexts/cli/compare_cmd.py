@@ -5,7 +5,8 @@ one ranked table (mean +- std over seeds) and one plot."""
 import click
 
 from . import main
-from .config_file import build_config, config_options, defaults_from, options_from
+from .config_file import build_config, config_options, options_from
+from .help_sections import SectionedCommand
 
 CONFIG = "pretexts.engine.compare.config:CompareConfig"
 LISTS = ("--tasks", "--methods", "--budget", "--seeds")  # each takes several values: `--seeds 0 1 2`
@@ -26,7 +27,7 @@ def spread_lists(args: list[str]) -> list[str]:
     return spread
 
 
-class CompareCommand(defaults_from(CONFIG)):
+class CompareCommand(SectionedCommand):
     def parse_args(self, ctx, args):
         return super().parse_args(ctx, spread_lists(args))
 

@@ -1,4 +1,5 @@
-"""`--config FILE` and `--set KEY=VALUE`: a run's whole configuration in and out.
+"""`--config FILE` and `--set KEY=VALUE`: a run's whole configuration in and out; and a command's options built
+from the fields of its config dataclass (`options_from`).
 
 A run saves OUT/config.json (every field of its config dataclass); the same file, or a YAML one with any
 subset of the fields, starts a run again. Precedence: the file, then the command's own options, then
@@ -16,6 +17,7 @@ import click
 import yaml
 
 from ..errors import ParameterError, suggest
+from .help_sections import option, shown
 
 
 def read_config_file(path: str) -> dict:
@@ -128,38 +130,42 @@ def build_config(
 
 
 def config_options(command):
-    """The --config and --set options, shared by train, finetune and probe."""
-    command = click.option(
+    """The --config and --set options, shared by train, finetune, probe, segment and compare."""
+    command = option(
         "--set",
         "sets",
         multiple=True,
         metavar="KEY=VALUE",
         help="Override one config field (after --config and the options); repeatable.",
+        section="config",
     )(command)
-    return click.option(
+    return option(
         "--config",
         "config",
         default=None,
         metavar="FILE",
         help="Start from a .yaml or .json config (e.g. a run's OUT/config.json).",
+        section="config",
     )(command)
 
 
 def config_class(config: str) -> type:
+    """'pretexts.engine.training.config:PretrainConfig' -> the class."""
     module, _, name = config.partition(":")
     return getattr(importlib.import_module(module), name)
 
 
 def options_from(config: str):
     """Click options for every field of the config dataclass `config` ('module:Class') that declares its help
-    (`engine.training.config.setting`): `--field-name`, typed as the field, with the field's help. Each
-    option's own default is None, so one not given leaves the config's value (shown by `defaults_from`)."""
+    (`engine.training.config.setting`): `--field-name`, typed as the field, with the field's help, listed under
+    the field's section. Each option's own default is None, so one not given leaves the config's value; its help
+    shows the dataclass's default."""
     cls = config_class(config)
 
     def decorate(command):
         for f in reversed(dataclasses.fields(cls)):
             if "help" in f.metadata:
-                command = click.option(*option_names(f), **option_settings(f))(command)
+                command = option(*option_names(f), **option_settings(f))(command)
         return command
 
     return decorate
@@ -174,13 +180,11 @@ def option_names(f: dataclasses.Field) -> tuple[str, str]:
 
 def option_settings(f: dataclasses.Field) -> dict:
     extra = {k: v for k, v in f.metadata.items() if k not in ("help", "option", "choices", "nargs")}
-    kinds = [
-        t
-        for t in (typing.get_args(f.type) if isinstance(f.type, types.UnionType) else (f.type,))
-        if t is not type(None)
-    ]
-    kind = kinds[0]
+    kinds = typing.get_args(f.type) if isinstance(f.type, types.UnionType) else (f.type,)
+    kind = next(t for t in kinds if t is not type(None))
     settings = {"default": None, "help": f.metadata["help"]}
+    if f.default not in (None, (), dataclasses.MISSING) and kind is not bool:
+        settings["show_default"] = shown(f.default)
     if "choices" in f.metadata:
         settings["type"] = click.Choice(f.metadata["choices"])
     elif kind is bool:
@@ -194,120 +198,3 @@ def option_settings(f: dataclasses.Field) -> dict:
     else:
         settings["type"] = kind
     return {**settings, **extra}
-
-
-def defaults_from(config: str) -> type:
-    """A click command class whose --help shows each option's default as its config dataclass declares it
-    (one source of defaults). `config` is 'module:Class', imported only when help is shown."""
-
-    class ConfigDefaultsCommand(click.Command):
-        def format_options(self, ctx, formatter):
-            cls = config_class(config)
-            defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-            defaults.update(
-                {
-                    f.name: f.default_factory()
-                    for f in dataclasses.fields(cls)
-                    if f.default_factory is not dataclasses.MISSING
-                }
-            )
-            shown = {
-                p: p.default
-                for p in self.params
-                if isinstance(p, click.Option) and not p.is_flag and defaults.get(p.name) not in (None, {}, ())
-            }
-            for param in shown:  # the real default stays None: an option not given leaves the config's own value
-                param.default, param.show_default = defaults[param.name], True
-            try:
-                super().format_options(ctx, formatter)
-            finally:
-                for param, original in shown.items():
-                    param.default = original
-
-    return ConfigDefaultsCommand
-
-
-def method_named(args: list[str], default: str) -> str:
-    """The method a command line names, read before it is parsed (its options depend on it): the last --set
-    method=X, else --method X (or --method=X), else its --config file's 'method', else `default`."""
-    method = config = setting = None
-    for arg, after in zip(args, [*args[1:], None]):
-        if arg == "--":
-            break
-        name, equals, value = arg.partition("=")
-        value = value if equals else after
-        if name == "--method":
-            method = value
-        elif name == "--config":
-            config = value
-        elif name == "--set" and value and value.replace("-", "_").startswith("method="):
-            setting = value.partition("=")[2].strip()
-    if setting or method:
-        return setting or method
-    if config:
-        try:
-            return read_config_file(config).get("method") or default
-        except ParameterError:
-            return default  # the run's own read says what is wrong with the file
-    return default
-
-
-def method_options(name: str, taken: set[str]) -> list[click.Option]:
-    """An option per param the method `name` declares (`Method.method_params`): `--steps` for 'steps', typed and
-    checked as the param declares, its default in the help; a name in `taken` (a config field, another option)
-    is left to --method-arg. None for a method that is not installed, whose run then says so."""
-    from pretexts.errors import PretextsError
-    from pretexts.registry import METHODS
-
-    try:
-        method = METHODS.get(name)
-    except PretextsError:
-        return []
-    options = []
-    for key, param in method.method_params.items():
-        if key in taken:
-            continue
-        flag = "--" + key.replace("_", "-")
-        by_recipe = {values[key] for values in method.recipe_defaults.values() if key in values}
-        shown = param.default if len(by_recipe) <= 1 else None  # the param's help says what each recipe gives
-        settings = {"default": None, "help": f"{param.help} [default: {shown}]" if shown is not None else param.help}
-        if param.choices is not None:
-            settings["type"] = click.Choice([str(c) for c in param.choices])
-        elif param.kind is bool:
-            flag, settings["is_flag"] = f"{flag}/--no-{flag[2:]}", True
-        elif param.kind in (int, float):
-            settings["type"] = param.kind
-        option = click.Option([flag, key], **settings)
-        option.method_param = True  # the command moves its value into method_args
-        options.append(option)
-    return options
-
-
-def with_method_options(base: type[click.Command], config: str) -> type[click.Command]:
-    """`base` whose options include those of the method its command line selects (`method_named`), so
-    `pretexts train --method mae --help` lists MAE's options and no energy option. `config` ('module:Class')
-    gives the default method and the fields whose names a method's option may not take."""
-
-    class MethodOptionsCommand(base):
-        def parse_args(self, ctx, args):
-            ctx.meta["pretexts.method"] = method_named(list(args), self.default_method())
-            return super().parse_args(ctx, args)
-
-        def default_method(self) -> str:
-            return next(f.default for f in dataclasses.fields(config_class(config)) if f.name == "method")
-
-        def get_params(self, ctx):
-            params = super().get_params(ctx)
-            taken = {f.name for f in dataclasses.fields(config_class(config))} | {p.name for p in params}
-            extra = method_options(ctx.meta.get("pretexts.method") or self.default_method(), taken)
-            own = len(self.params)  # the command's own options, then click's --help
-            return [*params[:own], *extra, *params[own:]]
-
-    return MethodOptionsCommand
-
-
-def method_option_values(ctx: click.Context, options: dict) -> dict:
-    """The values given to the selected method's own options (removed from `options`), for method_args."""
-    names = [p.name for p in ctx.command.get_params(ctx) if getattr(p, "method_param", False)]
-    values = {name: options.pop(name, None) for name in names}
-    return {name: value for name, value in values.items() if value is not None}

@@ -3,10 +3,11 @@
 import sys
 
 from . import main, rank_zero_echo, written_files
-from .config_file import build_config, config_options, defaults_from, options_from
+from .config_file import build_config, config_options, options_from
+from .help_sections import SectionedCommand
 
 
-@main.command("finetune", cls=defaults_from("pretexts.engine.evaluation.finetune_config:FinetuneConfig"))
+@main.command("finetune", cls=SectionedCommand)
 @options_from("pretexts.engine.evaluation.finetune_config:FinetuneConfig")
 @config_options
 def finetune_command(config, sets, **options) -> None:

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import click
 
-from ..declared import Declared
+from ..listing_cache import summary_of
 from ..registry import METHODS, PROBES, TASKS, Registry
 from . import main
+from .list_backbones import list_backbones
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,10 @@ PROBE_LISTING = Listing(PROBES, "--probe-arg", "params")
 @click.option(
     "--backbones",
     is_flag=True,
-    help="List backbones instead: the short aliases (with the timm model and "
-    "arguments each stands for), then the timm models matching PATTERN.",
+    help="List backbones instead: the aliases (with the timm model and arguments each stands for), the families "
+    "with the methods that take them and the energy step's measured cost, and how many timm models match PATTERN.",
 )
+@click.option("--all", "every", is_flag=True, help="With --backbones: also every timm model name matching PATTERN.")
 @click.option(
     "--methods",
     is_flag=True,
@@ -48,10 +50,10 @@ PROBE_LISTING = Listing(PROBES, "--probe-arg", "params")
     help="List the frozen-feature probes instead (probe --probe), with their "
     "--probe-arg options (-v: ranges and help).",
 )
-def list_command(pattern: str, verbose: bool, backbones: bool, methods: bool, probes: bool) -> None:
+def list_command(pattern: str, verbose: bool, backbones: bool, every: bool, methods: bool, probes: bool) -> None:
     """List pretext tasks (or --backbones, --methods, --probes) matching PATTERN (shell wildcards, default all)."""
     if backbones:
-        return list_backbone_names(pattern)
+        return list_backbones(pattern, every)
     listing = METHOD_LISTING if methods else PROBE_LISTING if probes else TASK_LISTING
     debug = click.get_current_context().find_root().params.get("debug")
     list_registry(listing, pattern, verbose, debug)
@@ -62,7 +64,7 @@ def list_registry(listing: Listing, pattern: str, verbose: bool, debug: bool = F
     range, default and help; or, in a plain listing of a registry without `full_params`, one line of defaults)
     and, verbose, its presets. Then every broken plugin (`debug`: with its traceback) and shadowed one."""
     registry = listing.registry
-    entries = registry.entries()  # the built-ins read from their source: no torch
+    entries = registry.entries()  # the built-ins from the listing cache: no torch
     names = [name for name in entries if fnmatch.fnmatch(name, pattern)]
     for name in sorted(names) if listing.sort else names:
         entry = entries[name]
@@ -89,32 +91,3 @@ def list_registry(listing: Listing, pattern: str, verbose: bool, debug: bool = F
             click.echo(registry.tracebacks.get(name, ""), err=True)
     for name, note in registry.shadowed.items():
         click.echo(f"{name:<18} IGNORED plugin (the built-in '{name}' wins): {note}")
-
-
-def summary_of(entry) -> str:
-    """A task's `summary()`, a method's own `summary` line, else the first line of the docstring (a probe's); a
-    built-in read from its source (`Declared`) has it already."""
-    if isinstance(entry, Declared):
-        return entry.summary
-    summary = getattr(entry, "summary", None)
-    if callable(summary):
-        return summary()
-    own = vars(entry).get("summary") if isinstance(entry, type) else None  # not inherited: the base's is empty
-    if isinstance(own, str) and own:
-        return own
-    doc = (entry.__doc__ or "").strip()
-    return doc.splitlines()[0] if doc else ""
-
-
-def list_backbone_names(pattern: str) -> None:
-    from pretexts.backbones.factory import ALIASES, list_backbones
-
-    aliases = [a for a in ALIASES if fnmatch.fnmatch(a, pattern)]
-    for alias in aliases:
-        timm_name, kwargs = ALIASES[alias]
-        args = ", ".join(f"{k}={v}" for k, v in kwargs.items())
-        click.echo(f"{alias:<18} alias of timm {timm_name}" + (f" ({args})" if args else ""))
-    models = [m for m in list_backbones(pattern) if m not in ALIASES]
-    click.echo(f"{len(models)} timm models match '{pattern}'" + (":" if models else "."))
-    for name in models:
-        click.echo(f"  {name}")

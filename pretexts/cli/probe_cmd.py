@@ -1,9 +1,8 @@
 """`pretexts probe`: frozen-feature evaluation (linear probe, the paper's MLP head, kNN, a plugin's probes)."""
 
-import click
-
 from . import main, parse_task_args, rank_zero_echo, written_files
-from .config_file import build_config, config_options, defaults_from, options_from
+from .config_file import build_config, config_options, options_from
+from .help_sections import SectionedCommand, option, param_help
 
 PROBE_CONFIG = "pretexts.engine.evaluation.probe_config"
 
@@ -15,26 +14,30 @@ def builtin_probe_options(command):
 
     for key, param in reversed(BUILTIN_PROBE_PARAMS.items()):
         many = isinstance(param.default, tuple)
-        kind = type(param.default[0]) if many else param.kind
-        command = click.option(
+        settings = param_help(param)
+        if many:
+            settings["help"] = settings["help"].removesuffix(".") + "; repeatable."
+        command = option(
             "--" + key.replace("_", "-"),
             key,
-            type=kind,
+            type=type(param.default[0]) if many else param.kind,
             default=None,
             multiple=many,
-            help=f"{param.help[:1].upper()}{param.help[1:]} ({param.describe()}{'; repeatable' if many else ''}).",
+            section="probes",
+            **settings,
         )(command)
     return command
 
 
-@main.command("probe", cls=defaults_from(f"{PROBE_CONFIG}:ProbeConfig"))
+@main.command("probe", cls=SectionedCommand)
 @options_from(f"{PROBE_CONFIG}:ProbeConfig")
-@click.option(
+@option(
     "--probe-arg",
     "probe_args",
     multiple=True,
     metavar="KEY=VALUE",
     help="A parameter of the probes run (see `pretexts list --probes -v`); repeatable.",
+    section="probes",
 )
 @builtin_probe_options
 @config_options

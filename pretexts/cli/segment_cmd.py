@@ -1,14 +1,13 @@
 """`pretexts segment`: semantic segmentation fine-tuning (the paper's ADE20K transfer table)."""
 
-import click
-
 from . import main, rank_zero_echo, written_files
-from .config_file import build_config, config_options, defaults_from, options_from
+from .config_file import build_config, config_options, options_from
+from .help_sections import SectionedCommand, option
 
 
-@main.command("segment", cls=defaults_from("pretexts.engine.evaluation.segmentation.config:SegmentConfig"))
+@main.command("segment", cls=SectionedCommand)
 @options_from("pretexts.engine.evaluation.segmentation.config:SegmentConfig")
-@click.option("--from-scratch", is_flag=True, help="Random backbone (needs --backbone): the baseline.")
+@option("--from-scratch", is_flag=True, help="Random backbone (needs --backbone): the baseline.", section="model")
 @config_options
 def segment_command(from_scratch, config, sets, **options) -> None:
     """Fine-tune a backbone with a segmentation head; writes OUT/log.jsonl, results.json, predictions.png."""

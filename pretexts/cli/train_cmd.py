@@ -1,37 +1,45 @@
 """`pretexts train`: pretrain a backbone with a method (the energy method by default) on one pretext task. The
-selected method's own options (the energy method's --steps, --alpha, --grad-mode, ...) are options too."""
+selected method's own options (the energy method's --steps, --alpha, --grad-mode, ...) are options too, listed in
+--help under "Method options"."""
 
 import sys
 
 import click
 
 from . import main, parse_task_args, rank_zero_echo, written_files
-from .config_file import (
-    build_config,
-    config_options,
-    defaults_from,
-    method_option_values,
-    options_from,
-    with_method_options,
-)
+from .config_file import build_config, config_options, options_from
+from .help_sections import option
+from .method_options import method_option_values, with_method_options
 
 CONFIG = "pretexts.engine.training.config:PretrainConfig"
 
 
-@main.command("train", cls=with_method_options(defaults_from(CONFIG), CONFIG))
+@main.command("train", cls=with_method_options(CONFIG))
 @options_from(CONFIG)
-@click.option(
+@option(
     "--method-arg",
     "method_args",
     multiple=True,
     metavar="KEY=VALUE",
-    help="An option of the method, e.g. mask_ratio=0.75 for mae (see `pretexts list --methods`); repeatable.",
+    help="Any option of the method as KEY=VALUE, e.g. mask_ratio=0.75 for mae (`pretexts list --methods`); repeatable.",
+    section="method",
 )
-@click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
-@click.option("--preset", default=None, help="A named preset of the task (see `pretexts list -v`).")
+@option(
+    "--task-arg",
+    "task_args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A parameter of the task (`pretexts list -v`); repeatable.",
+    section="model",
+)
+@option("--preset", default=None, help="A named preset of the task (`pretexts list -v`).", section="model")
 @config_options
 def train_command(task_args, method_args, preset, config, sets, **options) -> None:
-    """Pretrain a backbone: corrupt, restore by gradient steps down the energy, learn from the error."""
+    """Pretrain a backbone on one pretext task with one method: the energy method by default (the paper's: corrupt,
+    restore by gradient steps down a learned energy, learn from the error), or ae, mae, simmim or a plugin's.
+
+    Writes OUT/checkpoint.pt, config.json, log.jsonl, figures and results.json. "Method options" are the selected
+    method's: `pretexts train --method mae --help` lists MAE's."""
     from pretexts.engine import PretrainConfig, Pretrainer
     from pretexts.engine.training import distributed
     from pretexts.engine.training.config import with_method_args

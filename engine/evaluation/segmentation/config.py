@@ -20,30 +20,42 @@ from pretexts.engine.training.config import (
 @dataclass
 class SegmentConfig:
     data: str = setting(
-        MISSING, "ADE20K folder (images/ + annotations/), generic folder (images/ + masks/), or 'generated'."
+        MISSING,
+        "ADE20K folder (images/ + annotations/), generic folder (images/ + masks/), or 'generated'.",
+        section="data",
     )
-    out: str = setting("runs/segment", "Output folder.")
-    force: bool = setting(False, "Start over in an --out that already holds a run (its files are removed).")
-    checkpoint: str | None = setting(None, "A checkpoint.pt written by `pretexts train`.")
-    backbone: str | None = setting(None, "Backbone name with --from-scratch (vit_tiny, resnet18, ...).")
-    img_size: int | None = setting(None, "Crop size; default the checkpoint's size.")
-    head: str = setting("upernet", "Decoder head: UperNet (PPM + FPN, MAE) or linear.", choices=("upernet", "linear"))
-    num_classes: int | None = setting(None, "Default: 150 (ADE20K) or inferred from masks.")
-    epochs: int = setting(10, "Passes over the training images.")
-    max_steps: int | None = setting(None, "Total iterations; overrides --epochs (160000 in MAE).")
-    batch_size: int = setting(16, "Batch of crops.")
-    lr: float = setting(1e-4, "AdamW peak lr (MAE: 1e-4).")
-    weight_decay: float = setting(0.05, "AdamW weight decay.")
-    layer_decay: float = setting(0.65, "Layer-wise lr decay (MAE: 0.65).")
-    warmup_steps: int = setting(0, "Linear lr warm-up iterations.")
+    out: str = setting("runs/segment", "Output folder.", section="output")
+    force: bool = setting(
+        False, "Start over in an --out that already holds a run (its files are removed).", section="output"
+    )
+    checkpoint: str | None = setting(None, "A checkpoint.pt written by `pretexts train`.", section="model")
+    backbone: str | None = setting(
+        None, "Backbone name with --from-scratch (vit_tiny, resnet18, ...).", section="model"
+    )
+    img_size: int | None = setting(None, "Crop size; default the checkpoint's size.", section="data")
+    head: str = setting(
+        "upernet", "Decoder head: UperNet (PPM + FPN, MAE) or linear.", choices=("upernet", "linear"), section="model"
+    )
+    num_classes: int | None = setting(None, "Default: 150 (ADE20K) or inferred from masks.", section="data")
+    epochs: int = setting(10, "Passes over the training images.", section="optimisation")
+    max_steps: int | None = setting(
+        None, "Total iterations; overrides --epochs (160000 in MAE).", section="optimisation"
+    )
+    batch_size: int = setting(16, "Batch of crops.", section="optimisation")
+    lr: float = setting(1e-4, "AdamW peak lr (MAE: 1e-4).", section="optimisation")
+    weight_decay: float = setting(0.05, "AdamW weight decay.", section="optimisation")
+    layer_decay: float = setting(0.65, "Layer-wise lr decay (MAE: 0.65).", section="optimisation")
+    warmup_steps: int = setting(0, "Linear lr warm-up iterations.", section="optimisation")
     clip_grad: float | None = clip_grad_setting()
     skip_nonfinite: bool = skip_nonfinite_setting()
-    eval_mode: str = setting("whole", "Evaluate on whole images or by sliding window.", choices=("whole", "slide"))
+    eval_mode: str = setting(
+        "whole", "Evaluate on whole images or by sliding window.", choices=("whole", "slide"), section="output"
+    )
     amp: str = amp_setting()
-    device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...")
-    seed: int = setting(0, "Seeds the crops, the order and the head.")
-    workers: int = setting(0, "Data loader worker processes.")
-    quiet: bool = setting(False, "No per-epoch lines.")
+    device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
+    seed: int = setting(0, "Seeds the crops, the order and the head.", section="optimisation")
+    workers: int = setting(0, "Data loader worker processes.", section="speed")
+    quiet: bool = setting(False, "No per-epoch lines.", section="logging")
     log_every: int | None = log_every_setting()
 
     def __post_init__(self):

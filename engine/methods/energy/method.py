@@ -54,7 +54,7 @@ class EnergyMethod(Method):
         ),
         "fd_delta": Param(FD_DELTA, float, help="Finite-difference perturbation (RMS per element)."),
     }
-    # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (README)
+    # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
     resume_may_change = frozenset({"grad_mode"})  # both modes train the same model (to O(fd_delta^2))
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)

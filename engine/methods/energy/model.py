@@ -74,7 +74,44 @@ def create_energy_model(
     energy_scale: float = 1.0,
     **backbone_kwargs,
 ) -> EnergyModel:
-    """`create_backbone(name, img_size, **backbone_kwargs)` wrapped as an energy model."""
+    """`create_backbone(name, img_size, **backbone_kwargs)` wrapped as an energy model.
+
+    E(x) = h(psi(normalise(x))): the backbone psi, a one-output linear head h without bias (paper, Section 3.2)
+    and the learnable step size alpha. The backbone is built at random init (nothing is downloaded), with fused
+    attention off, so the restoration's double backward runs.
+
+    Args:
+        name: A backbone alias (vit_tiny, vit_small, swin_t, convnext_t, resnet18, ...;
+            `pretexts list --backbones`) or a timm model name.
+        img_size: The image side the backbone is built for (ViTs fix it); None: the alias's or timm's default.
+        alpha: The initial restoration step size, learnable and kept positive (Appendix A.1: initialised at 0.1,
+            "a positive constraint").
+        head_init_std: Draw the head's initial weights from N(0, std^2); None keeps PyTorch's Linear init.
+        energy_scale: Multiplies the energy; with `head_init_std` it sets the size of a fresh model's first
+            restoration steps.
+        **backbone_kwargs (Any): Passed on to timm (`depth=2`, `patch_size=8`, `drop_path_rate=0.1`, ...).
+
+    Returns:
+        The `EnergyModel`: `model.energy(images)` the energies, `model.alpha` the step size, `model.mean` and
+        `model.std` its input normalisation `(1, 3, 1, 1)`, `model.backbone` what fine-tuning takes.
+
+    Raises:
+        UnknownNameError: No alias or timm model has the name (close names are suggested).
+        ParameterError: The backbone cannot be built with these arguments.
+        ValueError: `alpha` is not > 0.
+
+    Shape:
+        - model.energy(images): images `(B, 3, H, W)` float in [0, 1] -> energies `(B,)`.
+
+    Examples:
+        >>> import torch
+        >>> from pretexts.engine import create_energy_model
+        >>> model = create_energy_model("vit_tiny", img_size=32, depth=2)  # a two-block ViT-Tiny
+        >>> model.energy(torch.rand(4, 3, 32, 32)).shape
+        torch.Size([4])
+        >>> round(model.alpha.item(), 6), model.mean.shape
+        (0.1, torch.Size([1, 3, 1, 1]))
+    """
     backbone = create_backbone(name, img_size=img_size, **backbone_kwargs)
     model = EnergyModel(backbone, alpha=alpha, head_init_std=head_init_std, energy_scale=energy_scale)
     model.backbone_name = name

@@ -25,6 +25,43 @@ def restore(
     backward). Without it only alpha receives a gradient. The inner gradient is taken with
     `torch.autograd.grad`, so DDP's all-reduce fires once, on the outer backward. `grad_mode`
     "finite-difference" replaces the double backward by two first-order passes (engine/methods/energy/grad_modes.py).
+
+    Args:
+        model (EnergyModel): The energy model (`create_energy_model`): its `energy` and `alpha`.
+        task (Pretext): The task that made `sample`; its `state_kind` says how the state enters the model (pixels: as
+            images; patch sorting's positions: as the ViT's position embeddings).
+        sample: The corrupted batch; `sample.state` is x_0.
+        steps: N, the gradient steps (paper: "we adopt N = 2", Section 4; Appendix B.1: fairly well with one).
+            0 restores nothing (the N = 0 method trains by `contrastive_loss` instead).
+        create_graph: Keep the inner gradient's graph, so the loss reaches the backbone; None: whenever autograd
+            is on and the model is training.
+        grad_mode: "exact" (the double backward, the paper's) or "finite-difference".
+        fd_delta: The finite-difference perturbation (RMS per element), in that mode.
+
+    Returns:
+        The states x_1..x_N, each shaped as `sample.state`.
+
+    Raises:
+        ValueError: `steps` < 0.
+        ParameterError: No model side takes the task's `state_kind`.
+
+    Shape:
+        - sample.state: `(B, 3, H, W)` float for pixel tasks (patch sorting: `(B, L, D)`).
+        - Returns: N tensors of the shape of `sample.state`.
+
+    Examples:
+        >>> import torch
+        >>> from pretexts import create_pretext
+        >>> from pretexts.engine import create_energy_model, restoration_loss, restore
+        >>> model = create_energy_model("vit_tiny", img_size=32, depth=2, patch_size=8).train()
+        >>> task = create_pretext("gridded-mask")
+        >>> sample = task(torch.rand(4, 3, 32, 32), torch.Generator().manual_seed(0))
+        >>> states = restore(model, task, sample, steps=2)
+        >>> len(states), states[-1].shape
+        (2, torch.Size([4, 3, 32, 32]))
+        >>> restoration_loss(states, sample.target).backward()
+        >>> bool(model.backbone.patch_embed.proj.weight.grad.abs().sum() > 0)  # reached through dE/dx
+        True
     """
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
@@ -47,7 +84,36 @@ LOSSES = ("mse", "smooth_l1")
 
 
 def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse") -> Tensor:
-    """Mean over steps of MSE (or SmoothL1 with beta 1, the appendix pseudo code) to the target."""
+    """Mean over steps of MSE (or SmoothL1 with beta 1, the appendix pseudo code) to the target.
+
+    Eq. 5 of the paper: L = 1/(KN) sum_i sum_j MSE(x_i^j, x_i), the mean over the N restored states of each one's
+    error to the clean target.
+
+    Args:
+        states: The restored states x_1..x_N, as `restore` returns them (at least one).
+        target: What they must reach (`sample.target`).
+        kind: "mse" (eq. 5) or "smooth_l1" (SmoothL1Loss with beta 1.0, the appendix's pseudo code).
+
+    Returns:
+        The scalar loss, in float32 whatever the states' dtype.
+
+    Raises:
+        ValueError: An unknown `kind`.
+
+    Shape:
+        - states: N tensors of the shape of `target`, e.g. `(B, 3, H, W)`.
+        - Returns: `()`.
+
+    Examples:
+        >>> import torch
+        >>> from pretexts.engine import restoration_loss
+        >>> target = torch.zeros(2, 3, 4, 4)
+        >>> states = [torch.full_like(target, 0.5), torch.full_like(target, 0.1)]
+        >>> restoration_loss(states, target)  # (0.5^2 + 0.1^2) / 2
+        tensor(0.1300)
+        >>> restoration_loss(states, target, kind="smooth_l1")  # 0.5 x^2 below beta = 1
+        tensor(0.0650)
+    """
     if kind == "mse":
         losses = [F.mse_loss(s.float(), target.float()) for s in states]
     elif kind == "smooth_l1":
