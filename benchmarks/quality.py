@@ -7,8 +7,9 @@ same data, task and wall-clock budget, then the same fine-tune; fine-tunes from 
 recipe and epochs. Each stage plans its optimiser steps from a short timing run, so the whole fits the
 budget. Prints the split, then one table. The paper's gain of pretraining for ViT-S is 3.1 points.
 `--also-finite-difference` adds energy pretraining in that gradient mode, so both modes' top-1 compare.
-Fine-tuning defaults to a small-data recipe (no RandAugment, mixup or cutmix, base lr 4e-3, crops of
-at least 35 %): the paper's, made for 100 ImageNet epochs, drowns a few thousand 32 px images.
+Fine-tuning defaults to the small-data recipe (`--recipe small` of `pretexts finetune`: no RandAugment, mixup or
+cutmix, base lr 4e-3, crops of at least 35 %): the paper's, made for 100 ImageNet epochs, drowns a few thousand
+32 px images. The --ft-base-lr ... --crop-min-scale options below change one value of it.
 """
 
 import argparse
@@ -23,6 +24,9 @@ import torch
 from pretexts.engine import FinetuneConfig, Finetuner, PretrainConfig, Pretrainer
 from pretexts.engine.data.loader import to_device
 from pretexts.engine.evaluation.finetune import top1_accuracy
+from pretexts.engine.evaluation.finetune_recipes import FINETUNE_RECIPES
+
+SMALL = FINETUNE_RECIPES["small"]
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
 
@@ -108,9 +112,9 @@ def pretrain(args, method: str, budget: float, out: Path, **overrides) -> dict:
 def finetune_config(args, out: Path, **overrides) -> FinetuneConfig:
     return FinetuneConfig(
         data=args.data,
+        recipe="small",
         batch_size=args.batch_size,
         base_lr=args.ft_base_lr,
-        warmup_epochs=1,
         layer_decay=args.layer_decay,
         drop_path=args.drop_path,
         randaug=args.randaug,
@@ -118,7 +122,6 @@ def finetune_config(args, out: Path, **overrides) -> FinetuneConfig:
         cutmix=args.cutmix,
         smoothing=args.smoothing,
         crop_min_scale=args.crop_min_scale,
-        crop_pct=1.0,
         workers=args.workers,
         seed=args.seed,
         out=str(out),
@@ -146,7 +149,7 @@ def finetune_epochs(args, budget: float, out: Path) -> tuple[int, float]:
         timings[steps] = time.time() - start
     per_step = (timings[8] - timings[4]) / 4
     start = time.time()
-    top1_accuracy(trainer.model, trainer.loader(trainer.val_set, train=False), trainer.device)
+    top1_accuracy(trainer.model, trainer.val_loader(), trainer.device)
     per_epoch = len(trainer.train_set) // cfg.batch_size * per_step + timings[4] - 4 * per_step + time.time() - start
     return max(1, int(budget * 0.9 / per_epoch)), per_epoch
 
@@ -174,14 +177,14 @@ def main() -> None:
         action="store_true",
         help="add a row: energy pretraining in the finite-difference gradient mode",
     )
-    parser.add_argument("--ft-base-lr", type=float, default=4e-3, help="fine-tuning, x batch / 256")
-    parser.add_argument("--layer-decay", type=float, default=0.75)
-    parser.add_argument("--drop-path", type=float, default=0.1)
-    parser.add_argument("--randaug", default="none")
-    parser.add_argument("--mixup", type=float, default=0.0)
-    parser.add_argument("--cutmix", type=float, default=0.0)
-    parser.add_argument("--smoothing", type=float, default=0.1)
-    parser.add_argument("--crop-min-scale", type=float, default=0.35)
+    parser.add_argument("--ft-base-lr", type=float, default=SMALL["base_lr"], help="fine-tuning, x batch / 256")
+    parser.add_argument("--layer-decay", type=float, default=SMALL["layer_decay"])
+    parser.add_argument("--drop-path", type=float, default=SMALL["drop_path"])
+    parser.add_argument("--randaug", default=SMALL["randaug"])
+    parser.add_argument("--mixup", type=float, default=SMALL["mixup"])
+    parser.add_argument("--cutmix", type=float, default=SMALL["cutmix"])
+    parser.add_argument("--smoothing", type=float, default=SMALL["smoothing"])
+    parser.add_argument("--crop-min-scale", type=float, default=SMALL["crop_min_scale"])
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (one is faster on a busy 2-core box)")
     parser.add_argument("--seed", type=int, default=0)

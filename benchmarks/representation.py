@@ -9,7 +9,7 @@ pretraining, probes, fine-tune and cache, over several backbones and the study's
 For each backbone, method and seed, one pretraining run on the CIFAR-10 subset's train/ is stopped at each
 budget in --minutes (a snapshot checkpoint is written there); every snapshot is evaluated on val/ with
 frozen features (kNN k=20, cosine and standardised, and the linear probe), and the last one is also fine-tuned
-(--finetune-epochs, the small-data recipe of benchmarks/quality.py). Random init is evaluated once and
+(--finetune-epochs, the small-data recipe: `pretexts finetune --recipe small`). Random init is evaluated once and
 drawn flat. Prints mean +- std over seeds per cell and writes OUT/representation.png (top-1 against
 pretraining minutes, one line per method, the seeds' std shaded).
 

@@ -1,5 +1,6 @@
 """Declared task parameters: a default, a type and an allowed range, checked on construction."""
 
+import reprlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,15 @@ REFERENCE_SIZE = 224  # the paper's image size: a scaled parameter's declared de
 EXAMPLE_SIZE = 32  # the CLI's default --img-size, the second size the listing names a scaled default at
 MIN_CELLS = 4  # a scaled length fits an image when it leaves at least 4 of its cells per side
 AUTO = "auto"  # the value of a scaled parameter left to follow the image size
+SCALARS = (str, int, float)  # what a list of names may hold
+
+
+def brief(value: Any) -> str:
+    """repr(value) cut to a line: a value from a config file may be a huge nested list."""
+    short = reprlib.Repr()
+    short.maxlevel, short.maxlist, short.maxdict, short.maxtuple = 2, 4, 4, 4
+    text = short.repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True)
@@ -119,8 +129,9 @@ class Param:
     def _coerce(self, where: str, value: Any) -> Any:
         if self.kind is tuple:
             items = value.split(",") if isinstance(value, str) else value
-            if not isinstance(items, (list, tuple)) or not items:
-                raise ParameterError(f"{where} must be a non-empty list of names, got {value!r}.")
+            # names are scalars: str() of a nested list (a YAML billion laughs: 10^9 items) would never end
+            if not isinstance(items, (list, tuple)) or not items or not all(isinstance(v, SCALARS) for v in items):
+                raise ParameterError(f"{where} must be a non-empty list of names, got {brief(value)}.")
             return tuple(str(v).strip() for v in items)
         if self.kind is bool:  # bool("no") is True, so only these spellings count
             spelled = str(value).lower() if isinstance(value, (str, int)) else None
@@ -128,13 +139,13 @@ class Param:
                 return True
             if spelled in ("0", "false", "no", "off"):
                 return False
-            raise ParameterError(f"{where} must be true or false, got {value!r}.")
+            raise ParameterError(f"{where} must be true or false, got {brief(value)}.")
         if isinstance(value, bool) and self.kind is not bool:
             raise ParameterError(f"{where} must be {self.kind.__name__}, got a bool ({value}).")
         try:
             converted = self.kind(value)
         except (TypeError, ValueError):
-            raise ParameterError(f"{where} must be {self.kind.__name__}, got {value!r}.") from None
+            raise ParameterError(f"{where} must be {self.kind.__name__}, got {brief(value)}.") from None
         if self.kind is int and not isinstance(value, str) and converted != value:
             raise ParameterError(f"{where} must be a whole number, got {value!r}.")
         if self.kind is float and converted != converted:

@@ -5,7 +5,13 @@ import json
 
 import pytest
 import torch
-from cli_runs import fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (a fixture)
+from cli_runs import (  # noqa: F401 (one_torch_thread: a fixture)
+    copy_sample_images,
+    fails_cleanly,
+    one_torch_thread,
+    run_cli,
+    tiny_image_folder,
+)
 
 from pretexts.engine.compare import cells as compare_cells
 from pretexts.engine.evaluation import finetune as finetune_module
@@ -43,7 +49,9 @@ def comparison(tmp_path_factory):
 
 
 def table_rows(markdown: str) -> list[list[str]]:
-    return [[c.strip() for c in line.strip("|").split("|")] for line in markdown.splitlines()[2:]]
+    """The markdown table's rows (the tie rule follows it after a blank line)."""
+    table = markdown.split("\n\n")[0]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
 
 
 def test_every_pair_and_random_init_are_ranked_by_the_chosen_score(comparison):
@@ -52,15 +60,74 @@ def test_every_pair_and_random_init_are_ranked_by_the_chosen_score(comparison):
     names = [row[1] for row in rows]
     # simmim masks on its own: one row whatever the tasks
     assert sorted(names) == ["energy on colorization", "energy on random-mask", "random init", "simmim"]
-    assert [row[0] for row in rows] == ["1", "2", "3", "4"]
+    # a rank is the row's position, or "=N": tied with the row ranked N (the rule is stated under the table)
+    for position, row in enumerate(rows, 1):
+        assert row[0] == str(position) or row[0].startswith("=") and 1 <= int(row[0][1:]) < position + 1, rows
+    assert "'=' marks a tie" in (out / "compare.md").read_text()
     linear = [float(row[7].split(" +- ")[0]) for row in rows]  # rank, name, minutes, seeds, steps, kNN, std, linear
     assert linear == sorted(linear, reverse=True)
     assert all(row[3] == "2" for row in rows)  # both seeds in every row
     random_row = rows[names.index("random init")]
     assert random_row[2] == "0" and random_row[4] == "0"
-    assert (out / "compare.png").stat().st_size > 0 and "wrote" in output.splitlines()[-1]
+    assert (out / "compare.png").stat().st_size > 0
+    assert any(line.startswith("wrote ") for line in output.splitlines()[-2:])  # the last line, wrapped at 100
+    assert (out / "compare.csv").read_text().count("\n") == 5  # the header and the 4 rows
     record = json.loads((out / "compare.json").read_text())
     assert len(record["cells"]) == 8 and record["config"]["rank_by"] == "linear"
+
+
+def test_the_plan_and_its_estimate_come_before_the_first_cell_and_an_eta_after_each(comparison):
+    """A study of hours must say what it will cost before it starts, and how far it has got as it goes."""
+    _, _, output = comparison
+    lines = output.splitlines()
+    plan = next(i for i, line in enumerate(lines) if line.startswith("plan: "))
+    estimate = next(i for i, line in enumerate(lines) if line.startswith("estimate: about "))
+    first = next(i for i, line in enumerate(lines) if line.startswith("[1/8]"))
+    assert plan < estimate < first
+    assert "8 cells (6 to pretrain, 2 random init, 0 cached)" in " ".join(lines[plan:estimate])
+    assert "Modelled, not measured" in " ".join(lines[estimate:first])
+    cells = [line for line in lines if line.startswith("[")]
+    assert len(cells) == 8 and all("; ETA " in line for line in cells[:-1]) and "ETA" not in cells[-1]
+
+
+def test_the_terminal_table_fits_100_columns_and_says_its_tie_rule(comparison):
+    _, _, output = comparison
+    lines = output.splitlines()
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("rank ")) : -1]
+    assert len(table) >= 5 and max(map(len, lines)) <= 100, output  # the table and every other line
+    assert "'=' marks a tie" in " ".join(table)
+
+
+def test_the_compare_probe_gives_the_numbers_of_pretexts_probe(tmp_path):
+    """The compare's probes read images decoded once for all its cells; the numbers are `pretexts probe`'s."""
+    from pretexts.engine.compare.config import CompareConfig
+    from pretexts.engine.compare.inputs import forget
+    from pretexts.engine.evaluation.probe import run_probe
+    from pretexts.engine.evaluation.probe_config import ProbeConfig
+
+    data = tmp_path / "data"
+    copy_sample_images(data / "train", 16)
+    copy_sample_images(data / "val", 8, split="val")
+    study = CompareConfig(backbone="test_convnext", data=str(data), batch_size=8, out=str(tmp_path / "out"))
+    compare_cells.untrained(study, 3, tmp_path / "cell")
+    checkpoint = tmp_path / "cell" / "m0" / "checkpoint.pt"
+    forget()
+    shared = [compare_cells.probe(study, checkpoint, 3) for _ in range(2)]  # the second from decoded images
+    alone = run_probe(
+        ProbeConfig(
+            checkpoint=str(checkpoint),
+            data=str(data),
+            probes=("knn", "knn-std", "linear"),
+            probe_args={"knn_k": (20,)},
+            seed=3,
+            workers=0,
+            quiet=True,
+            out=str(tmp_path / "probe"),
+        ),
+        echo=lambda line: None,
+    )
+    expected = {"knn": alone["knn"]["k=20"], "knn_std": alone["knn-std"]["k=20"], "linear": alone["linear"]["top1"]}
+    assert shared[0] == shared[1] == {**expected, "val_images": 16}
 
 
 def test_a_new_cell_records_its_runs_held_out_ratio_and_monitor(comparison):
@@ -101,7 +168,7 @@ def test_a_rerun_reads_every_cell_back_instead_of_pretraining(comparison, monkey
         ]
     )
     assert result.exit_code == 0, error or result.output
-    assert result.output.count("(cached)") == 8
+    assert result.output.count("(cached)") == 8 and "estimate: nothing to run, every cell is cached" in result.output
     assert (out / "compare.md").read_text() == before
 
 
@@ -132,7 +199,7 @@ def test_a_cell_measured_under_other_settings_is_not_mixed_in(comparison):
     [
         (["--methods", "enrgy"], ["unknown method 'enrgy'", "energy"]),
         (["--tasks", "random-msk"], ["unknown pretext task 'random-msk'", "random-mask"]),
-        (["--budget", "0"], ["budget must be minutes > 0"]),
+        (["--budget", "0"], ["budget", "10080"]),  # minutes in (0, a week], the bound declared on the option
         (["--rank-by", "finetune"], ["--rank-by finetune needs --finetune-epochs"]),
     ],
 )

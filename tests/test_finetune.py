@@ -72,8 +72,8 @@ def test_layer_decay_gives_deeper_blocks_larger_learning_rates():
 
 
 def test_defaults_are_the_papers_fine_tuning_recipe():
-    """Appendix A, Table A (fine-tuning column)."""
-    cfg = FinetuneConfig(from_scratch=True, backbone="resnet18")
+    """Appendix A, Table A (fine-tuning column): `--recipe paper`."""
+    cfg = FinetuneConfig(from_scratch=True, backbone="resnet18", recipe="paper")
     recipe = (
         cfg.base_lr,
         cfg.weight_decay,
@@ -150,7 +150,7 @@ def test_config_asks_for_a_checkpoint_or_from_scratch():
     with pytest.raises(ParameterError, match="--backbone"):
         FinetuneConfig(from_scratch=True)
     with pytest.raises(ParameterError, match="even batch"):
-        FinetuneConfig(from_scratch=True, backbone="resnet18", batch_size=15)
+        FinetuneConfig(from_scratch=True, backbone="resnet18", batch_size=15, recipe="paper")
 
 
 def test_cli_finetunes_a_checkpoint_and_writes_results(tmp_path):

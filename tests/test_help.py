@@ -95,12 +95,13 @@ def test_defaults_and_ranges_are_written_one_way():
     probe = " ".join(help_of("probe").split())
     assert "[default: 100; 1<=x<=1000000]" in probe and "[default: 20, 200; 1<=x<=16777216]" in probe
     train = " ".join(help_of("train").split())
-    assert "[default: 0.875]" in " ".join(help_of("finetune").split()) and "[default: 2]" in train
+    finetune = " ".join(help_of("finetune").split())
+    assert "[default: 0.5; 0<x<=1]" in finetune and "[default: 2; 0<=x<=64]" in train
 
 
 def test_a_default_shown_is_not_an_options_own_so_a_config_files_value_stands():
     params = {p.name: p for p in main.commands["finetune"].params}
-    assert params["crop_pct"].default is None and params["crop_pct"].show_default == "0.875"
+    assert params["min_lr"].default is None and params["min_lr"].show_default == "1e-06"
 
 
 def test_a_field_must_name_a_known_section():

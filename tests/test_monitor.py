@@ -76,7 +76,13 @@ def test_the_history_survives_a_resume(tmp_path):
 
 
 def test_a_collapse_is_warned_once(capsys):
+    import pretexts
+    from pretexts.engine import PretrainConfig
+    from pretexts.engine.methods import METHODS
+
     monitor = Monitor.__new__(Monitor)
+    cfg = PretrainConfig(method="ae", backbone="test_convnext")  # the warning is about the run's method and task
+    monitor.method = METHODS.get("ae")(cfg, pretexts.create_pretext(cfg.task), torch.device("cpu"))
     monitor.warned, monitor.history = False, []
     for step, share in ((10, 0.3), (20, 0.81), (30, 0.4), (40, 0.7), (50, 0.9), (60, 0.95)):
         monitor.history.append({"step": step, "top_pc_share": share})

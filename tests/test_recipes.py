@@ -59,7 +59,7 @@ def test_unknown_recipe_is_one_clear_error(bad, message):
 
 
 def test_recipe_values_are_still_checked():
-    with pytest.raises(ParameterError, match="base_lr must be > 0"):
+    with pytest.raises(ParameterError, match=r"base_lr must be in \(0, 1\], got -1.0"):
         PretrainConfig(recipe="paper", base_lr=-1.0)
     with pytest.raises(ParameterError, match="schedule must be one of cosine, constant"):
         PretrainConfig(schedule="step")

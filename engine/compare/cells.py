@@ -13,17 +13,21 @@ from pathlib import Path
 
 import torch
 
+from pretexts.backbones.normalisation import normalisation
+from pretexts.engine.compare.inputs import probe_inputs
 from pretexts.engine.evaluation.finetune import Finetuner
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
-from pretexts.engine.evaluation.probe import run_probe
+from pretexts.engine.evaluation.probe import extract_features
 from pretexts.engine.evaluation.probe_config import ProbeConfig
+from pretexts.engine.evaluation.weights import load_backbone
 from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.engine.training.precision import amp_dtype, precision_name
 from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.run_folder import write_json
 from pretexts.errors import OutputError
-from pretexts.registry import METHODS
+from pretexts.registry import METHODS, PROBES
 
 RANDOM = "random init"
 
@@ -93,6 +97,15 @@ class BudgetedPretrainer(Pretrainer):
     def end_of_epoch_outputs(self) -> None:
         pass
 
+    def save(self, path: Path | None = None) -> Path | None:
+        """Only the snapshots: the run's own checkpoint.pt would be the last snapshot again, and a cell is never
+        resumed part-way (it is run again)."""
+        return None if path is None else super().save(path)
+
+    def write_results(self, results: dict) -> None:
+        """results.json without the loss-curve figure (the cell's folder is removed once it is scored)."""
+        write_json(self.out / "results.json", results)
+
 
 def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
     """The arm's run; a method's own options among its overrides (e.g. grad_mode) go into method_args."""
@@ -148,42 +161,47 @@ def untrained(study, seed: int, folder: Path) -> dict:
 
 
 def probe(study, checkpoint: Path, seed: int) -> dict:
-    """kNN (k=20, cosine and standardised) and the linear probe on val/, top-1 in %."""
-    results = run_probe(
-        ProbeConfig(
-            checkpoint=str(checkpoint),
-            data=study.data,
-            probes=("knn", "knn-std", "linear"),
-            probe_args={"knn_k": (20,)},
-            seed=seed,
-            workers=0,
-            device=study.device,
-            quiet=True,
-            force=True,
-            out=str(checkpoint.parent / "probe"),
-        ),
-        echo=lambda line: None,
+    """kNN (k=20, cosine and standardised) and the linear probe on val/, top-1 in %: `pretexts probe`'s numbers,
+    on images decoded once for the whole comparison (engine/compare/inputs.py)."""
+    cfg = ProbeConfig(
+        checkpoint=str(checkpoint),
+        data=study.data,
+        probes=("knn", "knn-std", "linear"),
+        probe_args={"knn_k": (20,)},
+        seed=seed,
+        workers=0,
+        device=study.device,
+        quiet=True,
     )
-    return {"knn": results["knn"]["k=20"], "knn_std": results["knn-std"]["k=20"], "linear": results["linear"]["top1"]}
+    device = resolve_device(study.device)
+    weights = load_backbone(cfg.checkpoint, seed=seed)
+    backbone = weights.model.to(device)
+    train_set, val_set, classes = probe_inputs(
+        study.data, weights.img_size, *normalisation(backbone), cfg.crop_pct, seed
+    )
+    torch.manual_seed(seed)
+    train = extract_features(backbone, train_set, device, workers=0)
+    val = extract_features(backbone, val_set, device, workers=0)
+    results = {
+        name: PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))[0] for name in cfg.probes
+    }
+    return {
+        "knn": results["knn"]["k=20"],
+        "knn_std": results["knn-std"]["k=20"],
+        "linear": results["linear"]["top1"],
+        "val_images": val[0].shape[0],
+    }
 
 
 def finetune(study, checkpoint: Path, seed: int) -> dict:
-    """The small-data fine-tuning recipe of benchmarks/quality.py; top-1 per epoch shows whether it has settled."""
+    """The small-data fine-tuning recipe (engine/evaluation/finetune_recipes.py) for the study's epochs; top-1 per
+    epoch shows whether it has settled."""
     cfg = FinetuneConfig(
         checkpoint=str(checkpoint),
         data=study.data,
+        recipe="small",
         epochs=study.finetune_epochs,
-        warmup_epochs=1,
         batch_size=study.batch_size,
-        base_lr=4e-3,
-        layer_decay=0.75,
-        drop_path=0.1,
-        randaug="none",
-        mixup=0.0,
-        cutmix=0.0,
-        smoothing=0.1,
-        crop_min_scale=0.35,
-        crop_pct=1.0,
         seed=seed,
         workers=0,
         device=study.device,

@@ -3,7 +3,16 @@ long, and how to score the features they leave."""
 
 from dataclasses import dataclass
 
-from pretexts.engine.training.config import IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_ranges, setting
+from pretexts.engine.training.config import (
+    BATCH_RANGE,
+    EPOCHS_RANGE,
+    IMG_SIZE_RANGE,
+    SEED_RANGE,
+    Range,
+    check_field_types,
+    check_ranges,
+    setting,
+)
 from pretexts.errors import ParameterError, suggest
 from pretexts.registry import METHODS, TASKS
 
@@ -36,6 +45,7 @@ class CompareConfig:
         "A labelled folder with train/ and val/ (or 'sample'); kNN, the linear probe and fine-tuning score on val/.",
         section="data",
     )
+    # minutes per pair: a week is past any study's
     budget: tuple = setting(
         (2.0,),
         "Pretraining minutes per pair (several: each budget is scored from a "
@@ -44,6 +54,7 @@ class CompareConfig:
         multiple=True,
         option="--budget",
         section="optimisation",
+        range=Range(0, 10_080, low_open=True),
     )
     clock: str = setting(
         "auto",
@@ -57,9 +68,13 @@ class CompareConfig:
         multiple=True,
         option="--seeds",
         section="optimisation",
+        range=SEED_RANGE,
     )
     finetune_epochs: int = setting(
-        0, "Also fine-tune each pair's last snapshot for this many epochs (0: no).", section="scoring"
+        0,
+        "Also fine-tune each pair's last snapshot for this many epochs (0: no).",
+        section="scoring",
+        range=Range(0, EPOCHS_RANGE.high),
     )
     finetune_amp: str = setting(
         "auto",
@@ -69,9 +84,10 @@ class CompareConfig:
         section="scoring",
     )
     rank_by: str = setting("linear", "The score the table and plot rank by.", choices=SCORES, section="scoring")
-    img_size: int = setting(32, "Training resolution.", section="data")
-    batch_size: int = setting(64, "Pretraining batch size.", section="optimisation")
-    threads: int = setting(0, "Torch threads per pair (0: torch's default).", section="speed")
+    img_size: int = setting(32, "Training resolution.", section="data", range=IMG_SIZE_RANGE)
+    batch_size: int = setting(64, "Pretraining batch size.", section="optimisation", range=BATCH_RANGE)
+    # more threads than cores only contend; 1024 is past any machine's hardware threads
+    threads: int = setting(0, "Torch threads per pair (0: torch's default).", section="speed", range=(0, 1024))
     device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
     out: str = setting(
         "runs/compare",
@@ -89,17 +105,9 @@ class CompareConfig:
         self.tasks, self.methods = split_names(self.tasks), split_names(self.methods)
         self.seeds = tuple(int(s) for s in split_names(self.seeds))
         self.budget = tuple(sorted({float(b) for b in split_names(self.budget)}))
-        check_ranges(
-            self,
-            non_negative=("finetune_epochs", "threads"),
-            positive=("batch_size",),
-            within={"img_size": IMG_SIZE_RANGE},
-        )
-        for seed in self.seeds:
-            if not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
-                raise ParameterError(f"seeds must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}.")
-        if not self.budget or min(self.budget) <= 0:
-            raise ParameterError(f"budget must be minutes > 0, got {', '.join(map(str, self.budget)) or 'none'}.")
+        check_ranges(self)
+        if not self.budget:
+            raise ParameterError("budget must be minutes > 0, got none.")
         if not (self.tasks and self.methods and self.seeds):
             raise ParameterError("compare needs at least one task, one method and one seed.")
         check_names("method", self.methods, METHODS)

@@ -1,9 +1,14 @@
-"""A comparison's cells as one ranked table (mean +- std over seeds) and one plot."""
+"""A comparison's cells as one ranked table (mean +- std over seeds, ties marked): markdown and CSV with every
+column, and one plot. The terminal's narrower table is in terminal.py."""
 
+import csv
+import io
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
-from pretexts.engine.training.run_folder import save_figure
+from pretexts.engine.compare.ties import RULE, tie_ranks
+from pretexts.engine.training.run_folder import save_figure, write_text
 
 # column key -> (the table's header, where a cell keeps it)
 SCORE_COLUMNS = {
@@ -72,47 +77,73 @@ def ranked(rows: list[dict], rank_by: str) -> list[dict]:
     return sorted(rows, key=lambda r: (r is not last[r["arm"]], position[r["arm"]], -r["minutes"]))
 
 
-def cell_text(value: tuple | None) -> str:
-    return "-" if value is None else f"{value[0]:.2f} +- {value[1]:.2f}"
+def cell_text(value: tuple | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value[0]:.{digits}f} +- {value[1]:.{digits}f}"
 
 
-def table(rows: list[dict], rank_by: str, clock: str) -> str:
-    """A markdown table, best first by `rank_by`; the column that ranks is marked."""
+def latest(rows: list[dict]) -> list[bool]:
+    """Per row: whether it is its arm's largest budget (the row that is ranked)."""
+    top = {}
+    for row in rows:
+        top[row["arm"]] = max(top.get(row["arm"], -1.0), row["minutes"])
+    return [row["minutes"] == top[row["arm"]] for row in rows]
+
+
+def ranked_with_ties(rows: list[dict], rank_by: str, val_images: int) -> list[tuple[str, dict]]:
+    """(rank, row) best first: the ranked rows get 'N' or '=N' (engine/compare/ties.py), smaller budgets ''."""
+    order = ranked(rows, rank_by)
+    ranks = iter(tie_ranks([r for r, last in zip(order, latest(order)) if last], rank_by, val_images))
+    return [(next(ranks) if last else "", row) for row, last in zip(order, latest(order))]
+
+
+def columns(rows: list[dict], rank_by: str, clock: str) -> list[tuple[str, str, Callable]]:
+    """The full table's columns: (key, header, row -> text); a score no row has is left out."""
     scores = [s for s in SCORE_COLUMNS if any(r[s] is not None for r in rows)]
-    header = [
-        "rank",
-        "method and pretext",
-        f"minutes ({clock})",
-        "seeds",
-        "steps",
-        *(SCORE_COLUMNS[s] + (" (ranked by)" if s == rank_by else "") for s in scores),
-        "held-out restored / baseline",
-        "max top-component share",
+    return [
+        ("arm", "method and pretext", lambda r: r["arm"]),
+        ("minutes", f"minutes ({clock})", lambda r: f"{r['minutes']:g}"),
+        ("seeds", "seeds", lambda r: str(r["seeds"])),
+        ("steps", "steps", lambda r: f"{r['steps']:.0f}"),
+        *(
+            (s, SCORE_COLUMNS[s] + (" (ranked by)" if s == rank_by else ""), lambda r, s=s: cell_text(r[s]))
+            for s in scores
+        ),
+        ("held_out", "held-out restored / baseline", lambda r: cell_text(r["held_out"])),
+        ("top_share", "max top-component share", lambda r: "-" if r["top_share"] is None else f"{r['top_share']:.2f}"),
     ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    seen = {}
-    for row in ranked(rows, rank_by):
-        rank = seen.setdefault(row["arm"], len(seen) + 1)
-        fresh = sum(1 for r in rows if r["arm"] == row["arm"]) == 1 or row["minutes"] == max(
-            r["minutes"] for r in rows if r["arm"] == row["arm"]
+
+
+def tie_rule(val_images: int) -> str:
+    return RULE.format(val=val_images)
+
+
+def table(rows: list[dict], rank_by: str, clock: str, val_images: int) -> str:
+    """The full markdown table, best first by `rank_by` with ties marked, and the tie rule under it."""
+    shown = columns(rows, rank_by, clock)
+    lines = ["| rank | " + " | ".join(h for _, h, _ in shown) + " |", "|" + "---|" * (len(shown) + 1)]
+    for rank, row in ranked_with_ties(rows, rank_by, val_images):
+        lines.append("| " + " | ".join([rank, *(text(row) for _, _, text in shown)]) + " |")
+    return "\n".join([*lines, "", tie_rule(val_images)])
+
+
+def write_csv(rows: list[dict], rank_by: str, clock: str, val_images: int, path: Path) -> None:
+    """Every column of the table, one number a cell (mean and std apart), for a spreadsheet or pandas."""
+    scores = [*SCORE_COLUMNS, "held_out"]
+    header = ["rank", "arm", "minutes", "clock", "seeds", "steps"]
+    header += [f"{s}_{part}" for s in scores for part in ("mean", "std")]
+    header += ["top_share", "finetune_epochs", "finetune_precision", "val_images", "ranked_by"]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for rank, row in ranked_with_ties(rows, rank_by, val_images):
+        numbers = [x for s in scores for x in (row[s] if row[s] is not None else ("", ""))]
+        epochs = " ".join(map(str, row["finetune_epochs"]))
+        precision = " ".join(row["finetune_precision"])
+        writer.writerow(
+            [rank, row["arm"], row["minutes"], clock, row["seeds"], row["steps"], *numbers]
+            + [row["top_share"] if row["top_share"] is not None else "", epochs, precision, val_images, rank_by]
         )
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    str(rank) if fresh else "",
-                    row["arm"],
-                    f"{row['minutes']:g}",
-                    str(row["seeds"]),
-                    f"{row['steps']:.0f}",
-                    *(cell_text(row[s]) for s in scores),
-                    cell_text(row["held_out"]),
-                    "-" if row["top_share"] is None else f"{row['top_share']:.2f}",
-                ]
-            )
-            + " |"
-        )
-    return "\n".join(lines)
+    write_text(path, buffer.getvalue())
 
 
 PALETTE = [

@@ -1,19 +1,33 @@
-"""`pretexts compare`: run every cell of a comparison (engine/compare/cells.py), then rank them
-(report.py). OUT holds the cells (OUT/cells/BACKBONE/ARM/seedS/cell.json), so the same command run again
-after an interruption resumes where it stopped; --force starts over."""
+"""`pretexts compare`: say the plan and what it will cost, run every cell of the comparison
+(engine/compare/cells.py) with an ETA after each, then rank them (report.py, terminal.py). OUT holds the cells
+(OUT/cells/BACKBONE/ARM/seedS/cell.json), so the same command run again after an interruption resumes where it
+stopped; --force starts over."""
 
 import dataclasses
 import json
 import shutil
+import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pretexts.engine.compare.cells import arms_for, clock_kind, run_cell
+import torch
+
+from pretexts.backbones.factory import create_backbone
+from pretexts.backbones.normalisation import normalisation
+from pretexts.engine.compare.cells import arms_for, clock_kind, run_cell, tuned_as_asked
 from pretexts.engine.compare.config import CompareConfig
-from pretexts.engine.compare.report import plot, summarise, table
+from pretexts.engine.compare.inputs import forget, probe_inputs
+from pretexts.engine.compare.plan import Pace, clock_time, duration, fixed_seconds, measure_costs
+from pretexts.engine.compare.report import plot, summarise, table, write_csv
+from pretexts.engine.compare.terminal import WIDTH, terminal_table
+from pretexts.engine.evaluation.pretrained import GIVEN, downstream_splits
+from pretexts.engine.evaluation.probe_config import ProbeConfig
+from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
 
-OUTPUTS = ("compare.json", "compare.md", "compare.png")
+OUTPUTS = ("compare.json", "compare.md", "compare.csv", "compare.png")
+CROP_PCT = ProbeConfig.__dataclass_fields__["crop_pct"].default  # the probes' evaluation crop
 
 
 def claim_compare_dir(out: Path, force: bool, inputs) -> None:
@@ -26,37 +40,125 @@ def claim_compare_dir(out: Path, force: bool, inputs) -> None:
             (out / name).unlink(missing_ok=True)
 
 
+def cell_folder(cfg: CompareConfig, arm, seed: int) -> Path:
+    return Path(cfg.out) / "cells" / cfg.backbone / arm.folder / f"seed{seed}"
+
+
+def finished(cfg: CompareConfig, arm, folder: Path) -> bool:
+    """Whether the cached cell already holds every asked point (and fine-tune): it will only be read back."""
+    try:
+        cell = json.loads((folder / "cell.json").read_text())
+    except (OSError, ValueError):
+        return False
+    budgets = ["0"] if arm.method is None else [f"{m:g}" for m in cfg.budget]
+    points = cell.get("points", {})
+    if not all("knn_std" in points.get(key, {}) for key in budgets):
+        return False
+    return not cfg.finetune_epochs or tuned_as_asked(cell.get("finetunes", {}).get(budgets[-1], {}), cfg)
+
+
+def wrapped(text: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, subsequent_indent="  ")
+
+
+def plan(cfg: CompareConfig, todo: list, cached: set, arms: list, say: Callable[[str], None]) -> Pace:
+    """Prints the plan and the estimate (modelled from timed batches, see plan.py); returns the pace keeper. The
+    probes' images are decoded here, once for every cell."""
+    kind = clock_kind(cfg)
+    runs = sum(1 for arm, seed in todo if arm.method is not None and (arm.name, seed) not in cached)
+    randoms = sum(1 for arm, seed in todo if arm.method is None and (arm.name, seed) not in cached)
+    clock_words = "CPU time of the training steps" if kind == "process" else "wall-clock of the training steps"
+    for line in wrapped(
+        f"plan: {len(arms) - 1} pairs and random init on {cfg.backbone}, '{cfg.data}', seeds "
+        f"{' '.join(map(str, cfg.seeds))}: {len(todo)} cells ({runs} to pretrain, {randoms} random init, "
+        f"{len(cached)} cached); budget {', '.join(f'{b:g}' for b in cfg.budget)} min a pair ({kind} clock: "
+        f"{clock_words}) -> {cfg.out}"
+    ):
+        say(line)
+    pace = Pace({"pretrained": runs, "random": randoms}, {"pretrained": 0.0, "random": 0.0})
+    if not runs + randoms:
+        say("estimate: nothing to run, every cell is cached (--force measures them again)")
+        return pace
+    if cfg.threads:  # timed as the cells will run
+        torch.set_num_threads(cfg.threads)
+    device = resolve_device(cfg.device)
+    start = time.time()
+    model = create_backbone(cfg.backbone, img_size=cfg.img_size).to(device)
+    costs = measure_costs(model, cfg.img_size, cfg.batch_size, time.time() - start)
+    start = time.time()
+    train, val, _ = probe_inputs(cfg.data, cfg.img_size, *normalisation(model), CROP_PCT, cfg.seeds[0])
+    decode = time.time() - start
+    sizes = (len(train), len(val))
+    budget = 60 * max(cfg.budget) * (costs.wall_per_cpu if kind == "process" else 1.0)
+    points = len(cfg.budget)
+    pace.modelled = {
+        "pretrained": budget + fixed_seconds(costs, *sizes, points, cfg.finetune_epochs, run=True),
+        "random": fixed_seconds(costs, *sizes, 1, cfg.finetune_epochs, run=False),
+    }
+    fixed = fixed_seconds(costs, *sizes, points, cfg.finetune_epochs, run=True)
+    total = pace.total()
+    ratio = f"{costs.wall_per_cpu:.2f} wall-s per CPU-s, " if kind == "process" else ""
+    for line in wrapped(
+        f"estimate: about {duration(total)} in all, done about {clock_time(total)}. Modelled, not measured: "
+        f"{runs} x {max(cfg.budget):g} min of pretraining ({ratio}from one timed training step of "
+        f"{cfg.backbone}), plus about {duration(fixed)} a pretrained cell for the model, the probes over "
+        f"{sum(sizes)} images"
+        f"{f' and {cfg.finetune_epochs} fine-tune epochs' if cfg.finetune_epochs else ''} (priced from one timed "
+        f"batch; the images were decoded once, in {duration(decode)}). After each cell the ETA is the pace so far."
+    ):
+        say(line)
+    return pace
+
+
+def val_count(cfg: CompareConfig, cells: dict) -> int:
+    """The val images the scores were measured on: as the cells record, else counted in the data."""
+    recorded = {p["val_images"] for cell in cells.values() for p in cell["points"].values() if "val_images" in p}
+    if len(recorded) == 1:
+        return recorded.pop()
+    return len(downstream_splits(cfg.data, GIVEN, cfg.img_size, cfg.seeds[0])[1])
+
+
 def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
-    """Every cell of the comparison (cached ones read back), then the ranked table, the plot and compare.json;
-    returns {'rows': ..., 'cells': ...}."""
+    """The plan and its estimate, every cell of the comparison (cached ones read back) with an ETA, then the ranked
+    table (the terminal's within 100 columns; compare.md and compare.csv with every column), the plot and
+    compare.json; returns {'rows': ..., 'cells': ...}."""
     out = Path(cfg.out)
+    began = time.time()
     with RunLock(out, "compare"):
         claim_compare_dir(out, cfg.force, inputs=[cfg.data])
+        forget()
         arms = arms_for(cfg.tasks, cfg.methods)
         todo = [(arm, seed) for arm in arms for seed in cfg.seeds]
+        cached = {(arm.name, seed) for arm, seed in todo if finished(cfg, arm, cell_folder(cfg, arm, seed))}
         say = (lambda line: None) if cfg.quiet else echo
-        say(
-            f"comparing {len(arms) - 1} pairs and random init on {cfg.backbone}, '{cfg.data}': {len(todo)} cells, "
-            f"budget {', '.join(f'{b:g}' for b in cfg.budget)} min ({clock_kind(cfg)} clock) -> {out}"
-        )
+        pace = plan(cfg, todo, cached, arms, say)
+        estimate = pace.total()
         cells = {}
         for i, (arm, seed) in enumerate(todo, 1):
-            folder = out / "cells" / cfg.backbone / arm.folder / f"seed{seed}"
-            cached = (folder / "cell.json").is_file()
-            cell = run_cell(cfg, arm, seed, folder)
+            start = time.time()
+            cell = run_cell(cfg, arm, seed, cell_folder(cfg, arm, seed))
             if cell is None:
                 say(f"[{i}/{len(todo)}] {arm.name}, seed {seed}: another process is running it; skipped")
                 continue
             cells[(arm.name, seed)] = cell
             top = cell["points"][max(cell["points"], key=float)]
-            say(
-                f"[{i}/{len(todo)}] {arm.name}, seed {seed}{' (cached)' if cached else ''}: kNN {top['knn']:.2f}, "
-                f"linear {top['linear']:.2f}"
-            )
+            line = f"[{i}/{len(todo)}] {arm.name}, seed {seed}: kNN {top['knn']:.2f}, linear {top['linear']:.2f}"
+            if (arm.name, seed) in cached:
+                line += " (cached)"
+            else:
+                pace.done("pretrained" if arm.method else "random", time.time() - start)
+                eta = pace.eta()
+                line += f"; {duration(time.time() - start)}" + (
+                    f"; ETA {duration(eta)} ({clock_time(eta)})" if eta > 0 else ""
+                )
+            for part in wrapped(line):
+                say(part)
+        val_images = val_count(cfg, cells)
         rows = summarise(cells, cfg.budget, cfg.finetune_epochs)
-        text = table(rows, cfg.rank_by, clock_kind(cfg))
-        echo(text)
-        write_text(out / "compare.md", text + "\n")
+        kind = clock_kind(cfg)
+        echo(terminal_table(rows, cfg.rank_by, kind, val_images))
+        write_text(out / "compare.md", table(rows, cfg.rank_by, kind, val_images) + "\n")
+        write_csv(rows, cfg.rank_by, kind, val_images, out / "compare.csv")
         plot(
             rows,
             cfg.rank_by,
@@ -67,8 +169,15 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
         record = {
             "config": dataclasses.asdict(cfg),
             "rows": rows,
+            "val_images": val_images,
             "cells": {f"{name} / seed {seed}": cell for (name, seed), cell in cells.items()},
         }
         write_json(out / "compare.json", json.loads(json.dumps(record)))
-        echo(f"wrote {out}/: compare.md, compare.png, compare.json, cells/")
+        took = time.time() - began
+        for line in wrapped(
+            f"wrote {out}/: compare.md, compare.csv, compare.png, compare.json, cells/; took {duration(took)}"
+            + (f" (estimated {duration(estimate)})" if estimate else "")
+        ):
+            echo(line)
+        forget()  # the decoded images: memory for the next comparison in this process
         return record

@@ -1,4 +1,5 @@
-"""Fine-tuning a pretrained (or random) backbone with the paper's recipe (Appendix A, Table A) through timm.
+"""Fine-tuning a pretrained (or random) backbone through timm, with the paper's recipe (Appendix A, Table A) or the
+small-data one (engine/evaluation/finetune_recipes.py; `auto` picks by the data).
 
 Under torchrun every rank trains on its share of each global batch (`--batch-size`), DDP averages the gradients,
 and validation is split over the ranks and summed; rank 0 alone writes. Each image's augmentation is seeded by
@@ -32,6 +33,7 @@ from pretexts.engine.data.labelled_data import (
 )
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
+from pretexts.engine.evaluation.finetune_recipes import resolve_recipe
 from pretexts.engine.evaluation.pretrained import (
     classifier_from,
     create_classifier,
@@ -39,6 +41,7 @@ from pretexts.engine.evaluation.pretrained import (
     downstream_splits,
     timm_spec,
 )
+from pretexts.engine.measures.reference import Reference, random_init_note
 from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.interrupt import StopSignals
@@ -112,6 +115,10 @@ class Finetuner:
         # the size matters to 'synthetic' only
         train, val = downstream_splits(cfg.data, self.data_origin, cfg.img_size or 32, cfg.seed)
         self.classes = class_names(train)
+        indices = class_balanced_subset(labels_of(train), cfg.label_fraction, cfg.seed) if cfg.label_fraction else None
+        # the recipe (`auto` picks by these two) before anything reads its fields; the start line says which
+        self.img_size = (ckpt["config"].get("img_size") if ckpt else None) or cfg.img_size or 32
+        self.recipe_note = resolve_recipe(cfg, len(train) if indices is None else len(indices), self.img_size)
         build = dict(num_classes=len(self.classes), drop_path_rate=cfg.drop_path)
         self.model, self.pretraining = (
             classifier_from(ckpt, cfg.checkpoint, cfg.backbone, cfg.img_size, **build)
@@ -119,12 +126,10 @@ class Finetuner:
             else create_classifier(None, cfg.backbone, cfg.img_size, **build)
         )
         self.model.to(self.device)
-        self.img_size = self.pretraining.get("img_size") or cfg.img_size or 32
         self.backbone_name = self.pretraining.get("backbone") or cfg.backbone
         check_backbone_fits(self.model, self.backbone_name, self.img_size, self.device)
         check_output_dir(self.out, checkpoint_bytes(self.model))
         mean, std = normalisation(self.model)
-        indices = class_balanced_subset(labels_of(train), cfg.label_fraction, cfg.seed) if cfg.label_fraction else None
         self.train_set = LabelledImages(
             train,
             train_transform(self.img_size, mean, std, cfg.randaug_policy, cfg.crop_min_scale),
@@ -253,11 +258,16 @@ class Finetuner:
         """Train the remaining epochs, saving OUT/checkpoint.pt after each. SIGTERM or Ctrl-C stops the run
         at the next step; the last epoch's checkpoint is kept and `--resume` continues from it."""
         cfg = self.cfg
-        with RunLock(self.out, "finetune") if self.rank == 0 else nullcontext():  # rank 0 alone writes
+        with (
+            distributed.lost_rank_reported(self.world, self.rank, self.out),
+            RunLock(self.out, "finetune") if self.rank == 0 else nullcontext(),  # rank 0 alone writes
+        ):
             if cfg.resume:
                 self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
             if self.rank == 0:
                 claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[cfg.checkpoint, cfg.data, cfg.resume])
+                if cfg.resume:  # only now that the folder is this run's: a refused resume cuts no other run's log
+                    truncate_log(self.out / "log.jsonl", self.global_step)
                 write_json(self.out / "config.json", cfg.to_dict())
             return self.train_and_report()
 
@@ -310,6 +320,7 @@ class Finetuner:
             "train_images": len(self.train_set),
             "val_images": len(self.val_set),
             "classes": len(self.classes),
+            "reference": self.reference(history[-1]["top1"], best["top1"]),
             "processes": self.world,
             "backbone": self.backbone_name,
             "checkpoint": cfg.checkpoint,
@@ -321,6 +332,18 @@ class Finetuner:
             self.save(FINAL)
             write_json(self.out / "results.json", results)
         return results
+
+    def reference(self, final: float, best: float) -> dict:
+        """results.json's "reference": the val set's size and chance level, the Wilson 95 % intervals of the final
+        and best top-1 (the best is picked on the same images, so it reads high) and the random-init reference."""
+        reference = Reference.of(labels_of(self.val_set.source), len(self.classes))
+        return {
+            **reference.to_dict(),
+            "ci95": {"final_top1": list(reference.interval(final)), "best_top1": list(reference.interval(best))},
+            "random_init": random_init_note(
+                "finetune", self.cfg.from_scratch, self.backbone_name, self.cfg.data, self.img_size
+            ),
+        }
 
     def save_checkpoint(self) -> Path:
         """OUT/checkpoint.pt: everything `--resume` needs to continue after this epoch as if never stopped."""
@@ -346,8 +369,6 @@ class Finetuner:
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
-        if self.rank == 0:
-            truncate_log(self.out / "log.jsonl", self.global_step)
 
     def timm_spec(self) -> dict:
         """How timm rebuilds this classifier: `pretexts export` reads it from either checkpoint."""

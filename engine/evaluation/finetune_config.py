@@ -1,10 +1,30 @@
-"""The typed configuration of a fine-tuning run. Defaults are the paper's (Appendix A, Table A)."""
+"""The typed configuration of a fine-tuning run. The recipe fields default to a named recipe
+(engine/evaluation/finetune_recipes.py): `paper` (Appendix A, Table A), `small`, or `auto`, which picks by the data."""
 
 from dataclasses import asdict, dataclass
 
+from pretexts.engine.evaluation.finetune_recipes import (
+    AUTO_MIN_IMAGES,
+    AUTO_MIN_IMG_SIZE,
+    RECIPE_NAMES,
+    apply_finetune_recipe,
+    check_recipe_name,
+    recipe_defaults,
+)
 from pretexts.engine.training.config import (
+    BATCH_RANGE,
+    BETAS_RANGE,
+    EPOCHS_RANGE,
+    FRACTION_RANGE,
     IMG_SIZE_RANGE,
+    LR_RANGE,
+    MIN_LR_RANGE,
     SEED_RANGE,
+    STEPS_RANGE,
+    WARMUP_EPOCHS_RANGE,
+    WEIGHT_DECAY_RANGE,
+    WORKERS_RANGE,
+    Range,
     amp_setting,
     check_amp,
     check_field_types,
@@ -27,8 +47,9 @@ class FinetuneConfig:
     `checkpoint` is a `pretexts train` checkpoint; `from_scratch` runs the same recipe on a randomly
     initialised `backbone` instead (the supervised baseline). `data` left out is the checkpoint's pretraining
     data, or the embedded sample from scratch (a random backbone records none); `Finetuner` fills it in.
-    Epochs and warm-up follow MAE's fine-tuning of the paper's models (100 and 5); the batch is smaller than the paper's
-    1024 so the default fits small data, and the lr keeps the paper's scaling rule base_lr x batch / 256.
+    The fields left at None take `recipe`'s values: at once for a named recipe, once `Finetuner` has read the data
+    for `auto`. The batch is smaller than the paper's 1024 so the default fits small data, and the lr keeps the
+    paper's scaling rule base_lr x batch / 256.
     """
 
     checkpoint: str | None = setting(None, "A checkpoint.pt written by `pretexts train`.", section="model")
@@ -37,7 +58,7 @@ class FinetuneConfig:
         None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.", section="model"
     )
     img_size: int | None = setting(
-        None, "With --from-scratch. Default 32; a checkpoint's own otherwise.", section="data"
+        None, "With --from-scratch. Default 32; a checkpoint's own otherwise.", section="data", range=IMG_SIZE_RANGE
     )
     # None: the checkpoint's pretraining data (its config records it); the embedded sample with --from-scratch
     data: str | None = setting(
@@ -50,47 +71,122 @@ class FinetuneConfig:
         None,
         "Fine-tune on a class-balanced seeded subset: 0.01 or 0.1 (the paper's semi-supervised rows).",
         section="data",
+        range=FRACTION_RANGE,
     )
-    epochs: int = setting(100, "Fine-tuning epochs (paper, Table A).", section="optimisation")
-    warmup_epochs: float = setting(5.0, "Linear warm-up epochs.", section="optimisation")
-    batch_size: int = setting(64, "Batch size of each optimiser step.", section="optimisation")
+    recipe: str = setting(
+        "auto",
+        f"Defaults of the fields marked 'the recipe's': 'paper' (Table A: RandAugment, mixup, cutmix), 'small' (the"
+        f" project's small-data recipe: none of them), or 'auto': 'small' under {AUTO_MIN_IMAGES:,} training images"
+        f" or {AUTO_MIN_IMG_SIZE} px, else 'paper'. Explicit options win.",
+        choices=RECIPE_NAMES,
+        section="optimisation",
+    )
+    # None: the recipe's (FINETUNE_RECIPES)
+    epochs: int | None = setting(
+        None,
+        f"Fine-tuning epochs. Default: the recipe's ({recipe_defaults('epochs')}).",
+        section="optimisation",
+        range=EPOCHS_RANGE,
+    )
+    warmup_epochs: float | None = setting(
+        None,
+        f"Linear warm-up epochs. Default: the recipe's ({recipe_defaults('warmup_epochs')}).",
+        section="optimisation",
+        range=WARMUP_EPOCHS_RANGE,
+    )
+    batch_size: int = setting(64, "Batch size of each optimiser step.", section="optimisation", range=BATCH_RANGE)
     accum_iter: int = setting(
         1,
         "Gradient accumulation: run each step's batch as this many micro-batches (the memory"
         " of batch / K images, the step of the whole batch).",
         section="speed",
+        range=BATCH_RANGE,
     )
-    lr: float | None = setting(None, "Peak lr. Default base lr x batch / 256.", section="optimisation")
-    base_lr: float = setting(1e-3, "lr per 256 images (paper, Table A).", section="optimisation")
-    min_lr: float = setting(1e-6, "End of the cosine decay.", section="optimisation")
-    weight_decay: float = setting(0.05, "AdamW's weight decay (Table A).", section="optimisation")
-    betas: tuple = setting((0.9, 0.999), "AdamW's betas.", metavar="B1 B2", nargs=2, section="optimisation")
-    layer_decay: float = setting(0.75, "Layer-wise lr decay; 1 turns it off (Table A).", section="optimisation")
-    drop_path: float = setting(0.1, "Stochastic depth rate (Table A).", section="optimisation")
-    # RandAugment (9, 0.5), Table A. MAE writes "-inc1", whose posterize reaches 0 bits at the top of the
-    # noisy magnitude, which current Pillow refuses; "none" turns it off
-    randaug: str = setting(
-        "rand-m9-mstd0.5", "timm RandAugment policy (Table A); 'none' turns it off.", section="augmentation"
+    lr: float | None = setting(None, "Peak lr. Default base lr x batch / 256.", section="optimisation", range=LR_RANGE)
+    base_lr: float | None = setting(
+        None,
+        f"lr per 256 images. Default: the recipe's ({recipe_defaults('base_lr')}).",
+        section="optimisation",
+        range=LR_RANGE,
     )
-    crop_min_scale: float = setting(0.08, "RandomResizedCrop's smallest area.", section="augmentation")
+    min_lr: float = setting(1e-6, "End of the cosine decay.", section="optimisation", range=MIN_LR_RANGE)
+    weight_decay: float = setting(
+        0.05, "AdamW's weight decay (Table A).", section="optimisation", range=WEIGHT_DECAY_RANGE
+    )
+    betas: tuple = setting(
+        (0.9, 0.999), "AdamW's betas.", metavar="B1 B2", nargs=2, section="optimisation", range=BETAS_RANGE
+    )
+    layer_decay: float | None = setting(
+        None,
+        f"Layer-wise lr decay; 1 turns it off. Default: the recipe's ({recipe_defaults('layer_decay')}).",
+        section="optimisation",
+        range=FRACTION_RANGE,
+    )
+    # at 1 every residual branch is dropped: the backbone is its stem alone
+    drop_path: float | None = setting(
+        None,
+        f"Stochastic depth rate. Default: the recipe's ({recipe_defaults('drop_path')}).",
+        section="optimisation",
+        range=Range(0, 1, high_open=True),
+    )
+    # "none" turns it off
+    randaug: str | None = setting(
+        None,
+        f"timm RandAugment policy; 'none' turns it off. Default: the recipe's ({recipe_defaults('randaug')}).",
+        section="augmentation",
+    )
+    crop_min_scale: float | None = setting(
+        None,
+        f"RandomResizedCrop's smallest area. Default: the recipe's ({recipe_defaults('crop_min_scale')}).",
+        section="augmentation",
+        range=FRACTION_RANGE,
+    )
     # evaluation: resize to img_size / crop_pct, centre crop
-    crop_pct: float = setting(0.875, "Evaluation centre crop fraction.", section="data")
-    smoothing: float = setting(0.1, "Label smoothing (Table A).", section="augmentation")
-    mixup: float = setting(0.8, "Mixup alpha; 0 turns it off (Table A).", section="augmentation")
-    cutmix: float = setting(1.0, "CutMix alpha; 0 turns it off (Table A).", section="augmentation")
-    mixup_prob: float = setting(1.0, "Share of batches mixed (timm Mixup's prob).", section="augmentation")
+    crop_pct: float | None = setting(
+        None,
+        f"Evaluation centre crop fraction. Default: the recipe's ({recipe_defaults('crop_pct')}).",
+        section="data",
+        range=FRACTION_RANGE,
+    )
+    # at 1 every target is uniform: nothing is learnt (timm's smoothing loss asserts < 1)
+    smoothing: float | None = setting(
+        None,
+        f"Label smoothing. Default: the recipe's ({recipe_defaults('smoothing')}).",
+        section="augmentation",
+        range=Range(0, 1, high_open=True),
+    )
+    # mixup's and cutmix's Beta(a, a) mixing weights are all near 0.5 well before a = 10
+    mixup: float | None = setting(
+        None,
+        f"Mixup alpha; 0 turns it off. Default: the recipe's ({recipe_defaults('mixup')}).",
+        section="augmentation",
+        range=(0, 10),
+    )
+    cutmix: float | None = setting(
+        None,
+        f"CutMix alpha; 0 turns it off. Default: the recipe's ({recipe_defaults('cutmix')}).",
+        section="augmentation",
+        range=(0, 10),
+    )
+    mixup_prob: float = setting(
+        1.0, "Share of batches mixed (timm Mixup's prob).", section="augmentation", range=FRACTION_RANGE
+    )
     mixup_switch_prob: float = setting(
-        0.5, "Share of mixed batches that use CutMix when both are on.", section="augmentation"
+        0.5, "Share of mixed batches that use CutMix when both are on.", section="augmentation", range=FRACTION_RANGE
     )
     clip_grad: float | None = clip_grad_setting()
     skip_nonfinite: bool = skip_nonfinite_setting()
     amp: str = amp_setting()
-    seed: int = setting(0, "Seeds the data order, the augmentation and the head.", section="optimisation")
-    workers: int = setting(2, "Data loader worker processes.", section="speed")
+    seed: int = setting(
+        0, "Seeds the data order, the augmentation and the head.", section="optimisation", range=SEED_RANGE
+    )
+    workers: int = setting(2, "Data loader worker processes.", section="speed", range=WORKERS_RANGE)
     quiet: bool = setting(False, "No progress bars, no per-epoch lines.", section="logging")
     log_every: int | None = log_every_setting()
     device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
-    max_steps_per_epoch: int | None = setting(None, "Cap the optimiser steps of each epoch.", section="optimisation")
+    max_steps_per_epoch: int | None = setting(
+        None, "Cap the optimiser steps of each epoch.", section="optimisation", range=STEPS_RANGE
+    )
     out: str = setting("runs/finetune", "Output folder.", section="output")
     # a fine-tuning checkpoint, or "auto" for OUT/checkpoint.pt
     resume: str | None = setting(
@@ -115,22 +211,35 @@ class FinetuneConfig:
             )
         if self.from_scratch and not self.backbone:
             raise ParameterError("--from-scratch needs --backbone NAME (e.g. resnet18, convnext_atto, vit_tiny).")
-        if self.label_fraction is not None and not 0 < self.label_fraction <= 1:
-            raise ParameterError(
-                f"label_fraction must be in (0, 1] (0.01 or 0.1 in the paper), got {self.label_fraction}."
-            )
-        check_ranges(
-            self,
-            positive=("epochs", "batch_size", "accum_iter", "max_steps_per_epoch", "clip_grad", "log_every"),
-            non_negative=("smoothing", "mixup", "cutmix", "drop_path", "warmup_epochs", "weight_decay", "workers"),
-            fractions=("layer_decay", "crop_min_scale", "crop_pct", "mixup_prob", "mixup_switch_prob"),
-            within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE},
-        )
-        check_optimizer(self)
+        check_ranges(self)
         if self.batch_size % self.accum_iter:
             raise ParameterError(
                 f"--accum-iter {self.accum_iter} must divide --batch-size {self.batch_size} into equal micro-batches."
             )
+        check_amp(self)
+        self.betas = tuple(self.betas)
+        check_recipe_name(self.recipe)
+        if self.recipe != "auto":  # `auto` is resolved by `Finetuner` once it has read the data
+            apply_finetune_recipe(self)
+            self.check_resolved()
+        elif self.randaug is not None:
+            self.check_randaug()
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "FinetuneConfig":
+        """A saved config (config.json, a checkpoint's): one written before recipes existed ran the paper's."""
+        return cls(**{"recipe": "paper", **values})
+
+    def check_resolved(self) -> None:
+        """The checks that need the recipe's values filled in."""
+        check_optimizer(self)
+        self.check_randaug()
+        if self.mixing and self.batch_size % 2:
+            raise ParameterError(
+                f"mixup/cutmix mix pairs of images and need an even batch size, got {self.batch_size}."
+            )
+
+    def check_randaug(self) -> None:
         if self.randaug_policy:
             from timm.data.auto_augment import rand_augment_transform  # here: the CLI reads this module light
 
@@ -141,12 +250,6 @@ class FinetuneConfig:
                     f"randaug '{self.randaug}' is not a timm RandAugment policy; use e.g. "
                     f"rand-m9-mstd0.5 (the paper's), or none."
                 ) from None
-        if self.mixing and self.batch_size % 2:
-            raise ParameterError(
-                f"mixup/cutmix mix pairs of images and need an even batch size, got {self.batch_size}."
-            )
-        check_amp(self)
-        self.betas = tuple(self.betas)
 
     @property
     def mixing(self) -> bool:

@@ -23,6 +23,7 @@ from pretexts.engine.evaluation.probe_config import HEAD_PARAMS, KNN_PARAMS, MLP
 from pretexts.engine.evaluation.weights import load_backbone
 from pretexts.engine.measures.health import standardise
 from pretexts.engine.measures.knn import knn_accuracy
+from pretexts.engine.measures.reference import Reference, random_init_note
 from pretexts.engine.training import distributed
 from pretexts.engine.training.preflight import check_output_dir, resolve_device
 from pretexts.engine.training.progress import progress
@@ -213,15 +214,36 @@ def probe_features(
     for name in cfg.probes:
         results[name], line = PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))
         echo(line)
+    results["reference"] = with_intervals(reference_of(val, len(classes)), {name: results[name] for name in cfg.probes})
+    random_init = random_init_note("probe", cfg.from_scratch, weights.backbone, cfg.data, weights.img_size)
+    results["reference"]["random_init"] = random_init
+    echo(random_init)
     if rank == 0:
         write_json(Path(cfg.out) / "config.json", asdict(cfg))
         write_json(Path(cfg.out) / "results.json", results)
     return results
 
 
-def on_val(val: tuple, num_classes: int) -> str:
-    """What a probe's top-1 is measured on, for its line."""
-    return f"on {val[1].shape[0]} val images, {num_classes} classes"
+def reference_of(val: tuple, num_classes: int) -> Reference:
+    """What a probe's top-1 is measured on and against (val images, classes, chance level), for its line."""
+    return Reference.of(val[1].tolist(), num_classes)
+
+
+def with_intervals(reference: Reference, scored: dict) -> dict:
+    """results.json's "reference": the val set's size and chance level, and the Wilson 95 % interval of each
+    probe's top-1 entries ('top1', kNN's 'k=N'), as "ci95": {probe: {entry: [low, high]}} in percent."""
+    intervals = {
+        name: {
+            key: list(reference.interval(value))
+            for key, value in results.items()
+            if (key == "top1" or key.startswith("k="))
+            and isinstance(value, (int, float))
+            and not isinstance(value, bool)
+        }
+        for name, results in scored.items()
+        if isinstance(results, dict)
+    }
+    return {**reference.to_dict(), "ci95": {name: found for name, found in intervals.items() if found}}
 
 
 @register_probe("linear", HEAD_PARAMS)
@@ -243,7 +265,7 @@ def head_probe(
     torch.manual_seed(cfg.seed)
     top1 = train_head(probe_head(kind, train[0].shape[1], num_classes, **shape), train, val, cfg.seed, **options)
     return {"top1": top1, "epochs": options["epochs"]}, (
-        f"{kind} probe top-1: {top1:.2f}% ({on_val(val, num_classes)})"
+        f"{kind} probe top-1: {reference_of(val, num_classes).score(top1)}"
     )
 
 
@@ -253,7 +275,7 @@ def knn_probe(
 ) -> tuple[dict, str]:
     """Cosine kNN, votes weighted exp(similarity / T), for each k in `knn_k`."""
     results = {f"k={k}": knn_accuracy(*train, *val, num_classes, k, knn_temperature) for k in knn_k}
-    line = "kNN top-1: " + ", ".join(f"{k} {v:.2f}%" for k, v in results.items()) + f" ({on_val(val, num_classes)})"
+    line = "kNN top-1: " + reference_of(val, num_classes).scores(results)
     return {**results, "temperature": knn_temperature}, line
 
 
@@ -265,9 +287,5 @@ def standardised_knn_probe(
     direction (a brightness shortcut) no longer drowns the rest, so the gap to `knn` measures it."""
     bank, query = standardise(train[0], val[0])
     results = {f"k={k}": knn_accuracy(bank, train[1], query, val[1], num_classes, k, knn_temperature) for k in knn_k}
-    line = (
-        "kNN top-1 on standardised features: "
-        + ", ".join(f"{k} {v:.2f}%" for k, v in results.items())
-        + f" ({on_val(val, num_classes)})"
-    )
+    line = "kNN top-1 on standardised features: " + reference_of(val, num_classes).scores(results)
     return {**results, "temperature": knn_temperature}, line

@@ -6,7 +6,15 @@ CLI builds an option for each (`--epochs`, `--knn-k`, ...) without importing it.
 
 from dataclasses import dataclass, field
 
-from pretexts.engine.training.config import IMG_SIZE_RANGE, SEED_RANGE, check_field_types, check_ranges, setting
+from pretexts.engine.training.config import (
+    FRACTION_RANGE,
+    IMG_SIZE_RANGE,
+    SEED_RANGE,
+    WORKERS_RANGE,
+    check_field_types,
+    check_ranges,
+    setting,
+)
 from pretexts.errors import ParameterError, suggest
 from pretexts.params import Param
 from pretexts.registry import PROBES
@@ -81,7 +89,9 @@ class ProbeConfig:
     backbone: str | None = setting(
         None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.", section="model"
     )
-    img_size: int | None = setting(None, "With --from-scratch. Default 32; the weights' own otherwise.", section="data")
+    img_size: int | None = setting(
+        None, "With --from-scratch. Default 32; the weights' own otherwise.", section="data", range=IMG_SIZE_RANGE
+    )
     data: str | None = setting(
         None,
         "A folder with train/ and val/ class folders, or 'sample' (embedded). Default: "
@@ -100,9 +110,11 @@ class ProbeConfig:
     # the probes' own options (`--probe-arg KEY=VALUE` and the built-ins' flags), each checked by the probes
     # that declare it; a key no probe declares is refused
     probe_args: dict = field(default_factory=dict)
-    crop_pct: float = setting(0.875, "Evaluation centre crop fraction.", section="data")
-    seed: int = setting(0, "Seeds the heads, and the random backbone of --from-scratch.", section="probes")
-    workers: int = setting(2, "Data loader worker processes.", section="speed")
+    crop_pct: float = setting(0.875, "Evaluation centre crop fraction.", section="data", range=FRACTION_RANGE)
+    seed: int = setting(
+        0, "Seeds the heads, and the random backbone of --from-scratch.", section="probes", range=SEED_RANGE
+    )
+    workers: int = setting(2, "Data loader worker processes.", section="speed", range=WORKERS_RANGE)
     device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
     out: str = setting("runs/probe", "Output folder.", section="output")
     force: bool = setting(
@@ -121,12 +133,7 @@ class ProbeConfig:
                 f"unknown probe {', '.join(unknown) or '(none)'}; probes: {', '.join(PROBES.table)}."
                 + (suggest(unknown[0], PROBES.table) if unknown else "")
             )
-        check_ranges(
-            self,
-            non_negative=("workers",),
-            fractions=("crop_pct",),
-            within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE},
-        )
+        check_ranges(self)
         check_probe_args(self.probe_args)
 
     def probe_params(self, name: str) -> dict:

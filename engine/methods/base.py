@@ -39,7 +39,10 @@ class Method:
         resume_may_change: The params a `--resume` may change (they do not change the run).
         figure_name: The epoch figures are `FIGURE_NAME_epochNNN.png`.
         uses_task: False for a method that corrupts its own way and ignores `--task` (MAE's and SimMIM's
-            masks); `pretexts compare` then trains it once, not once per task.
+            masks); `pretexts compare` then trains it once, not once per task, and `pretexts train` names no task.
+        shortcut_advice: The shortcuts the method is known to take, for the monitor's collapse warning: a task
+            argument as "ARG=VALUE" (e.g. "fill=black"), or "*" for any run, -> what it learns there and the way
+            out. The first that matches the run's task is printed; none: a neutral line.
         args: The options as resolved by `parse_args`: given, else the recipe's default, else the declared one.
         model: The module `setup()` built (None before); its `backbone.*` weights are what fine-tuning,
             probing and export take.
@@ -68,6 +71,7 @@ class Method:
     resume_may_change: frozenset = frozenset()  # params a `--resume` may change (they do not change the run)
     figure_name = "restoration"  # the epoch figures are FIGURE_NAME_epochNNN.png
     uses_task = True  # False: it corrupts its own way (MAE's, SimMIM's masks) and ignores --task
+    shortcut_advice: dict = {}  # "ARG=VALUE" of the task (or "*") -> a known shortcut and the way out
 
     def __init__(self, cfg, task, device: torch.device):
         self.cfg, self.task, self.device = cfg, task, device
@@ -147,9 +151,10 @@ class Method:
         """What the run learns to undo, for the start line ("pretraining vit_tiny on ... with data ...").
 
         Returns:
-            The task's name in quotes by default; a method that corrupts its own way says what it does.
+            The task's name in quotes by default; a method that corrupts its own way says what it does (by
+            default that it ignores the task).
         """
-        return f"'{self.cfg.task}'"
+        return f"'{self.cfg.task}'" if self.uses_task else f"{self.cfg.method}'s own corruption (--task unused)"
 
     def corrupt(self, images: torch.Tensor, generator: torch.Generator):
         """The step's sample from clean images [B,3,H,W] in [0,1]; the task's corruption unless the method

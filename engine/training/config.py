@@ -28,14 +28,42 @@ SECTIONS = {
 }
 
 
-def setting(default, help: str, *, section: str, **cli):
-    """A config field with its `--help` text and the `--help` section it is listed in (a key of `SECTIONS`);
-    `cli` says how its option reads it where the type alone does not (option: another name, choices, nargs,
-    multiple, flag_value, metavar). The CLI builds every option of train, finetune, probe, segment and compare
-    from these (pretexts/cli/config_file.py: one source of defaults, help and sections)."""
+@dataclass(frozen=True)
+class Range:
+    """The values a number field allows, `low` to `high`, each end included unless it is open. Declared once on
+    the field (`setting(..., range=...)`): its option shows it in --help as click shows a range (`0<=x<1`), the
+    config checks it (`check_ranges`: the option's value, a config file's, --set's, the Python API's, all refused in
+    the same words), and tests/test_option_fuzz.py draws values from it. A tuple field's range holds for each item."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value) -> bool:
+        above = value > self.low if self.low_open else value >= self.low
+        return above and (value < self.high if self.high_open else value <= self.high)
+
+    def shown(self) -> str:
+        """'0<=x<1': the range as click's --help writes it."""
+        return f"{self.low}{'<' if self.low_open else '<='}x{'<' if self.high_open else '<='}{self.high}"
+
+    def interval(self) -> str:
+        """'[0, 1)': the range in the one-line error of a config value outside it."""
+        return f"{'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
+
+
+def setting(default, help: str, *, section: str, range: Range | tuple | None = None, **cli):
+    """A config field with its `--help` text, the `--help` section it is listed in (a key of `SECTIONS`) and, for
+    a number, its allowed `range` (a `Range`, or (low, high) with both ends included); every number field declares
+    one (tests/test_option_fuzz.py fails on one that does not). `cli` says how its option reads it where the type
+    alone does not (option: another name, choices, nargs, multiple, flag_value, metavar). The CLI builds every
+    option of train, finetune, probe, segment and compare from these (pretexts/cli/config_file.py: one source of
+    defaults, help, sections and ranges)."""
     if section not in SECTIONS:
         raise ValueError(f"section must be one of {', '.join(SECTIONS)}, got {section!r}")
-    return field(default=default, metadata={"help": help, "section": section, **cli})
+    bounds = {"range": range if isinstance(range, Range) else Range(*range)} if range is not None else {}
+    return field(default=default, metadata={"help": help, "section": section, **bounds, **cli})
 
 
 # the monitored metrics --keep-best takes, and whether higher is better (engine/training/monitor.py)
@@ -45,9 +73,26 @@ KEEP_BEST = {"knn_cosine": True, "knn_standardised": True, "rankme": True, "top_
 # then holds them at the top level, a run of another method too, unused (`with_method_args` reads both)
 FORMER_FIELDS = ("steps", "loss", "alpha", "alpha_lr_scale", "head_init_std", "energy_scale", "grad_mode", "fd_delta")
 
-# numpy takes 32-bit seeds (torch 64-bit); the smallest image a backbone's stem downsamples, the largest that fits
-SEED_RANGE = (0, 2**32 - 1)
-IMG_SIZE_RANGE = (8, 4096)
+# the ranges the commands' options share (the bounds stop typos and runaway values, not unusual runs)
+SEED_RANGE = Range(0, 2**32 - 1)  # numpy takes 32-bit seeds (torch 64-bit)
+IMG_SIZE_RANGE = Range(8, 4096)  # the smallest image a backbone's stem downsamples, the largest that fits
+EPOCHS_RANGE = Range(1, 100_000)  # the longest in the literature is MAE's 1600
+WARMUP_EPOCHS_RANGE = Range(0, 100_000)
+EVERY_EPOCHS_RANGE = Range(0, 100_000)  # "every this many epochs", 0: off or at the end
+# optimiser steps: an epoch of ImageNet-21k at batch 1 is 14 M
+STEPS_RANGE = Range(1, 100_000_000)
+EVERY_STEPS_RANGE = Range(0, 100_000_000)
+BATCH_RANGE = Range(1, 65_536)  # twice the largest batch in the SSL literature (32k, LARS/LAMB)
+IMAGES_RANGE = Range(1, 100_000)  # held-out images scored: ImageNet's val/ has 50,000
+# each loader worker is a process with its own copy of the dataset (over 600 filled 23 GB in an audit); a fixed
+# bound, not one from os.cpu_count(), so a config valid on one machine is valid on every other and --help is the same
+WORKERS_RANGE = Range(0, 64)
+LR_RANGE = Range(0, 1, low_open=True)  # a larger step sends the weights to NaN
+MIN_LR_RANGE = Range(0, 1)  # and <= the peak lr (check_optimizer)
+WEIGHT_DECAY_RANGE = Range(0, 100)  # as the probe heads' (probe_config.py)
+BETAS_RANGE = Range(0, 1, high_open=True)  # AdamW's running averages; 1 never forgets
+CLIP_GRAD_RANGE = Range(0, 1_000_000, low_open=True)  # a norm no gradient reaches clips nothing
+FRACTION_RANGE = Range(0, 1, low_open=True)
 
 
 def amp_setting(bf16: str = '"bf16"'):
@@ -62,7 +107,7 @@ def amp_setting(bf16: str = '"bf16"'):
 
 def clip_grad_setting():
     """`--clip-grad`, shared by every training command (they share `OptimizerStep`)."""
-    return setting(None, "Clip the gradient norm to this value.", section="optimisation")
+    return setting(None, "Clip the gradient norm to this value.", section="optimisation", range=CLIP_GRAD_RANGE)
 
 
 def skip_nonfinite_setting():
@@ -85,6 +130,7 @@ def log_every_setting():
         None,
         "Off a terminal, also print a progress line every this many optimiser steps (loss, lr, img/s, ETA).",
         section="logging",
+        range=STEPS_RANGE,
     )
 
 
@@ -120,20 +166,22 @@ class PretrainConfig:
         "files lie in --data; nothing is downloaded.",
         section="data",
     )
-    img_size: int = setting(32, "Training resolution.", section="data")
+    img_size: int = setting(32, "Training resolution.", section="data", range=IMG_SIZE_RANGE)
     epochs: int = setting(
         40,
         "Passes over the training images (40: 200 optimiser steps of batch 64 on the 320 embedded images, 4.9 "
         "minutes measured on a 2-core CPU with another job on the second core).",
         section="optimisation",
+        range=EPOCHS_RANGE,
     )
     # global batch (split across ranks under torchrun)
-    batch_size: int = setting(64, "Global batch size.", section="optimisation")
+    batch_size: int = setting(64, "Global batch size.", section="optimisation", range=BATCH_RANGE)
     accum_iter: int = setting(
         1,
         "Gradient accumulation: run each step's batch as this many micro-batches (the memory"
         " of batch / K images, the step of the whole batch).",
         section="speed",
+        range=BATCH_RANGE,
     )
     # fills the None fields below: "paper" (Table A), "fast" or "simmim" (engine/training/recipes.py)
     recipe: str = setting(
@@ -143,23 +191,37 @@ class PretrainConfig:
         "pretraining: base lr 5e-5, betas 0.9 0.999, clip 5). Explicit options win.",
         section="optimisation",
     )
-    lr: float | None = setting(None, "Peak lr. Default base lr x batch / 256 (paper).", section="optimisation")
+    lr: float | None = setting(
+        None, "Peak lr. Default base lr x batch / 256 (paper).", section="optimisation", range=LR_RANGE
+    )
     # None: the recipe's (paper, Table A: 1e-4; fast: 1e-3)
-    base_lr: float | None = setting(None, "lr per 256 images. Default: the recipe's.", section="optimisation")
-    min_lr: float = setting(0.0, "End of the cosine decay.", section="optimisation")
+    base_lr: float | None = setting(
+        None, "lr per 256 images. Default: the recipe's.", section="optimisation", range=LR_RANGE
+    )
+    min_lr: float = setting(0.0, "End of the cosine decay.", section="optimisation", range=MIN_LR_RANGE)
     schedule: str | None = setting(
         None,
         "After the warm-up: cosine (decay to --min-lr) or constant. Default: the recipe's.",
         section="optimisation",
     )
-    warmup_epochs: float = setting(1.0, "Linear warm-up from 0 to the peak lr.", section="optimisation")
+    warmup_epochs: float = setting(
+        1.0, "Linear warm-up from 0 to the peak lr.", section="optimisation", range=WARMUP_EPOCHS_RANGE
+    )
     # None: the recipe's (both: 0.05, Table A)
     weight_decay: float | None = setting(
-        None, "AdamW's (norms, biases and alpha get none). Default: the recipe's.", section="optimisation"
+        None,
+        "AdamW's (norms, biases and alpha get none). Default: the recipe's.",
+        section="optimisation",
+        range=WEIGHT_DECAY_RANGE,
     )
     # None: the recipe's (both: 0.9, 0.95, Table A)
     betas: tuple | None = setting(
-        None, "AdamW's betas. Default: the recipe's.", metavar="B1 B2", nargs=2, section="optimisation"
+        None,
+        "AdamW's betas. Default: the recipe's.",
+        metavar="B1 B2",
+        nargs=2,
+        section="optimisation",
+        range=BETAS_RANGE,
     )
     amp: str = amp_setting(
         '"bf16" (on a CPU too: the same held-out error; with native bf16 faster on larger steps, 7-9 % slower on '
@@ -179,7 +241,9 @@ class PretrainConfig:
     )
     channels_last: bool = setting(False, "NHWC memory format (convolutional backbones).", section="speed")
     clip_grad: float | None = clip_grad_setting()
-    seed: int = setting(0, "Seeds the crops, the corruptions and the initialisation.", section="optimisation")
+    seed: int = setting(
+        0, "Seeds the crops, the corruptions and the initialisation.", section="optimisation", range=SEED_RANGE
+    )
     out: str = setting("runs/pretrain", "Output folder.", section="output")
     # a checkpoint path, or "auto" for OUT/checkpoint.pt
     resume: str | None = setting(
@@ -188,21 +252,29 @@ class PretrainConfig:
     force: bool = setting(
         False, "Start over in an --out that already holds a run (its checkpoint and log are removed).", section="output"
     )
-    workers: int = setting(2, "Data loader worker processes.", section="speed")
+    workers: int = setting(2, "Data loader worker processes.", section="speed", range=WORKERS_RANGE)
     quiet: bool = setting(False, "No progress bars on a terminal, no progress lines off one.", section="logging")
     # off a terminal (nohup, a cluster job) the loop prints one line per epoch on stderr; these add step lines
     log_every: int | None = log_every_setting()
     device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
-    max_steps_per_epoch: int | None = setting(None, "Cap the optimiser steps of each epoch.", section="optimisation")
-    figure_images: int = setting(8, "Images in each epoch's restoration figure.", section="output")
+    max_steps_per_epoch: int | None = setting(
+        None, "Cap the optimiser steps of each epoch.", section="optimisation", range=STEPS_RANGE
+    )
+    # rows of one figure: more are unreadable, and each is restored at every figure
+    figure_images: int = setting(8, "Images in each epoch's restoration figure.", section="output", range=(1, 64))
     figure_every: int = setting(
         1,
         "Draw the restoration figure (and monitor.png, and the logger's image) every "
         "this many epochs and at the last; 0: at the last epoch only.",
         section="output",
+        range=EVERY_EPOCHS_RANGE,
     )
-    eval_images: int = setting(256, "Held-out images for the restoration-error report.", section="logging")
-    eval_every: int | None = setting(None, "Also log the held-out error every this many steps.", section="logging")
+    eval_images: int = setting(
+        256, "Held-out images for the restoration-error report.", section="logging", range=IMAGES_RANGE
+    )
+    eval_every: int | None = setting(
+        None, "Also log the held-out error every this many steps.", section="logging", range=STEPS_RANGE
+    )
     logger: str = setting(
         "jsonl",
         "Also log scalars, held-out error and figures to tensorboard (OUT/tensorboard) or "
@@ -216,9 +288,13 @@ class PretrainConfig:
         "Measure the representation every this many steps and at the end (RankMe, top "
         "component's share, online kNN where there are labels; monitor.png); 0: off.",
         section="logging",
+        range=EVERY_STEPS_RANGE,
     )
     monitor_images: int = setting(
-        256, "Held-out images (and as many training images for kNN) the monitor measures.", section="logging"
+        256,
+        "Held-out images (and as many training images for kNN) the monitor measures.",
+        section="logging",
+        range=IMAGES_RANGE,
     )
     keep_best: str | None = setting(
         None,
@@ -230,25 +306,13 @@ class PretrainConfig:
     def __post_init__(self):
         check_field_types(self)
         apply_recipe(self)
-        check_ranges(
-            self,
-            positive=(
-                "epochs",
-                "batch_size",
-                "accum_iter",
-                "max_steps_per_epoch",
-                "clip_grad",
-                "eval_every",
-                "eval_images",
-                "figure_images",
-                "monitor_images",
-                "log_every",
-            ),
-            non_negative=("workers", "warmup_epochs", "weight_decay", "monitor_every", "figure_every"),
-            within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE},
-        )
+        check_ranges(self)
         check_optimizer(self)
         check_amp(self)
+        if self.compile is not None:  # torch's list of backends, loaded only when one is asked for
+            from pretexts.engine.training.preflight import check_compile_backend
+
+            check_compile_backend(self.compile)
         check_logger(self.logger)
         if self.keep_best is not None and not self.monitor_every:
             raise ParameterError(f"keep_best {self.keep_best} needs the monitor; give --monitor-every N (N > 0).")
@@ -297,33 +361,19 @@ def with_method_args(values: dict) -> dict:
     return {**rest, "method_args": {**(values.get("method_args") or {}), **moved}} if moved else rest
 
 
-def check_ranges(cfg, positive=(), non_negative=(), fractions=(), within=None) -> None:
-    """ParameterError naming the first field out of its range: > 0, >= 0, in (0, 1], or in `within`'s
-    [low, high]. None is skipped."""
-    for names, ok, allowed in (
-        (positive, lambda v: v > 0, "> 0"),
-        (non_negative, lambda v: v >= 0, ">= 0"),
-        (fractions, lambda v: 0 < v <= 1, "in (0, 1]"),
-    ):
-        for name in names:
-            value = getattr(cfg, name)
-            if value is not None and not ok(value):
-                raise ParameterError(f"{name} must be {allowed}, got {value}.")
-    for name, (low, high) in (within or {}).items():
-        value = getattr(cfg, name)
-        if value is not None and not low <= value <= high:
-            raise ParameterError(f"{name} must be in [{low}, {high}], got {value}.")
+def check_ranges(cfg) -> None:
+    """ParameterError naming the first number field (or item of a tuple field) outside the range its `setting`
+    declares, and that range. None, and what is not a number (refused by the type checks), are skipped."""
+    for f in fields(cfg):
+        bounds, value = f.metadata.get("range"), getattr(cfg, f.name)
+        for item in value if isinstance(value, (tuple, list)) and bounds else (value,):
+            if bounds and isinstance(item, numbers.Real) and not isinstance(item, bool) and item not in bounds:
+                raise ParameterError(f"{f.name} must be in {bounds.interval()}, got {item}.")
 
 
 def check_optimizer(cfg) -> None:
-    """The AdamW settings a config has: lr and base_lr in (0, 1] (a larger step sends the weights to NaN or
-    explodes them), min_lr in [0, peak lr], betas two numbers in [0, 1)."""
-    for name in ("lr", "base_lr"):
-        value = getattr(cfg, name, None)
-        if value is not None and not 0 < value <= 1:
-            raise ParameterError(f"{name} must be > 0 and <= 1, got {value}.")
+    """The AdamW settings a config has beyond their declared ranges: min_lr <= the peak lr, betas two numbers."""
     if getattr(cfg, "min_lr", None) is not None:
-        check_ranges(cfg, non_negative=("min_lr",))
         if cfg.min_lr > cfg.peak_lr:
             raise ParameterError(
                 f"min_lr must be <= the peak lr {cfg.peak_lr:g} (--lr, or base lr x batch / 256), "

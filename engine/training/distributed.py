@@ -5,8 +5,12 @@ commands share (a strided shard of a dataset, its rows gathered back in order, s
 WORLD_SIZE and LOCAL_RANK set; each joins one process group (nccl on CUDA, one GPU per process; gloo on the CPU).
 """
 
+import contextlib
 import os
+import shlex
 import signal
+import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -14,7 +18,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Dataset, Subset
 
-from pretexts.errors import ParameterError
+from pretexts.errors import ParameterError, PretextsError
 
 _created_here = False  # teardown only ends a group that setup started
 
@@ -63,12 +67,65 @@ def check_batch(global_batch: int | None, world: int, accum_iter: int) -> None:
 
 
 def teardown() -> None:
-    """Wait for every rank (rank 0 writes the last files), then end the group that `setup` started."""
+    """Wait for every rank (rank 0 writes the last files), then end the group that `setup` started. Called while an
+    error propagates (a lost rank), it waits for no one: a barrier would fail a second time."""
     global _created_here
     if _created_here and dist.is_initialized():
-        dist.barrier()
+        if sys.exc_info()[1] is None:
+            dist.barrier()
         dist.destroy_process_group()
         _created_here = False
+
+
+class LostRankError(PretextsError, RuntimeError):
+    """A rank of a torchrun run ended (killed, out of memory, its machine gone) and the survivors cannot go on."""
+
+
+# how gloo and nccl report a peer that is gone (a dead process closes its sockets; a dead machine times out)
+LOST_PEER = (
+    "closed by peer",
+    "reset by peer",
+    "broken pipe",
+    "socket timeout",
+    "timed out",
+    "communicator was aborted",
+)
+
+
+@contextlib.contextmanager
+def lost_rank_reported(world: int, rank: int, out):
+    """Under torchrun, a collective that fails because a rank is gone becomes one LostRankError line on each
+    survivor: which rank was lost and the command that resumes from the last checkpoint (it keeps every step
+    up to its save)."""
+    try:
+        yield
+    except (RuntimeError, dist.DistError) as err:
+        if world == 1 or not any(words in str(err).lower() for words in LOST_PEER):
+            raise
+        lost = f"rank {1 - rank}" if world == 2 else f"another of the {world} ranks"
+        saved = Path(out) / "checkpoint.pt"
+        then = (
+            f"resume from {saved} with: {resume_command()}"
+            if saved.is_file()
+            else "no epoch had finished, so start it again (same command)"
+        )
+        raise LostRankError(f"{lost} was lost (its process ended or became unreachable); {then}.") from None
+
+
+def resume_command() -> str:
+    """This torchrun command with --resume (a --resume PATH becomes a bare --resume: the run's own checkpoint)."""
+    args, kept = sys.argv[1:], []
+    while args:
+        arg = args.pop(0)
+        if arg.startswith("--resume="):
+            continue
+        if arg == "--resume":
+            if args and not args[0].startswith("-"):
+                args.pop(0)
+            continue
+        kept.append(arg)
+    nodes = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    return f"torchrun --nproc-per-node {nodes} -m pretexts {shlex.join(kept)} --resume"
 
 
 class LossInForward(nn.Module):

@@ -42,7 +42,13 @@ from pretexts.engine.training.preflight import (
     resolve_device,
 )
 from pretexts.engine.training.progress import ProgressLines, held_out_ratio, progress, stderr_line
-from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
+from pretexts.engine.training.resume import (
+    check_continues,
+    checkpoint_to_resume,
+    restore_training_state,
+    training_state,
+    truncate_log,
+)
 from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json, write_text
 from pretexts.errors import CheckpointError, DataError, ParameterError
@@ -156,11 +162,16 @@ class Pretrainer:
     # ---- the run --------------------------------------------------------------------------------
     def run(self) -> dict:
         cfg = self.cfg
-        with RunLock(self.out, "train") if self.rank == 0 else nullcontext():  # rank 0 alone writes
+        with (
+            distributed.lost_rank_reported(self.world, self.rank, self.out),
+            RunLock(self.out, "train") if self.rank == 0 else nullcontext(),  # rank 0 alone writes
+        ):
             if cfg.resume:
                 self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
             if self.rank == 0:
                 claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[cfg.data, cfg.resume])
+                if cfg.resume:  # only now that the folder is this run's: a refused resume cuts no other run's log
+                    truncate_log(self.out / "log.jsonl", self.global_step)
                 check_output_dir(self.out, checkpoint_bytes(self.model))
                 write_json(self.out / "config.json", cfg.to_dict())
                 note = report_skipped([self.train_set, self.val_set], self.out, write_text)
@@ -385,12 +396,11 @@ class Pretrainer:
         check_resumable(ckpt["config"], self.cfg, PRETRAIN_MAY_CHANGE, path, self.same_arguments)
         self.check_task_sizes(ckpt.get("task_sizes"), path, ckpt.get("pretexts_version"))
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
+        check_continues(ckpt, path, self.cfg.epochs, self.out)
         self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
         self.history = list(ckpt.get("history", []))
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
         self.monitor_state = ckpt.get("monitor")
-        if self.rank == 0:
-            truncate_log(self.out / "log.jsonl", self.global_step)
 
     def task_sizes(self) -> dict:
         """The task's scaled parameters as they resolve at the run's image size (`Pretext.sizes`)."""

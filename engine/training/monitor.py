@@ -109,14 +109,33 @@ class Monitor:
         if len(recent) == 2 and all(row["top_pc_share"] > COLLAPSE_SHARE for row in recent) and not self.warned:
             self.warned = True
             step, share = recent[-1]["step"], recent[-1]["top_pc_share"]
-            print(
-                f"warning: at step {step} the top principal component holds {100 * share:.0f}% of the features' "
-                f"variance (over {100 * COLLAPSE_SHARE:.0f}% twice in a row): the representation is collapsing "
-                f"onto one direction, usually a shortcut the pretext leaves open (the energy method learnt brightness "
-                f"from black mask boxes); see OUT/monitor.png, and try another task, --task-arg fill or method.",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(collapse_warning(self.method, step, share), file=sys.stderr, flush=True)
+
+
+def collapse_warning(method, step: int, share: float) -> str:
+    """The collapse warning, about the method and task that ran: what leaves the shortcut open, and the method's
+    own advice for this task where it declares one (`Method.shortcut_advice`), else what the run can change."""
+    cfg = method.cfg
+    if method.uses_task:
+        opener = f"task '{cfg.task}' leaves open to method '{cfg.method}'"
+        neutral = "try another task (--task), other task arguments (--task-arg) or another method (--method)"
+    else:
+        opener = f"the corruption of method '{cfg.method}' leaves open (it ignores --task)"
+        neutral = "try other method options (--method-arg) or another method (--method)"
+    return (
+        f"warning: at step {step} the top principal component holds {100 * share:.0f}% of the features' variance "
+        f"(over {100 * COLLAPSE_SHARE:.0f}% twice in a row): the representation is collapsing onto one direction, "
+        f"usually a shortcut that {opener}; {shortcut_advice(method) or neutral}; see OUT/monitor.png."
+    )
+
+
+def shortcut_advice(method) -> str | None:
+    """The first of the method's `shortcut_advice` whose "ARG=VALUE" the run's task holds ("*": any run)."""
+    for condition, advice in method.shortcut_advice.items():
+        name, _, value = condition.partition("=")
+        if condition == "*" or method.uses_task and value and str(getattr(method.task, name, None)) == value:
+            return advice
+    return None
 
 
 def better(metric: str, value: float, best: float | None) -> bool:

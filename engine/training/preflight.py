@@ -11,6 +11,22 @@ from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.errors import OutputError, ParameterError
 
 
+def check_compile_backend(backend: str) -> None:
+    """A --compile backend torch knows (`torch._dynamo.list_backends`, its debugging ones included); an unknown one
+    is refused before the run starts, naming the backends there are, instead of torch's InvalidBackend at the
+    first compiled call."""
+    import torch._dynamo  # here, not at import: it takes seconds, and only --compile needs it
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if backend not in known:
+        main = torch._dynamo.list_backends()
+        debug = [name for name in ("eager", "aot_eager") if name in known]
+        raise ParameterError(
+            f"--compile {backend!r} is not a torch.compile backend; use one of {', '.join(main)} (--compile alone: "
+            f"inductor){', or ' + ' / '.join(debug) + ' to debug' if debug else ''}; leave it out to run eagerly."
+        )
+
+
 def resolve_device(name: str) -> torch.device:
     """'auto' (CUDA when there is one), 'cpu', 'cuda', 'cuda:1', ...; ParameterError for a device
     this machine lacks, instead of torch's error at the first tensor moved there."""

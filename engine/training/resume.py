@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 from pretexts.engine.training.checkpoint import check_shapes, load_checkpoint, rng_states, set_rng_states
-from pretexts.engine.training.run_folder import write_text
+from pretexts.engine.training.run_folder import same_path, write_text
 from pretexts.errors import CheckpointError
 
 
@@ -49,6 +49,17 @@ def restore_training_state(ckpt: dict, path: Path, epochs: int, model, optimizer
     scheduler.step_update(num_updates=ckpt["global_step"])  # re-planned, so --epochs may grow
     scaler.load_state_dict(ckpt["scaler"])
     set_rng_states(ckpt["rng"])
+
+
+def check_continues(ckpt: dict, path: Path, epochs: int, out: Path) -> None:
+    """A checkpoint resumed into another folder than its own must have epochs left to train: one that has done all
+    `epochs` would train nothing there and leave no checkpoint (in its own folder, such a resume is a no-op, so a
+    requeued cluster job that finds its run finished ends well)."""
+    if ckpt["epoch"] >= epochs and not same_path(path.parent, out):
+        raise CheckpointError(
+            f"checkpoint '{path}' has done all {epochs} epochs asked, so resuming it into '{out}' would train "
+            f"nothing and write no checkpoint there; raise --epochs (e.g. --epochs {epochs + 1}) to continue it."
+        )
 
 
 def truncate_log(log: Path, step: int) -> None:

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import click
+
 from pretexts.errors import OutputError, ParameterError
 
 # what a command leaves in its folder: a folder holding one of these holds a run (or an export)
@@ -34,10 +36,29 @@ def same_path(a, b) -> bool:
     return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
 
 
+# click's `ctx.meta` key: the files a CLI command has read as input beyond its options (its --config file)
+INPUTS_READ = "pretexts.inputs_read"
+
+
+def note_input(path) -> None:
+    """Record `path` as an input of the running CLI command: no output of it may replace or remove the file."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta.setdefault(INPUTS_READ, []).append(str(path))
+
+
+def inputs_read() -> list[str]:
+    """The files `note_input` recorded for the running CLI command (none in the Python API)."""
+    ctx = click.get_current_context(silent=True)
+    return list(ctx.meta.get(INPUTS_READ, ())) if ctx is not None else []
+
+
 def check_not_inputs(outputs, inputs) -> None:
-    """Refuse an output that is one of the command's inputs, or a folder holding one (--force would remove it)."""
+    """Refuse an output that is one of the command's inputs, or a folder holding one (--force would remove it);
+    the command's --config file counts too (`note_input`): refused, not read first and replaced, since the user's
+    file would be lost (a run's own config.json holds the new run's settings afterwards, not theirs)."""
     for out in outputs:
-        for given in inputs:
+        for given in [*inputs, *inputs_read()]:
             if given is None or not Path(given).exists():
                 continue
             if same_path(out, given) or same_path(out, Path(given).parent) and Path(given).name in RUN_FILES:
@@ -243,7 +264,8 @@ def os_error(err: BaseException | None) -> OSError | None:
 
 
 def write_text(path, text: str) -> None:
-    replace_file(path, lambda fh: fh.write(text.encode()))
+    """UTF-8; a file name that is not (Python holds its bytes as surrogates) is written escaped, as \\udcff."""
+    replace_file(path, lambda fh: fh.write(text.encode("utf-8", "backslashreplace")))
 
 
 def write_json(path, value) -> None:

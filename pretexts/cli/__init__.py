@@ -71,11 +71,11 @@ def user_message(err: Exception) -> str:
 
 
 def one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    return " ".join(printable(text).split())
 
 
 def path_message(err: OSError) -> str:
-    where = f": '{err.filename}'" if err.filename else ""
+    where = f": '{printable(err.filename)}'" if err.filename else ""
     return (
         f"{err.strerror or err}{where}; check the path, its permissions and the free space. A training run "
         f"continues from its last checkpoint with --resume."
@@ -142,8 +142,16 @@ def single_process(command: str) -> None:
 
 
 def rank_zero_echo(rank: int):
-    """click.echo on rank 0, nothing on the others: under torchrun one process speaks."""
-    return click.echo if rank == 0 else lambda *args, **kwargs: None
+    """click.echo on rank 0, nothing on the others: under torchrun one process speaks. A path whose name is not
+    UTF-8 (held as surrogate escapes) is printed with backslash escapes, never an encoding error."""
+    if rank != 0:
+        return lambda *args, **kwargs: None
+    return lambda message="", **kwargs: click.echo(printable(message), **kwargs)
+
+
+def printable(text) -> str:
+    """`text` with what UTF-8 cannot encode (a file name's undecodable bytes) written as backslash escapes."""
+    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 from . import (  # noqa: E402, F401 (subcommands register on import)

@@ -1,6 +1,6 @@
 """`pretexts compare`: which pretext and method give the best features on my data. Each (task, method) pair is
 pretrained for the same budget, scored by kNN, the linear probe and (if asked) fine-tuning, beside random init;
-one ranked table (mean +- std over seeds) and one plot."""
+one ranked table (mean +- std over seeds, ties marked) and one plot, after a plan and an estimate of the time."""
 
 import click
 
@@ -36,8 +36,11 @@ class CompareCommand(SectionedCommand):
 @options_from(CONFIG)
 @config_options
 def compare_command(config, sets, **options) -> None:
-    """Pretrain every --tasks x --methods pair for --budget minutes and rank the features they leave; writes
-    OUT/compare.md, OUT/compare.png, OUT/compare.json and a cached cell per pair and seed (a rerun resumes)."""
+    """Pretrain every --tasks x --methods pair for --budget minutes and rank the features they leave, ties marked.
+
+    Prints the plan and an estimate of the total time first, an ETA after each cell, and a table within 100
+    columns; writes OUT/compare.md and OUT/compare.csv (every column), OUT/compare.png, OUT/compare.json and a
+    cached cell per pair and seed (a rerun resumes)."""
     from pretexts.engine.compare.config import CompareConfig
     from pretexts.engine.compare.run import compare
 

@@ -16,20 +16,125 @@ from pathlib import Path
 import click
 import yaml
 
+from ..engine.training.run_folder import note_input
 from ..errors import ParameterError, suggest
 from .help_sections import option, shown
 
+# A config holds a few dozen fields, some of them lists or mappings a few levels deep (a run's config.json is ~3 KB):
+# these limits refuse a file or a --set value built to exhaust memory or the stack (YAML's "billion laughs", a
+# 100,000-deep list) before anything expands it or recurses into it.
+MAX_CONFIG_BYTES = 1_000_000
+MAX_DEPTH = 32  # lists and mappings inside one another
+MAX_VALUES = 100_000  # values once YAML's aliases (*name) and merges (<<) are expanded
+
+
+class ValueLimitError(ValueError):
+    """A config value past one of the limits above; its text says which, for the caller's one line."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """yaml's safe loader (no python/ tags), refusing while it composes a value nested deeper than MAX_DEPTH, and,
+    before constructing anything, one whose aliases expand to more than MAX_VALUES values."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.level = 0
+
+    def compose_node(self, parent, index):
+        self.level += 1  # composing recurses once per level: refuse before the stack runs out
+        try:
+            if self.level > MAX_DEPTH:
+                raise ValueLimitError(f"nests deeper than {MAX_DEPTH} levels (the limit)")
+            return super().compose_node(parent, index)
+        finally:
+            self.level -= 1
+
+    def compose_document(self):
+        node = super().compose_document()
+        measure(node, yaml_children)
+        return node
+
+
+def yaml_children(node) -> list | None:
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return None
+
+
+def json_children(value) -> list | None:
+    if isinstance(value, list):
+        return value
+    return list(value.values()) if isinstance(value, dict) else None
+
+
+def measure(root, children) -> None:
+    """Raise ValueLimitError when `root` (YAML nodes, or what json parsed) expands to more than MAX_VALUES values, nests
+    deeper than MAX_DEPTH, or holds itself. An aliased node is measured once (memo by id), so a billion laughs costs
+    its few dozen nodes, and the recursion stops at MAX_DEPTH."""
+    sizes: dict[int, tuple[int, int] | None] = {}  # id -> (values, depth); None while being measured
+
+    def walk(node, level: int) -> tuple[int, int]:
+        inner = children(node)
+        if inner is None:
+            return 1, 0
+        if id(node) in sizes:
+            if sizes[id(node)] is None:
+                raise ValueLimitError("holds itself (a YAML alias inside its own anchor)")
+            count, depth = sizes[id(node)]
+        else:
+            if level >= MAX_DEPTH:
+                raise ValueLimitError(f"nests deeper than {MAX_DEPTH} levels (the limit)")
+            sizes[id(node)] = None
+            count, depth = 1, 0
+            for child in inner:
+                child_count, child_depth = walk(child, level + 1)
+                count, depth = count + child_count, max(depth, child_depth + 1)
+                if count > MAX_VALUES:
+                    raise ValueLimitError(f"expands to more than {MAX_VALUES:,} values (the limit; YAML aliases?)")
+            sizes[id(node)] = count, depth
+        if level + depth > MAX_DEPTH:
+            raise ValueLimitError(f"nests deeper than {MAX_DEPTH} levels (the limit)")
+        return count, depth
+
+    walk(root, 0)
+
+
+def load_yaml(text: str):
+    """`yaml.safe_load` within the limits above (ValueLimitError past one)."""
+    return yaml.load(text, Loader=BoundedLoader)  # noqa: S506 - BoundedLoader is a SafeLoader
+
+
+def load_json(text: str):
+    """`json.loads` within the limits above (ValueLimitError past one)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueLimitError(f"nests deeper than {MAX_DEPTH} levels (the limit)") from None
+    measure(value, json_children)
+    return value
+
 
 def read_config_file(path: str) -> dict:
-    """The mapping in a .yaml / .yml / .json file; one clear line for a missing or malformed file."""
+    """The mapping in a .yaml / .yml / .json file; one clear line for a missing, malformed or oversized file (see
+    the limits above)."""
     file = Path(path)
     if not file.is_file():
         raise ParameterError(
             f"config file '{path}' does not exist; give a .yaml or .json file (a run's own OUT/config.json works)."
         )
+    size = file.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ParameterError(
+            f"config file '{path}' is {size:,} bytes, more than a config may be ({MAX_CONFIG_BYTES:,}, the limit)."
+        )
+    note_input(file)  # no output of the command may replace it (--out FOLDER --force with FOLDER/config.json)
     try:
         text = file.read_text()
-        values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+        values = load_json(text) if file.suffix == ".json" else load_yaml(text)
+    except ValueLimitError as err:
+        raise ParameterError(f"config file '{path}' is refused: it {err}.") from None
     except json.JSONDecodeError as err:
         raise ParameterError(f"config file '{path}' cannot be parsed at line {err.lineno}: {err.msg}.") from None
     except (yaml.YAMLError, UnicodeDecodeError) as err:
@@ -45,12 +150,24 @@ def read_config_file(path: str) -> dict:
     return values
 
 
+YES, NO = ("true", "yes", "on"), ("false", "no", "off")  # YAML 1.1's booleans
+
+
 def convert(cls, name: str, text: str, where: str = "--set"):
     """A --set value as the field's declared type: numbers, booleans, None, lists and mappings (YAML/JSON).
-    `where` names the value's source in the one-line error of a value that cannot be read."""
+    A boolean, spelled or not, given to an option whose value is optional (`compile`, `resume`) means the option
+    alone (true) or not given (false). `where` names the value's source in the one-line error of a value that
+    cannot be read."""
     kind = typing.get_type_hints(cls)[name]
     allowed = set(typing.get_args(kind) or (kind,))
-    shown = f"--set {name}={text}" if where == "--set" else f"{where}: {name}: {text}"
+    flag = next(f for f in dataclasses.fields(cls) if f.name == name).metadata.get("flag_value")
+    spelled = str(text).strip().lower()
+    if flag is not None and spelled in YES + NO:  # an option whose value is optional (--compile, --resume):
+        return flag if spelled in YES else None  # true means the option alone, false leaves it off
+    if not isinstance(text, str):
+        return text
+    given = text if len(text) <= 80 else text[:60] + "..."
+    shown = f"--set {name}={given}" if where == "--set" else f"{where}: {name}: {given}"
     if type(None) in allowed and text.strip().lower() in ("none", "null", "~", ""):
         return None
     if str in allowed:
@@ -61,7 +178,9 @@ def convert(cls, name: str, text: str, where: str = "--set"):
         except ValueError:
             raise ParameterError(f"{shown}: {name} must be a number.") from None
     try:
-        return yaml.safe_load(text)  # int, bool, tuple (a list), dict: YAML spells them all
+        return load_yaml(text)  # int, bool, tuple (a list), dict: YAML spells them all
+    except ValueLimitError as err:
+        raise ParameterError(f"{shown}: refused, the value {err}.") from None
     except yaml.YAMLError as err:
         problem = " ".join(str(getattr(err, "problem", None) or "cannot be parsed").split())
         raise ParameterError(
@@ -109,7 +228,9 @@ def build_config(
         values = loose({**values, **({"method": method} if method else {})})
     check_known(cls, values, f"config file '{config}'")
     # YAML 1.1 reads 1e-3 as a string: such values take the field's type, as --set values do
-    values = {k: convert(cls, k, v, f"config file '{config}'") if isinstance(v, str) else v for k, v in values.items()}
+    values = {
+        k: convert(cls, k, v, f"config file '{config}'") if isinstance(v, (str, bool)) else v for k, v in values.items()
+    }
     for key, value in options.items():
         if value is None or value == () or value == {}:
             continue
@@ -179,7 +300,7 @@ def option_names(f: dataclasses.Field) -> tuple[str, str]:
 
 
 def option_settings(f: dataclasses.Field) -> dict:
-    extra = {k: v for k, v in f.metadata.items() if k not in ("help", "option", "choices", "nargs")}
+    extra = {k: v for k, v in f.metadata.items() if k not in ("help", "option", "choices", "nargs", "range")}
     kinds = typing.get_args(f.type) if isinstance(f.type, types.UnionType) else (f.type,)
     kind = next(t for t in kinds if t is not type(None))
     settings = {"default": None, "help": f.metadata["help"]}
@@ -197,4 +318,8 @@ def option_settings(f: dataclasses.Field) -> dict:
         settings["is_flag"] = False  # the value is optional: `--resume` alone means flag_value
     else:
         settings["type"] = kind
+    if "range" in f.metadata:
+        # shown as click shows an IntRange's; checked by the config (`check_ranges`), so the option, a config file
+        # and --set are refused in the same words
+        settings["shown_range"] = f.metadata["range"].shown()
     return {**settings, **extra}

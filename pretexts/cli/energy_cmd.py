@@ -10,20 +10,24 @@ from . import main, parse_task_args
 @click.option("--data", default=None, help="Images to score (val/ split). Default: the checkpoint's data.")
 @click.option("--task", default=None, help="Corruption. Default: the task the checkpoint trained on.")
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
-@click.option("--images", type=int, default=512, show_default=True, help="Held-out images to score.")
-@click.option("--steps", type=int, default=None, help="Restoration steps. Default: the checkpoint's N.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=click.IntRange(min=0), default=2, show_default=True)
+@click.option(
+    "--images", type=click.IntRange(1, 100_000), default=512, show_default=True, help="Held-out images to score."
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Restoration steps (the energy method's bound). Default: the checkpoint's N.",
+)
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
+@click.option("--workers", type=click.IntRange(0, 64), default=2, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--out", required=True, help="The figure, a .png; its numbers go to the same name .json.")
 @click.option("--force", is_flag=True, help="Replace the figure and its .json if they exist.")
 def energy_command(task_args, images, steps, **options) -> None:
     """Histograms of the energy of real images, corrupted ones and each restoration step (paper, Appendix)."""
     from pretexts.engine import energy_histogram
-    from pretexts.errors import ParameterError
 
-    if images < 1 or (steps is not None and steps < 1):
-        raise ParameterError("--images and --steps must be >= 1.")
     results = energy_histogram(task_args=parse_task_args(task_args) or None, images=images, steps=steps, **options)
     groups = [k for k in results if isinstance(results[k], dict) and "mean" in results[k]]
     click.echo(

@@ -1,4 +1,4 @@
-"""`pretexts finetune`: fine-tune a pretrained backbone (or one from scratch) with the paper's recipe."""
+"""`pretexts finetune`: fine-tune a pretrained backbone (or one from scratch) with a named recipe."""
 
 import sys
 
@@ -11,11 +11,14 @@ from .help_sections import SectionedCommand
 @options_from("pretexts.engine.evaluation.finetune_config:FinetuneConfig")
 @config_options
 def finetune_command(config, sets, **options) -> None:
-    """Fine-tune with AdamW, layer-wise lr decay, RandAugment, mixup/cutmix and label smoothing (paper, Table A);
-    reports top-1 on val/ each epoch and writes OUT/finetuned.pt (the final weights), OUT/best.pt (the best epoch's)
-    and OUT/results.json. Without --data it fine-tunes on the checkpoint's pretraining data."""
+    """Fine-tune with AdamW, layer-wise lr decay and label smoothing; --recipe paper adds Table A's RandAugment,
+    mixup and cutmix for 100 epochs, --recipe small (the project's small-data recipe) none of them for 15, and the
+    default auto picks by the data and says which in its first line. Reports top-1 on val/ each epoch and writes
+    OUT/finetuned.pt (the final weights), OUT/best.pt (the best epoch's) and OUT/results.json. Without --data it
+    fine-tunes on the checkpoint's pretraining data."""
     from pretexts.engine import FinetuneConfig, Finetuner
     from pretexts.engine.evaluation.pretrained import describe_data
+    from pretexts.engine.measures.reference import final_and_best_line
     from pretexts.engine.training import distributed
     from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, resumed_values
 
@@ -33,7 +36,7 @@ def finetune_command(config, sets, **options) -> None:
         f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
         f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
         f"classes, for {cfg.epochs} epochs -> {cfg.out}"
-        f"{f' on {finetuner.world} processes' if finetuner.world > 1 else ''}"
+        f"{f' on {finetuner.world} processes' if finetuner.world > 1 else ''}; {finetuner.recipe_note}"
     )
     try:
         results = finetuner.run()
@@ -52,4 +55,5 @@ def finetune_command(config, sets, **options) -> None:
         f"{results['final_top1']:.2f}% (epoch {results['epochs']}, {cfg.out}/{results['weights']['final']}), "
         f"best {results['best_top1']:.2f}% (epoch {results['best_epoch']}, {cfg.out}/{results['weights']['best']})"
     )
+    echo(final_and_best_line(results["reference"]))
     echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")

@@ -13,9 +13,16 @@ from . import main, parse_task_args
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option("--preset", default=None, help="A named preset of the task.")
 @click.option("--data", default=None, help="Images to restore (val/ split). Default: the checkpoint's data.")
-@click.option("--steps", type=int, default=None, help="Restoration steps. Default: the checkpoint's N.")
-@click.option("--images", "count", type=int, default=8, show_default=True, help="Rows in the figure.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--steps",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Restoration steps (the energy method's bound). Default: the checkpoint's N.",
+)
+@click.option(
+    "--images", "count", type=click.IntRange(1, 1024), default=8, show_default=True, help="Rows in the figure."
+)
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True)
 @click.option("--out", required=True, help="The figure, a .png; its numbers go to the same name .json.")
 @click.option("--force", is_flag=True, help="Replace the figure and its .json if they exist.")
@@ -31,10 +38,7 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     from pretexts.engine.training.figures import restoration_figure
     from pretexts.engine.training.preflight import check_output_dir, resolve_device
     from pretexts.engine.training.run_folder import claim_output_file, figure_path, write_json
-    from pretexts.errors import ParameterError
 
-    if count < 1 or (steps is not None and steps < 1):
-        raise ParameterError("--images and --steps must be >= 1.")
     out = figure_path(out)
     claim_output_file(out, force, inputs=[checkpoint], companions=[out.with_suffix(".json")])
     check_output_dir(out.parent, 0)  # made (or refused) before the work, not after

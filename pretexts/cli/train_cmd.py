@@ -64,8 +64,8 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
     trainer = Pretrainer(cfg)
     echo = rank_zero_echo(trainer.rank)
     echo(
-        f"pretraining {cfg.backbone} on {trainer.method.corruption()} with data '{cfg.data}' for {cfg.epochs} epochs "
-        f"-> {cfg.out}"
+        f"pretraining {cfg.backbone} on {trainer.method.corruption()} with method '{cfg.method}', data "
+        f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}"
     )
     try:
         results = trainer.run()

@@ -3,8 +3,16 @@
 from dataclasses import MISSING, asdict, dataclass
 
 from pretexts.engine.training.config import (
+    BATCH_RANGE,
+    EPOCHS_RANGE,
+    EVERY_STEPS_RANGE,
+    FRACTION_RANGE,
     IMG_SIZE_RANGE,
+    LR_RANGE,
     SEED_RANGE,
+    STEPS_RANGE,
+    WEIGHT_DECAY_RANGE,
+    WORKERS_RANGE,
     amp_setting,
     check_amp,
     check_field_types,
@@ -32,20 +40,25 @@ class SegmentConfig:
     backbone: str | None = setting(
         None, "Backbone name with --from-scratch (vit_tiny, resnet18, ...).", section="model"
     )
-    img_size: int | None = setting(None, "Crop size; default the checkpoint's size.", section="data")
+    img_size: int | None = setting(
+        None, "Crop size; default the checkpoint's size.", section="data", range=IMG_SIZE_RANGE
+    )
     head: str = setting(
         "upernet", "Decoder head: UperNet (PPM + FPN, MAE) or linear.", choices=("upernet", "linear"), section="model"
     )
-    num_classes: int | None = setting(None, "Default: 150 (ADE20K) or inferred from masks.", section="data")
-    epochs: int = setting(10, "Passes over the training images.", section="optimisation")
-    max_steps: int | None = setting(
-        None, "Total iterations; overrides --epochs (160000 in MAE).", section="optimisation"
+    # a mask's labels: 16-bit PNGs hold at most 65,536
+    num_classes: int | None = setting(
+        None, "Default: 150 (ADE20K) or inferred from masks.", section="data", range=(1, 65_536)
     )
-    batch_size: int = setting(16, "Batch of crops.", section="optimisation")
-    lr: float = setting(1e-4, "AdamW peak lr (MAE: 1e-4).", section="optimisation")
-    weight_decay: float = setting(0.05, "AdamW weight decay.", section="optimisation")
-    layer_decay: float = setting(0.65, "Layer-wise lr decay (MAE: 0.65).", section="optimisation")
-    warmup_steps: int = setting(0, "Linear lr warm-up iterations.", section="optimisation")
+    epochs: int = setting(10, "Passes over the training images.", section="optimisation", range=EPOCHS_RANGE)
+    max_steps: int | None = setting(
+        None, "Total iterations; overrides --epochs (160000 in MAE).", section="optimisation", range=STEPS_RANGE
+    )
+    batch_size: int = setting(16, "Batch of crops.", section="optimisation", range=BATCH_RANGE)
+    lr: float = setting(1e-4, "AdamW peak lr (MAE: 1e-4).", section="optimisation", range=LR_RANGE)
+    weight_decay: float = setting(0.05, "AdamW weight decay.", section="optimisation", range=WEIGHT_DECAY_RANGE)
+    layer_decay: float = setting(0.65, "Layer-wise lr decay (MAE: 0.65).", section="optimisation", range=FRACTION_RANGE)
+    warmup_steps: int = setting(0, "Linear lr warm-up iterations.", section="optimisation", range=EVERY_STEPS_RANGE)
     clip_grad: float | None = clip_grad_setting()
     skip_nonfinite: bool = skip_nonfinite_setting()
     eval_mode: str = setting(
@@ -53,20 +66,14 @@ class SegmentConfig:
     )
     amp: str = amp_setting()
     device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
-    seed: int = setting(0, "Seeds the crops, the order and the head.", section="optimisation")
-    workers: int = setting(0, "Data loader worker processes.", section="speed")
+    seed: int = setting(0, "Seeds the crops, the order and the head.", section="optimisation", range=SEED_RANGE)
+    workers: int = setting(0, "Data loader worker processes.", section="speed", range=WORKERS_RANGE)
     quiet: bool = setting(False, "No per-epoch lines.", section="logging")
     log_every: int | None = log_every_setting()
 
     def __post_init__(self):
         check_field_types(self)
-        check_ranges(
-            self,
-            positive=("num_classes", "epochs", "max_steps", "batch_size", "clip_grad", "log_every"),
-            non_negative=("weight_decay", "warmup_steps", "workers"),
-            fractions=("layer_decay",),
-            within={"seed": SEED_RANGE, "img_size": IMG_SIZE_RANGE},
-        )
+        check_ranges(self)
         check_optimizer(self)
         check_amp(self)
 

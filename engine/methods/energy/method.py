@@ -2,8 +2,6 @@
 corrupted state is restored by N gradient steps down it (restore.py, double backward or finite
 differences) and the restoration error is the loss (eq. 5). With N = 0 the corrupted images are negatives."""
 
-import math
-
 import torch
 import torch.nn.functional as F
 from timm.optim import param_groups_weight_decay
@@ -25,26 +23,30 @@ from pretexts.params import Param
 from .compiled import CompiledRestore
 from .model import create_energy_model
 
-# the params that must be finite and > 0 (None, where allowed, keeps PyTorch's default head init)
-POSITIVE = ("alpha", "alpha_lr_scale", "head_init_std", "energy_scale", "fd_delta")
-
 
 @register_method("energy")
 class EnergyMethod(Method):
     summary = "the paper's: restore the corrupted image by N gradient steps down the energy (any backbone)"
 
     method_params = {
-        # the paper's N is 2; 0 takes no step: the corrupted images are negatives (Fig. A)
-        "steps": Param(2, int, help="Restoration steps N >= 0 (paper: 2); 0: the corrupted images as negatives."),
+        # the paper's N is 2; 0 takes no step: the corrupted images are negatives (Fig. A). Each step keeps its graph
+        # for the backward, so time and memory grow with N: 64 is 32 times the paper's
+        "steps": Param(2, int, 0, 64, help="Restoration steps N (paper: 2); 0: the corrupted images as negatives."),
         "loss": Param("mse", str, choices=LOSSES, help='"mse" (eq. 5) or "smooth_l1" (appendix pseudo code).'),
-        "alpha": Param(0.1, float, help="Initial restoration step size (Appendix A.1: 0.1)."),
+        # the positive ones below stop 0 (no step, no gradient) and typos of many orders of magnitude
+        "alpha": Param(0.1, float, 1e-6, 100.0, help="Initial restoration step size (Appendix A.1: 0.1)."),
         "alpha_lr_scale": Param(
-            400.0, float, help="alpha's lr relative to the network's; by --recipe: fast 400, paper 1 (Table A)."
+            400.0,
+            float,
+            1e-6,
+            1e6,
+            help="alpha's lr relative to the network's; by --recipe: fast 400, paper 1 (Table A).",
         ),
         "head_init_std": Param(
-            None, float, help="Std of the energy head's initial weights (default: PyTorch's Linear init)."
+            None, float, 1e-6, 100.0, help="Std of the energy head's initial weights (default: PyTorch's Linear init)."
         ),
-        "energy_scale": Param(1.0, float, help="Multiplier of the energy."),
+        # up to float32's largest: a huge scale overflows to a NaN loss, which the run stops on and keeps its checkpoint
+        "energy_scale": Param(1.0, float, 1e-6, 3e38, help="Multiplier of the energy."),
         "grad_mode": Param(
             "exact",
             str,
@@ -52,25 +54,20 @@ class EnergyMethod(Method):
             help="exact: double backward (paper). finite-difference: two first-order passes per step, "
             "allows fused attention; smooth backbones only (ViT, Swin, ConvNeXt).",
         ),
-        "fd_delta": Param(FD_DELTA, float, help="Finite-difference perturbation (RMS per element)."),
+        # images are in [0, 1]: a larger perturbation is no derivative
+        "fd_delta": Param(FD_DELTA, float, 1e-6, 1.0, help="Finite-difference perturbation (RMS per element)."),
     }
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
     resume_may_change = frozenset({"grad_mode"})  # both modes train the same model (to O(fd_delta^2))
+    # measured in docs/results/representation.md ("The fill"; "Why take one drifted")
+    shortcut_advice = {
+        "fill=black": "with black mask boxes the scalar energy learns the images' brightness (the representation "
+        "study, docs/results/representation.md); --task-arg fill=gray removed that shortcut there",
+        "fill=noise": "noise boxes collapsed two of three convnext_atto seeds in the representation study "
+        "(docs/results/representation.md), gray boxes none; try --task-arg fill=gray",
+    }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
-
-    @classmethod
-    def parse_args(cls, cfg) -> dict:
-        args = super().parse_args(cfg)
-        if args["steps"] < 0:
-            raise ParameterError(f"steps must be >= 0, got {args['steps']}.")
-        for name in POSITIVE:
-            value = args[name]
-            if value is not None and not math.isfinite(value):
-                raise ParameterError(f"{name} must be a finite number, got {value}.")
-            if value is not None and value <= 0:
-                raise ParameterError(f"{name} must be > 0, got {value}.")
-        return args
 
     def build_model(self) -> torch.nn.Module:
         cfg, args = self.cfg, self.args
