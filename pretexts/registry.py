@@ -4,21 +4,17 @@
 backbones (`pretexts.backbones.ALIASES`).
 
 Nothing here imports torch: a registry imports its built-in modules on first use (`Registry.load`), and
-`pretexts list` takes them from a cache while they are unchanged (`Registry.entries`, pretexts/listing_cache.py)."""
+`pretexts list` takes them from a cache while they are unchanged (`Registry.entries`, pretexts/listing_cache.py).
+Finding and loading the plugins is pretexts/plugins.py."""
 
 import fnmatch
 import inspect
-import os
 import pkgutil
-import re
-import sys
-import traceback
-import warnings
 from dataclasses import dataclass, field
 from importlib import import_module
-from importlib.metadata import distributions
 
 from .errors import DuplicateNameError, UnknownNameError, suggest
+from .plugins import load_entry_points
 
 
 def defined_at(cls) -> str:
@@ -26,62 +22,6 @@ def defined_at(cls) -> str:
         return f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
     except (OSError, TypeError):
         return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def installed_path() -> list[str]:
-    """sys.path without the entries that only name the working directory: '' (`python -c`, the REPL) and the
-    cwd that `python -m` and `torchrun -m` put first (also a script's own folder when the script lies in the
-    cwd). Plugins come from installed distributions only, so a `*.dist-info` folder lying in the folder a
-    command is started from never runs its code."""
-    try:
-        cwd = os.path.realpath(os.getcwd())
-    except OSError:  # the working directory was removed: nothing to exclude but ''
-        cwd = None
-    if cwd is not None and cwd in site_folders():  # started inside site-packages: that folder is installed
-        cwd = None
-    kept = []
-    for entry in sys.path:
-        if not isinstance(entry, str) or entry in ("", "."):
-            continue
-        try:
-            if os.path.realpath(entry) == cwd:
-                continue
-        except (OSError, ValueError):
-            continue
-        kept.append(entry)
-    return kept
-
-
-def site_folders() -> set[str]:
-    import site
-
-    folders = list(getattr(site, "getsitepackages", list)())
-    if getattr(site, "ENABLE_USER_SITE", False):
-        folders.append(site.getusersitepackages())
-    return {os.path.realpath(folder) for folder in folders}
-
-
-def plugin_entry_points(group: str) -> list:
-    """The entry points of `group` of the distributions installed on `installed_path()`; a distribution found
-    twice counts once, the first on the path (as `importlib.metadata.entry_points` does)."""
-    seen, found = set(), []
-    for dist in distributions(path=installed_path()):
-        try:
-            name = re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower()
-            eps = dist.entry_points
-        except Exception:  # noqa: BLE001 - an unreadable METADATA is no plugin
-            continue
-        if name in seen:
-            continue
-        seen.add(name)
-        found.extend(ep for ep in eps if ep.group == group)
-    return found
-
-
-def failing_line(err: BaseException) -> str:
-    """'file.py:12', the innermost frame of the error: where in the plugin it failed."""
-    frames = traceback.extract_tb(err.__traceback__)
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "import"
 
 
 @dataclass
@@ -227,30 +167,7 @@ class Registry:
         if self.plugins_loaded and not force:
             return
         self.plugins_loaded = True
-        for ep in plugin_entry_points(self.group):
-            package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
-            before = dict(self.table)
-            try:
-                ep.load()
-            except DuplicateNameError as err:
-                self.shadowed[ep.name] = f"{package}: {err}"
-                warnings.warn(
-                    f"plugin {package} registers a {self.kind} name pretexts already has; the built-in wins. {err}",
-                    stacklevel=3,
-                )
-            except (Exception, SystemExit) as err:  # a plugin's bug (or its sys.exit) must not break the built-ins
-                self.broken[ep.name] = (
-                    f"{package} ({ep.value}) failed at {failing_line(err)}: {type(err).__name__}: {err}"
-                )
-                self.tracebacks[ep.name] = "".join(traceback.format_exception(err))
-            else:
-                self.broken.pop(ep.name, None)
-                # not the built-ins a plugin imports (to subclass one) before `load` did: a listing imports none
-                added = [n for n in self.table if n not in before and not self.is_builtin(self.table[n].__module__)]
-                for name in added:
-                    self.plugin_of[name] = package
-                if not added and not any(cls.__module__ == ep.module for cls in self.table.values()):
-                    self.broken[ep.name] = f"{package} ({ep.value}) loaded but registered no {self.kind}"
+        load_entry_points(self)
 
     def rank(self, module: str) -> int:
         """Built-ins in the order listed, whoever came first: the listed module or package that holds `module`."""

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from pretexts.cli import main
-from pretexts.engine.training.config import SECTIONS, setting
+from pretexts.engine.training.settings import SECTIONS, setting
 
 CONFIGS = {
     "train": "pretexts.engine.training.config:PretrainConfig",

@@ -22,7 +22,8 @@ from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.probe_config import BUILTIN_PROBE_PARAMS, ProbeConfig, declared_probe_params
 from pretexts.engine.evaluation.segmentation.config import SegmentConfig
-from pretexts.engine.training.config import PretrainConfig, Range
+from pretexts.engine.training.config import PretrainConfig
+from pretexts.engine.training.settings import Range
 from pretexts.params import Param
 from pretexts.registry import METHODS
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from pretexts import registry
+from pretexts import plugins
 
 
 def plant_plugin(folder, marker) -> None:
@@ -43,9 +43,9 @@ def test_the_working_directory_is_left_out_of_the_plugin_path(tmp_path, monkeypa
     plant_plugin(cwd, marker)
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(sys, "path", ["", str(cwd), "."] + sys.path)
-    assert str(cwd) not in registry.installed_path() and "" not in registry.installed_path()
+    assert str(cwd) not in plugins.installed_path() and "" not in plugins.installed_path()
     for group in ("pretexts.tasks", "pretexts.methods", "pretexts.probes"):
-        assert not [ep for ep in registry.plugin_entry_points(group) if ep.dist.name == "evil"]
+        assert not [ep for ep in plugins.plugin_entry_points(group) if ep.dist.name == "evil"]
     assert not marker.exists()
     monkeypatch.chdir(tmp_path)  # the same folder, installed on the path from elsewhere, is read
-    assert [ep.name for ep in registry.plugin_entry_points("pretexts.tasks") if ep.dist.name == "evil"] == ["evil"]
+    assert [ep.name for ep in plugins.plugin_entry_points("pretexts.tasks") if ep.dist.name == "evil"] == ["evil"]

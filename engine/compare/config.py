@@ -3,7 +3,7 @@ long, and how to score the features they leave."""
 
 from dataclasses import dataclass
 
-from pretexts.engine.training.config import (
+from pretexts.engine.training.settings import (
     BATCH_RANGE,
     EPOCHS_RANGE,
     IMG_SIZE_RANGE,

@@ -34,6 +34,7 @@ from pretexts.engine.data.labelled_data import (
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.finetune_recipes import resolve_recipe
+from pretexts.engine.evaluation.finetune_report import BEST, FINAL, finetune_reference, finetune_results
 from pretexts.engine.evaluation.pretrained import (
     classifier_from,
     create_classifier,
@@ -41,7 +42,6 @@ from pretexts.engine.evaluation.pretrained import (
     downstream_splits,
     timm_spec,
 )
-from pretexts.engine.measures.reference import Reference, random_init_note
 from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.interrupt import StopSignals
@@ -92,9 +92,6 @@ def top1_accuracy(model: torch.nn.Module, loader, device, dtype=None, world: int
     model.train(was_training)
     correct, total = distributed.sum_over_ranks(torch.tensor([correct, total]), device, world).tolist()
     return 100.0 * correct / max(total, 1)
-
-
-FINAL, BEST = "finetuned.pt", "best.pt"  # the last epoch's weights; the best epoch's by val top-1
 
 
 class Finetuner:
@@ -304,46 +301,15 @@ class Finetuner:
                         self.save(BEST)
                     self.save_checkpoint()
                 self.lines.epoch_line(self.epoch, self.global_step, row["lr"], result=f"val top-1 {top1:.2f}%")
-        history = self.history
-        best = max(history, key=lambda r: r["top1"])  # the first of equals, as best.pt keeps it
-        results = {
-            "top1": [r["top1"] for r in history],
-            "final_top1": history[-1]["top1"],
-            "best_top1": best["top1"],
-            "best_epoch": best["epoch"],
-            "epochs": cfg.epochs,
-            "weights": {"final": FINAL, "best": BEST},
-            "accuracy": "top-1 in percent on val/",
-            "optimizer_steps": self.global_step,
-            "skipped_nonfinite_steps": self.nonfinite.skipped,
-            "seconds": time.time() - start,
-            "train_images": len(self.train_set),
-            "val_images": len(self.val_set),
-            "classes": len(self.classes),
-            "reference": self.reference(history[-1]["top1"], best["top1"]),
-            "processes": self.world,
-            "backbone": self.backbone_name,
-            "checkpoint": cfg.checkpoint,
-            "pretraining": {k: self.pretraining.get(k) for k in ("method", "task", "task_args")}
-            if self.pretraining
-            else None,
-        }
+        results = finetune_results(self, time.time() - start)
         if writing:
             self.save(FINAL)
             write_json(self.out / "results.json", results)
         return results
 
     def reference(self, final: float, best: float) -> dict:
-        """results.json's "reference": the val set's size and chance level, the Wilson 95 % intervals of the final
-        and best top-1 (the best is picked on the same images, so it reads high) and the random-init reference."""
-        reference = Reference.of(labels_of(self.val_set.source), len(self.classes))
-        return {
-            **reference.to_dict(),
-            "ci95": {"final_top1": list(reference.interval(final)), "best_top1": list(reference.interval(best))},
-            "random_init": random_init_note(
-                "finetune", self.cfg.from_scratch, self.backbone_name, self.cfg.data, self.img_size
-            ),
-        }
+        """results.json's "reference" for these final and best top-1 (engine/evaluation/finetune_report.py)."""
+        return finetune_reference(self, final, best)
 
     def save_checkpoint(self) -> Path:
         """OUT/checkpoint.pt: everything `--resume` needs to continue after this epoch as if never stopped."""

@@ -11,7 +11,7 @@ from pretexts.engine.evaluation.finetune_recipes import (
     check_recipe_name,
     recipe_defaults,
 )
-from pretexts.engine.training.config import (
+from pretexts.engine.training.settings import (
     BATCH_RANGE,
     BETAS_RANGE,
     EPOCHS_RANGE,
@@ -38,6 +38,11 @@ from pretexts.engine.training.config import (
 from pretexts.errors import ParameterError
 
 RANDAUG_OFF = ("", "none", "off", "0")
+
+
+def by_recipe(name: str, help: str, section: str, range=None):
+    """A field the fine-tuning recipe fills: None until resolved, its help naming what each recipe gives."""
+    return setting(None, f"{help} Default: the recipe's ({recipe_defaults(name)}).", section=section, range=range)
 
 
 @dataclass
@@ -82,17 +87,9 @@ class FinetuneConfig:
         section="optimisation",
     )
     # None: the recipe's (FINETUNE_RECIPES)
-    epochs: int | None = setting(
-        None,
-        f"Fine-tuning epochs. Default: the recipe's ({recipe_defaults('epochs')}).",
-        section="optimisation",
-        range=EPOCHS_RANGE,
-    )
-    warmup_epochs: float | None = setting(
-        None,
-        f"Linear warm-up epochs. Default: the recipe's ({recipe_defaults('warmup_epochs')}).",
-        section="optimisation",
-        range=WARMUP_EPOCHS_RANGE,
+    epochs: int | None = by_recipe("epochs", "Fine-tuning epochs.", "optimisation", range=EPOCHS_RANGE)
+    warmup_epochs: float | None = by_recipe(
+        "warmup_epochs", "Linear warm-up epochs.", "optimisation", range=WARMUP_EPOCHS_RANGE
     )
     batch_size: int = setting(64, "Batch size of each optimiser step.", section="optimisation", range=BATCH_RANGE)
     accum_iter: int = setting(
@@ -103,12 +100,7 @@ class FinetuneConfig:
         range=BATCH_RANGE,
     )
     lr: float | None = setting(None, "Peak lr. Default base lr x batch / 256.", section="optimisation", range=LR_RANGE)
-    base_lr: float | None = setting(
-        None,
-        f"lr per 256 images. Default: the recipe's ({recipe_defaults('base_lr')}).",
-        section="optimisation",
-        range=LR_RANGE,
-    )
+    base_lr: float | None = by_recipe("base_lr", "lr per 256 images.", "optimisation", range=LR_RANGE)
     min_lr: float = setting(1e-6, "End of the cosine decay.", section="optimisation", range=MIN_LR_RANGE)
     weight_decay: float = setting(
         0.05, "AdamW's weight decay (Table A).", section="optimisation", range=WEIGHT_DECAY_RANGE
@@ -116,58 +108,27 @@ class FinetuneConfig:
     betas: tuple = setting(
         (0.9, 0.999), "AdamW's betas.", metavar="B1 B2", nargs=2, section="optimisation", range=BETAS_RANGE
     )
-    layer_decay: float | None = setting(
-        None,
-        f"Layer-wise lr decay; 1 turns it off. Default: the recipe's ({recipe_defaults('layer_decay')}).",
-        section="optimisation",
-        range=FRACTION_RANGE,
+    layer_decay: float | None = by_recipe(
+        "layer_decay", "Layer-wise lr decay; 1 turns it off.", "optimisation", range=FRACTION_RANGE
     )
     # at 1 every residual branch is dropped: the backbone is its stem alone
-    drop_path: float | None = setting(
-        None,
-        f"Stochastic depth rate. Default: the recipe's ({recipe_defaults('drop_path')}).",
-        section="optimisation",
-        range=Range(0, 1, high_open=True),
+    drop_path: float | None = by_recipe(
+        "drop_path", "Stochastic depth rate.", "optimisation", range=Range(0, 1, high_open=True)
     )
     # "none" turns it off
-    randaug: str | None = setting(
-        None,
-        f"timm RandAugment policy; 'none' turns it off. Default: the recipe's ({recipe_defaults('randaug')}).",
-        section="augmentation",
-    )
-    crop_min_scale: float | None = setting(
-        None,
-        f"RandomResizedCrop's smallest area. Default: the recipe's ({recipe_defaults('crop_min_scale')}).",
-        section="augmentation",
-        range=FRACTION_RANGE,
+    randaug: str | None = by_recipe("randaug", "timm RandAugment policy; 'none' turns it off.", "augmentation")
+    crop_min_scale: float | None = by_recipe(
+        "crop_min_scale", "RandomResizedCrop's smallest area.", "augmentation", range=FRACTION_RANGE
     )
     # evaluation: resize to img_size / crop_pct, centre crop
-    crop_pct: float | None = setting(
-        None,
-        f"Evaluation centre crop fraction. Default: the recipe's ({recipe_defaults('crop_pct')}).",
-        section="data",
-        range=FRACTION_RANGE,
-    )
+    crop_pct: float | None = by_recipe("crop_pct", "Evaluation centre crop fraction.", "data", range=FRACTION_RANGE)
     # at 1 every target is uniform: nothing is learnt (timm's smoothing loss asserts < 1)
-    smoothing: float | None = setting(
-        None,
-        f"Label smoothing. Default: the recipe's ({recipe_defaults('smoothing')}).",
-        section="augmentation",
-        range=Range(0, 1, high_open=True),
+    smoothing: float | None = by_recipe(
+        "smoothing", "Label smoothing.", "augmentation", range=Range(0, 1, high_open=True)
     )
     # mixup's and cutmix's Beta(a, a) mixing weights are all near 0.5 well before a = 10
-    mixup: float | None = setting(
-        None,
-        f"Mixup alpha; 0 turns it off. Default: the recipe's ({recipe_defaults('mixup')}).",
-        section="augmentation",
-        range=(0, 10),
-    )
-    cutmix: float | None = setting(
-        None,
-        f"CutMix alpha; 0 turns it off. Default: the recipe's ({recipe_defaults('cutmix')}).",
-        section="augmentation",
-        range=(0, 10),
-    )
+    mixup: float | None = by_recipe("mixup", "Mixup alpha; 0 turns it off.", "augmentation", range=(0, 10))
+    cutmix: float | None = by_recipe("cutmix", "CutMix alpha; 0 turns it off.", "augmentation", range=(0, 10))
     mixup_prob: float = setting(
         1.0, "Share of batches mixed (timm Mixup's prob).", section="augmentation", range=FRACTION_RANGE
     )

@@ -6,7 +6,7 @@ CLI builds an option for each (`--epochs`, `--knn-k`, ...) without importing it.
 
 from dataclasses import dataclass, field
 
-from pretexts.engine.training.config import (
+from pretexts.engine.training.settings import (
     FRACTION_RANGE,
     IMG_SIZE_RANGE,
     SEED_RANGE,

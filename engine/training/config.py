@@ -1,70 +1,37 @@
 """The typed configuration of a pretraining run. Optimiser defaults come from a named recipe
 (engine/training/recipes.py): `recipe="paper"` gives the paper's Appendix A, Table A values exactly."""
 
-import math
-import numbers
-import os
-import typing
 from dataclasses import asdict, dataclass, field, fields
 
 from pretexts.engine.training.experiment_log import check_logger
 from pretexts.engine.training.recipes import apply_recipe
+from pretexts.engine.training.settings import (
+    BATCH_RANGE,
+    BETAS_RANGE,
+    EPOCHS_RANGE,
+    EVERY_EPOCHS_RANGE,
+    EVERY_STEPS_RANGE,
+    IMAGES_RANGE,
+    IMG_SIZE_RANGE,
+    LR_RANGE,
+    MIN_LR_RANGE,
+    SEED_RANGE,
+    STEPS_RANGE,
+    WARMUP_EPOCHS_RANGE,
+    WEIGHT_DECAY_RANGE,
+    WORKERS_RANGE,
+    amp_setting,
+    check_amp,
+    check_field_types,
+    check_optimizer,
+    check_ranges,
+    clip_grad_setting,
+    log_every_setting,
+    setting,
+    skip_nonfinite_setting,
+)
 from pretexts.errors import ParameterError, UnknownNameError
 from pretexts.registry import METHODS
-
-# the sections of a command's --help, in order: each field names its own (`setting(..., section=...)`)
-SECTIONS = {
-    "data": "Data",
-    "model": "Model",
-    "optimisation": "Optimisation",
-    "method": "Method options",
-    "probes": "Probes",
-    "augmentation": "Augmentation",
-    "scoring": "Scoring",
-    "output": "Output",
-    "logging": "Monitoring and logging",
-    "speed": "Device, speed and memory",
-    "config": "Config and help",
-}
-
-
-@dataclass(frozen=True)
-class Range:
-    """The values a number field allows, `low` to `high`, each end included unless it is open. Declared once on
-    the field (`setting(..., range=...)`): its option shows it in --help as click shows a range (`0<=x<1`), the
-    config checks it (`check_ranges`: the option's value, a config file's, --set's, the Python API's, all refused in
-    the same words), and tests/test_option_fuzz.py draws values from it. A tuple field's range holds for each item."""
-
-    low: float
-    high: float
-    low_open: bool = False
-    high_open: bool = False
-
-    def __contains__(self, value) -> bool:
-        above = value > self.low if self.low_open else value >= self.low
-        return above and (value < self.high if self.high_open else value <= self.high)
-
-    def shown(self) -> str:
-        """'0<=x<1': the range as click's --help writes it."""
-        return f"{self.low}{'<' if self.low_open else '<='}x{'<' if self.high_open else '<='}{self.high}"
-
-    def interval(self) -> str:
-        """'[0, 1)': the range in the one-line error of a config value outside it."""
-        return f"{'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
-
-
-def setting(default, help: str, *, section: str, range: Range | tuple | None = None, **cli):
-    """A config field with its `--help` text, the `--help` section it is listed in (a key of `SECTIONS`) and, for
-    a number, its allowed `range` (a `Range`, or (low, high) with both ends included); every number field declares
-    one (tests/test_option_fuzz.py fails on one that does not). `cli` says how its option reads it where the type
-    alone does not (option: another name, choices, nargs, multiple, flag_value, metavar). The CLI builds every
-    option of train, finetune, probe, segment and compare from these (pretexts/cli/config_file.py: one source of
-    defaults, help, sections and ranges)."""
-    if section not in SECTIONS:
-        raise ValueError(f"section must be one of {', '.join(SECTIONS)}, got {section!r}")
-    bounds = {"range": range if isinstance(range, Range) else Range(*range)} if range is not None else {}
-    return field(default=default, metadata={"help": help, "section": section, **bounds, **cli})
-
 
 # the monitored metrics --keep-best takes, and whether higher is better (engine/training/monitor.py)
 KEEP_BEST = {"knn_cosine": True, "knn_standardised": True, "rankme": True, "top_pc_share": False}
@@ -72,66 +39,6 @@ KEEP_BEST = {"knn_cosine": True, "knn_standardised": True, "rankme": True, "top_
 # fields a PretrainConfig had before they became the energy method's own options (its method_args): a config saved
 # then holds them at the top level, a run of another method too, unused (`with_method_args` reads both)
 FORMER_FIELDS = ("steps", "loss", "alpha", "alpha_lr_scale", "head_init_std", "energy_scale", "grad_mode", "fd_delta")
-
-# the ranges the commands' options share (the bounds stop typos and runaway values, not unusual runs)
-SEED_RANGE = Range(0, 2**32 - 1)  # numpy takes 32-bit seeds (torch 64-bit)
-IMG_SIZE_RANGE = Range(8, 4096)  # the smallest image a backbone's stem downsamples, the largest that fits
-EPOCHS_RANGE = Range(1, 100_000)  # the longest in the literature is MAE's 1600
-WARMUP_EPOCHS_RANGE = Range(0, 100_000)
-EVERY_EPOCHS_RANGE = Range(0, 100_000)  # "every this many epochs", 0: off or at the end
-# optimiser steps: an epoch of ImageNet-21k at batch 1 is 14 M
-STEPS_RANGE = Range(1, 100_000_000)
-EVERY_STEPS_RANGE = Range(0, 100_000_000)
-BATCH_RANGE = Range(1, 65_536)  # twice the largest batch in the SSL literature (32k, LARS/LAMB)
-IMAGES_RANGE = Range(1, 100_000)  # held-out images scored: ImageNet's val/ has 50,000
-# each loader worker is a process with its own copy of the dataset (over 600 filled 23 GB in an audit); a fixed
-# bound, not one from os.cpu_count(), so a config valid on one machine is valid on every other and --help is the same
-WORKERS_RANGE = Range(0, 64)
-LR_RANGE = Range(0, 1, low_open=True)  # a larger step sends the weights to NaN
-MIN_LR_RANGE = Range(0, 1)  # and <= the peak lr (check_optimizer)
-WEIGHT_DECAY_RANGE = Range(0, 100)  # as the probe heads' (probe_config.py)
-BETAS_RANGE = Range(0, 1, high_open=True)  # AdamW's running averages; 1 never forgets
-CLIP_GRAD_RANGE = Range(0, 1_000_000, low_open=True)  # a norm no gradient reaches clips nothing
-FRACTION_RANGE = Range(0, 1, low_open=True)
-
-
-def amp_setting(bf16: str = '"bf16"'):
-    """The `--amp` option every training command shares."""
-    return setting(
-        "auto",
-        f'"auto" (bf16 on CUDA, off on CPU), {bf16}, "fp16", "off".',
-        choices=("auto", "bf16", "fp16", "off"),
-        section="speed",
-    )
-
-
-def clip_grad_setting():
-    """`--clip-grad`, shared by every training command (they share `OptimizerStep`)."""
-    return setting(None, "Clip the gradient norm to this value.", section="optimisation", range=CLIP_GRAD_RANGE)
-
-
-def skip_nonfinite_setting():
-    """`--skip-nonfinite`: `OptimizerStep` checks the loss, then the gradient norm."""
-    return setting(
-        False,
-        "Skip (and count) a step whose loss or gradient norm is NaN or inf, instead of stopping the run.",
-        section="optimisation",
-    )
-
-
-def check_amp(cfg) -> None:
-    if cfg.amp not in ("auto", "bf16", "fp16", "off"):
-        raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {cfg.amp!r}.")
-
-
-def log_every_setting():
-    """The `--log-every` option every training command shares (off a terminal, one line per epoch anyway)."""
-    return setting(
-        None,
-        "Off a terminal, also print a progress line every this many optimiser steps (loss, lr, img/s, ETA).",
-        section="logging",
-        range=STEPS_RANGE,
-    )
 
 
 @dataclass
@@ -359,66 +266,3 @@ def with_method_args(values: dict) -> dict:
     moved = {k: values[k] for k in loose if k in declared}
     rest = {k: v for k, v in values.items() if k not in moved and (k in declared or k not in FORMER_FIELDS)}
     return {**rest, "method_args": {**(values.get("method_args") or {}), **moved}} if moved else rest
-
-
-def check_ranges(cfg) -> None:
-    """ParameterError naming the first number field (or item of a tuple field) outside the range its `setting`
-    declares, and that range. None, and what is not a number (refused by the type checks), are skipped."""
-    for f in fields(cfg):
-        bounds, value = f.metadata.get("range"), getattr(cfg, f.name)
-        for item in value if isinstance(value, (tuple, list)) and bounds else (value,):
-            if bounds and isinstance(item, numbers.Real) and not isinstance(item, bool) and item not in bounds:
-                raise ParameterError(f"{f.name} must be in {bounds.interval()}, got {item}.")
-
-
-def check_optimizer(cfg) -> None:
-    """The AdamW settings a config has beyond their declared ranges: min_lr <= the peak lr, betas two numbers."""
-    if getattr(cfg, "min_lr", None) is not None:
-        if cfg.min_lr > cfg.peak_lr:
-            raise ParameterError(
-                f"min_lr must be <= the peak lr {cfg.peak_lr:g} (--lr, or base lr x batch / 256), "
-                f"got {cfg.min_lr:g}; lower --min-lr."
-            )
-    if hasattr(cfg, "betas"):
-        betas = cfg.betas
-        pair = list(betas) if isinstance(betas, (tuple, list)) else []
-        if len(pair) != 2 or not all(
-            isinstance(b, numbers.Real) and not isinstance(b, bool) and 0 <= b < 1 for b in pair
-        ):
-            shown = list(betas) if isinstance(betas, (tuple, list)) else betas
-            raise ParameterError(f"betas must be two numbers in [0, 1) (AdamW's, e.g. 0.9 0.95), got {shown}.")
-
-
-def check_finite(cfg) -> None:
-    """No number field (nor a number in a tuple field) is NaN or infinite: such a setting trains to NaN
-    weights or never ends, so it is refused before the run starts."""
-    for f in fields(cfg):
-        value = getattr(cfg, f.name)
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(item, float) and not math.isfinite(item):
-                raise ParameterError(f"{f.name} must be a finite number, got {item}.")
-
-
-def check_field_types(cfg) -> None:
-    """Each field holds its declared type, so the Python API gets a ParameterError, not a TypeError
-    deep in the loop. An int may stand for a float, a list for a tuple (JSON), a Path for a str. Every
-    number is finite (`check_finite`)."""
-    for f in fields(cfg):
-        allowed = typing.get_args(f.type) or (f.type,)
-        value = getattr(cfg, f.name)
-        if not all(isinstance(t, type) for t in allowed) or isinstance(value, bool) and bool in allowed:
-            continue
-        if (
-            float in allowed
-            and isinstance(value, int)
-            and not isinstance(value, bool)
-            or tuple in allowed
-            and isinstance(value, list)
-        ):
-            continue
-        if str in allowed and isinstance(value, os.PathLike):
-            setattr(cfg, f.name, os.fspath(value))
-        elif not isinstance(value, allowed) or isinstance(value, bool):
-            names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
-            raise ParameterError(f"{f.name} must be {names}, got {value!r}.")
-    check_finite(cfg)

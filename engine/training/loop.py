@@ -1,6 +1,5 @@
 """The pretraining loop. It knows neither the task nor the method: corrupt, loss, step, log, checkpoint."""
 
-import dataclasses
 import json
 import sys
 import time
@@ -25,13 +24,12 @@ from pretexts.engine.data.loader import (
 )
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
-from pretexts.engine.training.checkpoint import FORMAT_VERSION, save_checkpoint
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.monitor import Monitor, monitor_figure
-from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
+from pretexts.engine.training.nonfinite import NonFiniteGuard
 from pretexts.engine.training.optimizer_step import OptimizerStep
 from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
 from pretexts.engine.training.preflight import (
@@ -41,17 +39,11 @@ from pretexts.engine.training.preflight import (
     checkpoint_bytes,
     resolve_device,
 )
-from pretexts.engine.training.progress import ProgressLines, held_out_ratio, progress, stderr_line
-from pretexts.engine.training.resume import (
-    check_continues,
-    checkpoint_to_resume,
-    restore_training_state,
-    training_state,
-    truncate_log,
-)
-from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
+from pretexts.engine.training.pretrain_checkpoint import PretrainCheckpoints
+from pretexts.engine.training.progress import ProgressLines, held_out_ratio, progress
+from pretexts.engine.training.resume import truncate_log
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json, write_text
-from pretexts.errors import CheckpointError, DataError, ParameterError
+from pretexts.errors import DataError, ParameterError
 from pretexts.registry import METHODS
 
 
@@ -65,7 +57,7 @@ def build_optimizer(method: Method, cfg: PretrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(method.param_groups(), lr=cfg.peak_lr, betas=cfg.betas)
 
 
-class Pretrainer:
+class Pretrainer(PretrainCheckpoints):
     """One pretraining run of any method: `Pretrainer(cfg).run()` returns the held-out results.
 
     The loop knows no method: `cfg.method` names a registered `Method` (engine/methods/), which builds the
@@ -368,73 +360,6 @@ class Pretrainer:
                 list(steps), list(losses), self.out / "loss_curve.png", f"{self.cfg.task} on {self.cfg.backbone}"
             )
         write_json(self.out / "results.json", results)
-
-    # ---- checkpoints ----------------------------------------------------------------------------
-    def save(self, path: Path | None = None) -> Path:
-        path = path or self.out / "checkpoint.pt"
-        check_finite_weights(self.model, self.global_step, self.out)
-        save_checkpoint(
-            {
-                "format_version": FORMAT_VERSION,
-                "pretexts_version": pretexts.__version__,
-                "config": self.cfg.to_dict(),
-                **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
-                "epoch": self.epoch,
-                "batch": self.batch,
-                "global_step": self.global_step,
-                "history": self.history,
-                "nonfinite_skipped": self.nonfinite.skipped,
-                "monitor": self.monitor.state() if self.monitor else self.monitor_state,
-                "task_sizes": self.task_sizes(),
-            },
-            path,
-        )
-        return path
-
-    def load(self, path: Path) -> None:
-        ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out)
-        check_resumable(ckpt["config"], self.cfg, PRETRAIN_MAY_CHANGE, path, self.same_arguments)
-        self.check_task_sizes(ckpt.get("task_sizes"), path, ckpt.get("pretexts_version"))
-        restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
-        check_continues(ckpt, path, self.cfg.epochs, self.out)
-        self.epoch, self.batch, self.global_step = ckpt["epoch"], ckpt["batch"], ckpt["global_step"]
-        self.history = list(ckpt.get("history", []))
-        self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
-        self.monitor_state = ckpt.get("monitor")
-
-    def task_sizes(self) -> dict:
-        """The task's scaled parameters as they resolve at the run's image size (`Pretext.sizes`)."""
-        return pretexts.create_pretext(self.cfg.task, **self.cfg.task_args).sizes(self.cfg.img_size)
-
-    def check_task_sizes(self, saved: dict | None, path: Path, version: str | None) -> None:
-        """A checkpoint's scaled task parameters must resolve as they did when it was written; one written before
-        they were recorded (2026-11-24) is resumed with today's values, said in one line, since runs before
-        2026-11-23 took the paper's 224-px values at any size."""
-        now = self.task_sizes()
-        if saved is None:
-            if now and self.rank == 0:
-                stderr_line(
-                    f"warning: {path} does not record its task's scaled parameters; it continues with {now} "
-                    f"at {self.cfg.img_size} px (a run started before 2026-11-23 used the paper's 224-px "
-                    f"values; start such a run again with them given as --task-arg KEY=VALUE)."
-                )
-            return
-        if saved != now:
-            raise CheckpointError(
-                f"checkpoint '{path}' was trained with the task's scaled parameters {saved}; "
-                f"this version resolves them to {now} at {self.cfg.img_size} px, so it cannot "
-                f"continue the run as it was: resume it with the pretexts version that wrote it "
-                f"({version or 'unknown'}), or start a new run with --out."
-            )
-
-    def same_arguments(self, name: str, saved: dict, asked: dict) -> bool:
-        """Task and method arguments compared as the task and the method read them ('4' equals 4); those the
-        method lets a resumed run change (`Method.resume_may_change`) are not compared."""
-        if name == "task_args":
-            return pretexts.create_pretext(self.cfg.task, **saved).values() == self.task.values()
-        method = type(self.method)
-        before = method.parse_args(dataclasses.replace(self.cfg, method_args=saved))
-        return all(before[k] == v for k, v in self.method.args.items() if k not in method.resume_may_change)
 
 
 def pretrain(cfg: PretrainConfig) -> dict:

@@ -278,7 +278,7 @@ def config_class(config: str) -> type:
 
 def options_from(config: str):
     """Click options for every field of the config dataclass `config` ('module:Class') that declares its help
-    (`engine.training.config.setting`): `--field-name`, typed as the field, with the field's help, listed under
+    (`engine.training.settings.setting`): `--field-name`, typed as the field, with the field's help, listed under
     the field's section. Each option's own default is None, so one not given leaves the config's value; its help
     shows the dataclass's default."""
     cls = config_class(config)

@@ -6,7 +6,7 @@ import click
 import cloup
 from cloup.formatting import HelpSection
 
-from pretexts.engine.training.config import SECTIONS
+from pretexts.engine.training.settings import SECTIONS
 
 
 class SectionedOption(click.Option):

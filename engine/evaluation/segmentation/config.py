@@ -2,7 +2,7 @@
 
 from dataclasses import MISSING, asdict, dataclass
 
-from pretexts.engine.training.config import (
+from pretexts.engine.training.settings import (
     BATCH_RANGE,
     EPOCHS_RANGE,
     EVERY_STEPS_RANGE,

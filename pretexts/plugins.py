@@ -1,0 +1,107 @@
+"""Plugin discovery for the registries (`pretexts.registry.Registry`): the entry points of the distributions
+installed on sys.path (never a `*.dist-info` folder in the working directory), and loading them into a registry,
+where a failing one is recorded as broken (the file and line it failed at, its traceback) and one that registers a
+built-in's name as shadowed. Imports no torch."""
+
+import os
+import re
+import sys
+import traceback
+import warnings
+from importlib.metadata import distributions
+from typing import TYPE_CHECKING
+
+from .errors import DuplicateNameError
+
+if TYPE_CHECKING:
+    from .registry import Registry
+
+
+def installed_path() -> list[str]:
+    """sys.path without the entries that only name the working directory: '' (`python -c`, the REPL) and the
+    cwd that `python -m` and `torchrun -m` put first (also a script's own folder when the script lies in the
+    cwd). Plugins come from installed distributions only, so a `*.dist-info` folder lying in the folder a
+    command is started from never runs its code."""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:  # the working directory was removed: nothing to exclude but ''
+        cwd = None
+    if cwd is not None and cwd in site_folders():  # started inside site-packages: that folder is installed
+        cwd = None
+    kept = []
+    for entry in sys.path:
+        if not isinstance(entry, str) or entry in ("", "."):
+            continue
+        try:
+            if os.path.realpath(entry) == cwd:
+                continue
+        except (OSError, ValueError):
+            continue
+        kept.append(entry)
+    return kept
+
+
+def site_folders() -> set[str]:
+    import site
+
+    folders = list(getattr(site, "getsitepackages", list)())
+    if getattr(site, "ENABLE_USER_SITE", False):
+        folders.append(site.getusersitepackages())
+    return {os.path.realpath(folder) for folder in folders}
+
+
+def plugin_entry_points(group: str) -> list:
+    """The entry points of `group` of the distributions installed on `installed_path()`; a distribution found
+    twice counts once, the first on the path (as `importlib.metadata.entry_points` does)."""
+    seen, found = set(), []
+    for dist in distributions(path=installed_path()):
+        try:
+            name = re.sub(r"[-_.]+", "-", dist.metadata["Name"] or "").lower()
+            eps = dist.entry_points
+        except Exception:  # noqa: BLE001 - an unreadable METADATA is no plugin
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        found.extend(ep for ep in eps if ep.group == group)
+    return found
+
+
+def failing_line(err: BaseException) -> str:
+    """'file.py:12', the innermost frame of the error: where in the plugin it failed."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "import"
+
+
+def load_entry_points(registry: "Registry") -> None:
+    """Import every entry point of `registry.group` (`Registry.load_plugins`, which does it once): the names one
+    registers are its plugin's (`registry.plugin_of`); one that fails is broken (`registry.broken`, with where and
+    why, and `registry.tracebacks`); one that registers a built-in's name is shadowed (`registry.shadowed`, said
+    once in a warning)."""
+    # stacklevel=4: the warning points at whoever called `Registry.load` (load_entry_points <- load_plugins <- load)
+    for ep in plugin_entry_points(registry.group):
+        package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
+        before = dict(registry.table)
+        try:
+            ep.load()
+        except DuplicateNameError as err:
+            registry.shadowed[ep.name] = f"{package}: {err}"
+            warnings.warn(
+                f"plugin {package} registers a {registry.kind} name pretexts already has; the built-in wins. {err}",
+                stacklevel=4,
+            )
+        except (Exception, SystemExit) as err:  # a plugin's bug (or its sys.exit) must not break the built-ins
+            registry.broken[ep.name] = (
+                f"{package} ({ep.value}) failed at {failing_line(err)}: {type(err).__name__}: {err}"
+            )
+            registry.tracebacks[ep.name] = "".join(traceback.format_exception(err))
+        else:
+            registry.broken.pop(ep.name, None)
+            # not the built-ins a plugin imports (to subclass one) before `load` did: a listing imports none
+            added = [
+                n for n in registry.table if n not in before and not registry.is_builtin(registry.table[n].__module__)
+            ]
+            for name in added:
+                registry.plugin_of[name] = package
+            if not added and not any(cls.__module__ == ep.module for cls in registry.table.values()):
+                registry.broken[ep.name] = f"{package} ({ep.value}) loaded but registered no {registry.kind}"
