@@ -138,7 +138,7 @@ def test_a_timm_dataset_name_reads_its_files_from_data_and_resumes_exactly(tmp_p
 
 
 def test_streaming_and_missing_timm_datasets_are_one_line_errors(tmp_path):
-    with pytest.raises(DataError, match="streams its images"):
+    with pytest.raises(DataError, match="streaming reader"):
         build_source(str(tmp_path), "train", dataset="wds/imagenet")
     with pytest.raises(DataError, match="cannot be read from .*nothing is downloaded"):
         build_source(str(tmp_path), "train", dataset="torch/cifar100")

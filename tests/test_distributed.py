@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -70,22 +71,31 @@ def test_two_ranks_equal_one_process_through_both_grad_modes_and_a_resume(tmp_pa
     ddp, single = load_checkpoint(tmp_path / "ddp/checkpoint.pt"), load_checkpoint(tmp_path / "single/checkpoint.pt")
     assert ddp["global_step"] == single["global_step"] == 4
     start = Pretrainer(PretrainConfig(**SETTINGS, out=str(tmp_path / "init"))).model.state_dict()
-    moved = 0
-    for key, value in single["model"].items():
-        torch.testing.assert_close(ddp["model"][key], value, rtol=1e-4, atol=2e-6, msg=key)
-        moved += not torch.equal(value, start[key])
-    assert moved > 10, "the weights must have trained"
-
-    logs = [
-        [json.loads(line) for line in (tmp_path / run / "log.jsonl").read_text().splitlines()]
-        for run in ("ddp", "single")
-    ]
-    assert [r["step"] for r in logs[0]] == [1, 2, 3, 4], "rank 0 alone writes the log, once per step"
-    for ddp_row, single_row in zip(*logs):  # the logged loss is the global batch's
-        assert abs(ddp_row["loss"] - single_row["loss"]) <= 1e-5 * single_row["loss"]
+    assert_trained_alike(tmp_path / "ddp", tmp_path / "single", start, steps=4)
     assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == sorted(
         p.name for p in (tmp_path / "single").iterdir()
     )
+
+
+def assert_trained_alike(ranks, single, start: dict, steps: int) -> None:
+    """The run in folder `ranks` (several processes) ended on the weights of the one-process run in `single`, within
+    the tolerance of gradients summed in another order; both trained (weights moved from `start`); rank 0 alone
+    logged each of the `steps` steps, with the global batch's loss."""
+    ranks_ckpt, single_ckpt = (
+        load_checkpoint(Path(ranks) / "checkpoint.pt"),
+        load_checkpoint(Path(single) / "checkpoint.pt"),
+    )
+    moved = 0
+    for key, value in single_ckpt["model"].items():
+        torch.testing.assert_close(ranks_ckpt["model"][key], value, rtol=1e-4, atol=2e-6, msg=key)
+        moved += not torch.equal(value, start[key])
+    assert moved > 10, "the weights must have trained"
+    logs = [
+        [json.loads(line) for line in (Path(run) / "log.jsonl").read_text().splitlines()] for run in (ranks, single)
+    ]
+    assert [r["step"] for r in logs[0]] == list(range(1, steps + 1)), "rank 0 alone writes the log, once per step"
+    for ranks_row, single_row in zip(*logs):  # the logged loss is the global batch's
+        assert abs(ranks_row["loss"] - single_row["loss"]) <= 1e-5 * single_row["loss"]
 
 
 def launch(command: str, out, *options: str, processes: int = 2) -> str:

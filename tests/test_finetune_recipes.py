@@ -114,7 +114,9 @@ def test_compare_fine_tunes_with_the_small_recipe(tmp_path, monkeypatch):
             return {"final_top1": 1.0, "best_top1": 1.0, "top1": [1.0]}
 
     monkeypatch.setattr(cells, "Finetuner", Recorded)
-    study = SimpleNamespace(data="sample", finetune_epochs=15, batch_size=64, device="cpu", finetune_amp="off")
+    study = SimpleNamespace(
+        data="sample", finetune_epochs=15, batch_size=64, device="cpu", finetune_amp="off", max_images=10_000
+    )
     cells.finetune(study, tmp_path / "checkpoint.pt", seed=0)
     assert built[0].recipe == "small" and recipe_values(built[0]) == FINETUNE_RECIPES["small"]
 

@@ -15,6 +15,7 @@ import torch
 
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.compare.inputs import probe_inputs
+from pretexts.engine.data.streams import is_stream
 from pretexts.engine.evaluation.finetune import Finetuner
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.probe import extract_features
@@ -169,6 +170,7 @@ def probe(study, checkpoint: Path, seed: int) -> dict:
         probes=("knn", "knn-std", "linear"),
         probe_args={"knn_k": (20,)},
         seed=seed,
+        max_images=study.max_images,
         workers=0,
         device=study.device,
         quiet=True,
@@ -177,7 +179,7 @@ def probe(study, checkpoint: Path, seed: int) -> dict:
     weights = load_backbone(cfg.checkpoint, seed=seed)
     backbone = weights.model.to(device)
     train_set, val_set, classes = probe_inputs(
-        study.data, weights.img_size, *normalisation(backbone), cfg.crop_pct, seed
+        study.data, weights.img_size, *normalisation(backbone), cfg.crop_pct, seed, study.max_images
     )
     torch.manual_seed(seed)
     train = extract_features(backbone, train_set, device, workers=0)
@@ -200,6 +202,7 @@ def finetune(study, checkpoint: Path, seed: int) -> dict:
         checkpoint=str(checkpoint),
         data=study.data,
         recipe="small",
+        max_images=study.max_images,
         epochs=study.finetune_epochs,
         batch_size=study.batch_size,
         seed=seed,
@@ -229,7 +232,9 @@ def tuned_as_asked(record: dict, study) -> bool:
 
 
 def settings(study, arm: Arm) -> dict:
-    """What a cached cell's numbers depend on besides its budgets, seed and fine-tune epochs."""
+    """What a cached cell's numbers depend on besides its budgets, seed and fine-tune epochs (of shards, also the
+    images read of each split: a folder's cells cached before shards were read stay valid)."""
+    streamed = {"max_images": study.max_images} if is_stream(study.data) else {}
     return {
         "backbone": study.backbone,
         "data": str(study.data),
@@ -238,6 +243,7 @@ def settings(study, arm: Arm) -> dict:
         "clock": clock_kind(study),
         "method": arm.method,
         "overrides": arm.overrides,
+        **streamed,
     }
 
 

@@ -11,6 +11,7 @@ from pretexts.engine.training.settings import (
     Range,
     check_field_types,
     check_ranges,
+    max_images_setting,
     setting,
 )
 from pretexts.errors import ParameterError, suggest
@@ -42,9 +43,11 @@ class CompareConfig:
     backbone: str = setting("convnext_atto", "Alias or timm name, the same for every pair.", section="model")
     data: str = setting(
         "sample",
-        "A labelled folder with train/ and val/ (or 'sample'); kNN, the linear probe and fine-tuning score on val/.",
+        "A labelled folder with train/ and val/, labelled shards (`pretexts shard`; pretraining streams them), or "
+        "'sample'; kNN, the linear probe and fine-tuning score on val.",
         section="data",
     )
+    max_images: int = max_images_setting()
     # minutes per pair: a week is past any study's
     budget: tuple = setting(
         (2.0,),

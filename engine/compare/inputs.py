@@ -6,18 +6,27 @@ import torch
 from torch.utils.data import Dataset, Subset, TensorDataset
 
 from pretexts.engine.data.labelled_data import LabelledImages, class_names, eval_transform
+from pretexts.engine.data.streams import is_stream
 from pretexts.engine.evaluation.pretrained import GIVEN, downstream_splits
 
 LIMIT_BYTES = 2 << 30  # a few thousand images at 224 px, or CIFAR-size data many times over
 _kept: dict[tuple, tuple] = {}
 
 
-def probe_inputs(data: str, img_size: int, mean, std, crop_pct: float, seed: int) -> tuple[Dataset, Dataset, list]:
+def probe_inputs(
+    data: str, img_size: int, mean, std, crop_pct: float, seed: int, max_images: int | None = None
+) -> tuple[Dataset, Dataset, list]:
     """(train, val, class names): datasets of (tensor, label) for `extract_features`; the same tensors
     `pretexts probe` would feed (the evaluation transform has no randomness), read from memory after the first
-    call with these arguments."""
-    train_source, val_source = downstream_splits(data, GIVEN, img_size, seed)  # a folder scan, no decoding
-    key = (str(data), img_size, tuple(mean), tuple(std), crop_pct, chosen(train_source), chosen(val_source))
+    call with these arguments. Of shards, each split's first `max_images` images (in shard order)."""
+    settings = (str(data), img_size, tuple(mean), tuple(std), crop_pct)
+    # shards: the same first images whatever the seed, so a kept set is found before any is read again
+    key = (*settings, max_images) if is_stream(data) else None
+    if key in _kept:
+        return _kept[key]
+    # a folder scan, no decoding; of shards, their first images decoded
+    train_source, val_source = downstream_splits(data, GIVEN, img_size, seed, max_images)
+    key = key or (*settings, chosen(train_source), chosen(val_source))
     if key in _kept:
         return _kept[key]
     transform = eval_transform(img_size, mean, std, crop_pct)

@@ -21,6 +21,8 @@ from pretexts.engine.compare.inputs import forget, probe_inputs
 from pretexts.engine.compare.plan import Pace, clock_time, duration, fixed_seconds, measure_costs
 from pretexts.engine.compare.report import plot, summarise, table, write_csv
 from pretexts.engine.compare.terminal import WIDTH, terminal_table
+from pretexts.engine.data.labelled_data import describe_sizes, split_sizes
+from pretexts.engine.data.streams import is_stream, stream_shards
 from pretexts.engine.evaluation.pretrained import GIVEN, downstream_splits
 from pretexts.engine.evaluation.probe_config import ProbeConfig
 from pretexts.engine.training.preflight import resolve_device
@@ -75,6 +77,9 @@ def plan(cfg: CompareConfig, todo: list, cached: set, arms: list, say: Callable[
         f"{clock_words}) -> {cfg.out}"
     ):
         say(line)
+    if is_stream(cfg.data):  # what the probes read of each split of the shards
+        for line in wrapped(f"the probes read {describe_sizes(probe_sizes(cfg))} of '{cfg.data}'"):
+            say(line)
     pace = Pace({"pretrained": runs, "random": randoms}, {"pretrained": 0.0, "random": 0.0})
     if not runs + randoms:
         say("estimate: nothing to run, every cell is cached (--force measures them again)")
@@ -86,7 +91,7 @@ def plan(cfg: CompareConfig, todo: list, cached: set, arms: list, say: Callable[
     model = create_backbone(cfg.backbone, img_size=cfg.img_size).to(device)
     costs = measure_costs(model, cfg.img_size, cfg.batch_size, time.time() - start)
     start = time.time()
-    train, val, _ = probe_inputs(cfg.data, cfg.img_size, *normalisation(model), CROP_PCT, cfg.seeds[0])
+    train, val, _ = probe_inputs(cfg.data, cfg.img_size, *normalisation(model), CROP_PCT, cfg.seeds[0], cfg.max_images)
     decode = time.time() - start
     sizes = (len(train), len(val))
     budget = 60 * max(cfg.budget) * (costs.wall_per_cpu if kind == "process" else 1.0)
@@ -115,7 +120,16 @@ def val_count(cfg: CompareConfig, cells: dict) -> int:
     recorded = {p["val_images"] for cell in cells.values() for p in cell["points"].values() if "val_images" in p}
     if len(recorded) == 1:
         return recorded.pop()
-    return len(downstream_splits(cfg.data, GIVEN, cfg.img_size, cfg.seeds[0])[1])
+    return probe_sizes(cfg)["val"]
+
+
+def probe_sizes(cfg: CompareConfig) -> dict:
+    """The images of each split the probes read, and of how many (labelled_data.split_sizes), without reading an
+    image: of shards, the first --max-images of the counts in their manifest or headers; of a folder, its scan."""
+    if not is_stream(cfg.data):
+        return split_sizes(cfg.data, *downstream_splits(cfg.data, GIVEN, cfg.img_size, cfg.seeds[0]))
+    of = {split: len(stream_shards(cfg.data, split) or ()) for split in ("train", "val")}
+    return {**{split: min(count, cfg.max_images) for split, count in of.items()}, "of": of}
 
 
 def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
@@ -154,6 +168,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
             for part in wrapped(line):
                 say(part)
         val_images = val_count(cfg, cells)
+        images = probe_sizes(cfg) if is_stream(cfg.data) else None  # a folder's splits are read whole
         rows = summarise(cells, cfg.budget, cfg.finetune_epochs)
         kind = clock_kind(cfg)
         echo(terminal_table(rows, cfg.rank_by, kind, val_images))
@@ -170,6 +185,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
             "config": dataclasses.asdict(cfg),
             "rows": rows,
             "val_images": val_images,
+            "images": images,
             "cells": {f"{name} / seed {seed}": cell for (name, seed), cell in cells.items()},
         }
         write_json(out / "compare.json", json.loads(json.dumps(record)))

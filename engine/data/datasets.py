@@ -21,7 +21,13 @@ IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
 
 
 def build_source(
-    spec: str, split: str, img_size: int = 32, seed: int = 0, labelled: bool = False, dataset: str | None = None
+    spec: str,
+    split: str,
+    img_size: int = 32,
+    seed: int = 0,
+    labelled: bool = False,
+    dataset: str | None = None,
+    max_images: int | None = None,
 ) -> Dataset | None:
     """The `split` ("train" or "val") of the data named by `spec`; None when it has no such split.
 
@@ -31,10 +37,18 @@ def build_source(
     - a folder of class folders: its seeded 5 % is held out as val;
     - a flat folder of unlabelled images (pretraining only, `labelled` False): likewise 5 % held out;
     - a folder holding torchvision's `cifar-10-batches-py`;
-    - with `dataset`, a timm `create_dataset` name (torch/cifar100, hfds/...) whose files lie in `spec`.
+    - with `dataset`, a timm `create_dataset` name (torch/cifar100, hfds/...) whose files lie in `spec`;
+    - shards (WebDataset tars, Hugging Face parquet; engine.data.streams): the split's first `max_images` images
+      (pretraining streams its training split instead: engine.data.stream_inputs.training_stream).
     """
     if dataset:
         return timm_dataset(dataset, spec, split)
+    from pretexts.engine.data.streams import is_stream  # the readers load only for shards
+
+    if is_stream(spec):
+        from pretexts.engine.data.stream_inputs import HEAD_IMAGES, stream_head
+
+        return stream_head(spec, split, max_images or HEAD_IMAGES)
     if spec == "sample":
         return image_folder(SAMPLE_DIR / split, img_size)
     if spec == "synthetic":
@@ -189,8 +203,9 @@ def timm_dataset(name: str, root: str, split: str) -> Dataset:
 
     if name.startswith(STREAMS):
         raise DataError(
-            f"dataset '{name}' streams its images, so a resumed run could not start at the exact "
-            f"image; use a map-style one (torch/..., hfds/...) or an ImageFolder tree."
+            f"dataset '{name}' is timm's streaming reader, which cannot resume at the exact image; give the "
+            f"shards to --data instead (a folder or brace pattern of WebDataset .tar files, or a folder of "
+            f"parquet files: pretexts streams them with exact resume), or a map-style dataset (torch/..., hfds/...)."
         )
     try:
         return create_dataset(

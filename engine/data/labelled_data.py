@@ -15,16 +15,66 @@ from pretexts.engine.data.loader import image_seed
 from pretexts.errors import DataError
 
 
-def labelled_splits(data: str, img_size: int, seed: int = 0) -> tuple[Dataset, Dataset]:
-    """(train, val) sources of (PIL image, label); val is required, accuracy is measured on it."""
-    train = build_source(data, "train", img_size, seed, labelled=True)
-    val = build_source(data, "val", img_size, seed, labelled=True)
+def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | None = None) -> tuple[Dataset, Dataset]:
+    """(train, val) sources of (PIL image, label); val is required, accuracy is measured on it. Of streamed shards,
+    the first `max_images` images of each split (None: `HEAD_IMAGES`); folders are read whole."""
+    from pretexts.engine.data.streams import is_stream
+
+    train = build_source(data, "train", img_size, seed, labelled=True, max_images=max_images)
+    val = build_source(data, "val", img_size, seed, labelled=True, max_images=max_images)
+    streamed = is_stream(data)
+    if (train is None or val is None) and streamed:
+        raise DataError(
+            f"shards '{data}' hold no {'training' if train is None else 'val'} split; accuracy is measured on val: "
+            f"give shards named train-*.tar and val-*.tar (or .parquet), or the folder `pretexts shard` wrote from "
+            f"train/ and val/ class folders."
+        )
     if val is None:
         raise DataError(
             f"data '{data}' has train/ but no val/ folder; accuracy is measured on val/. "
             f"Add a val/ ImageFolder tree beside train/."
         )
+    if streamed and len(set(train.targets)) < 2:  # unlabelled shards read every label as 0
+        raise DataError(
+            f"the first {len(train)} training images of shards '{data}' all have one label; labels need a .cls "
+            f"member per sample (`pretexts shard` of class folders) or a parquet label column, and more than one "
+            f"class among the first --max-images."
+        )
+    if streamed:
+        name_classes(train, val)
     return train, val
+
+
+def name_classes(train, val) -> None:
+    """Shards without class names (no manifest) name each label by its number; the names are read off both splits'
+    first images, '0' to the largest label: the training head's own names would miss a class absent from it (and
+    a label past them breaks the probes' one-hot votes)."""
+    labels = [*train.targets, *val.targets]
+    if train.classes == sorted({str(t) for t in train.targets}, key=int):  # numbered, not the manifest's names
+        train.classes = val.classes = [str(i) for i in range(max(labels) + 1)]
+
+
+def split_sizes(data: str, train: Dataset, val: Dataset) -> dict:
+    """How many images of each split a command read and of how many: {"train": n, "val": n, "of": {"train": N,
+    "val": N}}; n < N only for streamed shards, whose first n (in shard order) were read. The shards' counts come
+    from their manifest or headers, no image is read again."""
+    read = {"train": len(train), "val": len(val)}
+    from pretexts.engine.data.streams import is_stream, stream_shards
+
+    if not is_stream(data):
+        return {**read, "of": dict(read)}
+    return {**read, "of": {split: len(stream_shards(data, split)) for split in read}}
+
+
+def describe_sizes(sizes: dict) -> str:
+    """'20 train, 10 val images', with ' (the first 20 of 320 train, 10 of 80 val images in shard order:
+    --max-images)' where fewer than a split holds were read."""
+    line = f"{sizes['train']} train, {sizes['val']} val images"
+    of = sizes["of"]
+    if all(sizes[split] == of[split] for split in of):
+        return line
+    parts = ", ".join(f"{sizes[split]} of {of[split]} {split}" for split in of)
+    return f"{line} (the first {parts} images in shard order: --max-images)"
 
 
 def labels_of(source: Dataset) -> list[int]:

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 import albumentations as A
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset
 
 from pretexts.engine.data.image_check import read_or_substitute
 
@@ -35,6 +35,7 @@ class AugmentedImages(Dataset):
 
     def __init__(self, source: Dataset, transform: A.Compose, seed: int = 0):
         self.source, self.transform, self.seed = source, transform, seed
+        self.augment = Augment(transform)
 
     def __len__(self) -> int:
         return len(self.source)
@@ -42,8 +43,20 @@ class AugmentedImages(Dataset):
     def __getitem__(self, key):
         epoch, index = key if isinstance(key, tuple) else (0, key)
         image, label = read_or_substitute(self.source, index)
+        return self.augment(image, label, image_seed(self.seed, epoch, index))
+
+
+class Augment:
+    """(PIL image, label, seed) -> (uint8 [H,W,3] tensor, label): one image through the albumentations transform,
+    its randomness fixed by `seed`. A folder's images come through `AugmentedImages`, a stream's through
+    `engine.data.streams.ImageStream`."""
+
+    def __init__(self, transform: A.Compose):
+        self.transform = transform
+
+    def __call__(self, image, label: int, seed: int):
         array = np.asarray(image.convert("RGB"), dtype=np.uint8)
-        self.transform.set_random_seed(image_seed(self.seed, epoch, index))
+        self.transform.set_random_seed(seed)
         return torch.from_numpy(np.array(self.transform(image=array)["image"], copy=True)), label
 
 
@@ -98,7 +111,7 @@ def make_loader(
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        sampler=sampler,
+        sampler=None if isinstance(dataset, IterableDataset) else sampler,  # a stream orders itself
         num_workers=workers,
         drop_last=drop_last,
         persistent_workers=False,

@@ -32,6 +32,13 @@ from pretexts.engine.data.labelled_data import (
     train_transform,
 )
 from pretexts.engine.data.loader import EpochSampler
+from pretexts.engine.data.stream_inputs import (
+    SeededTransform,
+    finetune_stream_inputs,
+    streamed_classes,
+    training_stream,
+)
+from pretexts.engine.data.streams import is_stream
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.finetune_recipes import resolve_recipe
 from pretexts.engine.evaluation.finetune_report import BEST, FINAL, finetune_reference, finetune_results
@@ -110,9 +117,15 @@ class Finetuner:
         ckpt = load_checkpoint(cfg.checkpoint, kinds=("pretrain",)) if cfg.checkpoint else None
         cfg.data, self.data_origin = downstream_data(cfg.data, ckpt and ckpt["config"].get("data"))
         # the size matters to 'synthetic' only
-        train, val = downstream_splits(cfg.data, self.data_origin, cfg.img_size or 32, cfg.seed)
-        self.classes = class_names(train)
-        indices = class_balanced_subset(labels_of(train), cfg.label_fraction, cfg.seed) if cfg.label_fraction else None
+        streamed, indices = is_stream(cfg.data), None  # shards: the training split streams, val is read whole
+        if streamed:
+            train, val = finetune_stream_inputs(cfg.data, cfg.label_fraction, cfg.max_images)
+            self.classes = streamed_classes(cfg.data, train)
+        else:
+            train, val = downstream_splits(cfg.data, self.data_origin, cfg.img_size or 32, cfg.seed)
+            self.classes = class_names(train)
+            if cfg.label_fraction:
+                indices = class_balanced_subset(labels_of(train), cfg.label_fraction, cfg.seed)
         # the recipe (`auto` picks by these two) before anything reads its fields; the start line says which
         self.img_size = (ckpt["config"].get("img_size") if ckpt else None) or cfg.img_size or 32
         self.recipe_note = resolve_recipe(cfg, len(train) if indices is None else len(indices), self.img_size)
@@ -127,11 +140,12 @@ class Finetuner:
         check_backbone_fits(self.model, self.backbone_name, self.img_size, self.device)
         check_output_dir(self.out, checkpoint_bytes(self.model))
         mean, std = normalisation(self.model)
-        self.train_set = LabelledImages(
-            train,
-            train_transform(self.img_size, mean, std, cfg.randaug_policy, cfg.crop_min_scale),
-            indices,
-            seed=cfg.seed,
+        augment = train_transform(self.img_size, mean, std, cfg.randaug_policy, cfg.crop_min_scale)
+        per_rank = cfg.batch_size // self.world
+        self.train_set = (
+            training_stream(cfg.data, SeededTransform(augment), cfg.seed, self.rank, self.world, cfg.workers, per_rank)
+            if streamed
+            else LabelledImages(train, augment, indices, seed=cfg.seed)
         )
         if len(self.train_set) < cfg.batch_size:
             raise DataError(
@@ -140,7 +154,7 @@ class Finetuner:
                 f"{cfg.batch_size}; lower --batch-size."
             )
         self.val_set = LabelledImages(val, eval_transform(self.img_size, mean, std, cfg.crop_pct))
-        self.sampler = EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
+        self.sampler = self.train_set if streamed else EpochSampler(self.train_set, self.world, self.rank, cfg.seed)
         self.steps_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
         if cfg.max_steps_per_epoch:
             self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
@@ -206,7 +220,7 @@ class Finetuner:
         return DataLoader(
             self.train_set,
             batch_size=self.cfg.batch_size // self.world,
-            sampler=self.sampler,
+            sampler=None if self.sampler is self.train_set else self.sampler,  # a stream orders itself
             drop_last=True,
             num_workers=self.cfg.workers,
             pin_memory=self.device.type == "cuda",

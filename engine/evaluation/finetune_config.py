@@ -32,6 +32,7 @@ from pretexts.engine.training.settings import (
     check_ranges,
     clip_grad_setting,
     log_every_setting,
+    max_images_setting,
     setting,
     skip_nonfinite_setting,
 )
@@ -78,6 +79,7 @@ class FinetuneConfig:
         section="data",
         range=FRACTION_RANGE,
     )
+    max_images: int = max_images_setting()
     recipe: str = setting(
         "auto",
         f"Defaults of the fields marked 'the recipe's': 'paper' (Table A: RandAugment, mixup, cutmix), 'small' (the"

@@ -126,14 +126,15 @@ def describe_data(data: str, origin: str) -> str:
     }[origin]
 
 
-def downstream_splits(data: str, origin: str, img_size: int, seed: int):
-    """`labelled_splits` of the data; when it is the checkpoint's and cannot serve labels, the error says so."""
+def downstream_splits(data: str, origin: str, img_size: int, seed: int, max_images: int | None = None):
+    """`labelled_splits` of the data (of shards, each split's first `max_images` images); when it is the
+    checkpoint's and cannot serve labels, the error says so."""
     try:
-        return labelled_splits(data, img_size, seed)
+        return labelled_splits(data, img_size, seed, max_images)
     except DataError as err:
         if origin != RECORDED:
             raise
         raise DataError(
             f"--data was not given, so the checkpoint's pretraining data '{data}' was taken, but: "
-            f"{str(err).rstrip('.')}. Give --data DIR with train/ and val/ class folders."
+            f"{str(err).rstrip('.')}. Give --data DIR with train/ and val/ class folders, or labelled shards."
         ) from None

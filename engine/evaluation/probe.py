@@ -17,7 +17,13 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
-from pretexts.engine.data.labelled_data import LabelledImages, class_names, eval_transform
+from pretexts.engine.data.labelled_data import (
+    LabelledImages,
+    class_names,
+    describe_sizes,
+    eval_transform,
+    split_sizes,
+)
 from pretexts.engine.evaluation.pretrained import describe_data, downstream_data, downstream_splits
 from pretexts.engine.evaluation.probe_config import HEAD_PARAMS, KNN_PARAMS, MLP_PARAMS, ProbeConfig
 from pretexts.engine.evaluation.weights import load_backbone
@@ -183,11 +189,12 @@ def probe_features(
     backbone = weights.model.to(device)
     check_output_dir(Path(cfg.out), 1 << 20)  # before the features are extracted, not after
     cfg.data, origin = downstream_data(cfg.data, weights.data)
-    train_source, val_source = downstream_splits(cfg.data, origin, weights.img_size, cfg.seed)
+    train_source, val_source = downstream_splits(cfg.data, origin, weights.img_size, cfg.seed, cfg.max_images)
     classes = class_names(train_source)
+    sizes = split_sizes(cfg.data, train_source, val_source)  # of shards, the first --max-images of each split
     echo(
-        f"probing {weights.source} on {describe_data(cfg.data, origin)}: {len(train_source)} train, "
-        f"{len(val_source)} val images, {len(classes)} classes, {weights.img_size} px"
+        f"probing {weights.source} on {describe_data(cfg.data, origin)}: {describe_sizes(sizes)}, "
+        f"{len(classes)} classes, {weights.img_size} px"
     )
     transform = eval_transform(weights.img_size, *normalisation(backbone), cfg.crop_pct)
     torch.manual_seed(cfg.seed)
@@ -205,6 +212,7 @@ def probe_features(
         "feature_dim": train[0].shape[1],
         "train_images": train[0].shape[0],
         "val_images": val[0].shape[0],
+        "images": sizes,
         "classes": len(classes),
         "feature_seconds": time.time() - start,
         "processes": world,

@@ -13,6 +13,7 @@ from pretexts.engine.training.settings import (
     WORKERS_RANGE,
     check_field_types,
     check_ranges,
+    max_images_setting,
     setting,
 )
 from pretexts.errors import ParameterError, suggest
@@ -94,10 +95,11 @@ class ProbeConfig:
     )
     data: str | None = setting(
         None,
-        "A folder with train/ and val/ class folders, or 'sample' (embedded). Default: "
-        "the data the checkpoint was trained on, else the sample.",
+        "A folder with train/ and val/ class folders, labelled shards (`pretexts shard`; WebDataset .tar or "
+        "parquet), or 'sample' (embedded). Default: the data the checkpoint was trained on, else the sample.",
         section="data",
     )
+    max_images: int = max_images_setting()
     probes: tuple = setting(
         ("linear",),
         "linear, mlp (3 layers, ReLU), knn or knn-std (kNN on standardised "

@@ -5,7 +5,9 @@ commands share (a strided shard of a dataset, its rows gathered back in order, s
 WORLD_SIZE and LOCAL_RANK set; each joins one process group (nccl on CUDA, one GPU per process; gloo on the CPU).
 """
 
+import argparse
 import contextlib
+import io
 import os
 import shlex
 import signal
@@ -113,7 +115,8 @@ def lost_rank_reported(world: int, rank: int, out):
 
 
 def resume_command() -> str:
-    """This torchrun command with --resume (a --resume PATH becomes a bare --resume: the run's own checkpoint)."""
+    """This torchrun command with --resume (a --resume PATH becomes a bare --resume: the run's own checkpoint). Over
+    several nodes it keeps the launch's node count and rendezvous, and is to be run on every node."""
     args, kept = sys.argv[1:], []
     while args:
         arg = args.pop(0)
@@ -124,8 +127,54 @@ def resume_command() -> str:
                 args.pop(0)
             continue
         kept.append(arg)
-    nodes = os.environ.get("LOCAL_WORLD_SIZE", "1")
-    return f"torchrun --nproc-per-node {nodes} -m pretexts {shlex.join(kept)} --resume"
+    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    nodes = int(os.environ.get("GROUP_WORLD_SIZE", "1"))
+    if nodes <= 1:
+        return f"torchrun --nproc-per-node {local} -m pretexts {shlex.join(kept)} --resume"
+    options = node_options(launch_options())
+    # the agent's command line unread (not Linux): its rendezvous is known only to whoever launched it
+    launch = shlex.join(options) if options else f"--nnodes {nodes} --nproc-per-node {local} <the launch's rendezvous>"
+    where = "every node, each with its own --node-rank" if "--node-rank" in launch else "every node"
+    return f"torchrun {launch} -m pretexts {shlex.join(kept)} --resume, on {where}"
+
+
+def launch_options() -> argparse.Namespace | None:
+    """The torchrun options this process's agent (its parent) was started with, parsed by torchrun's own parser
+    (so their defaults from PET_* variables count too); None where that command line cannot be read."""
+    try:
+        argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode().split("\0")[:-1]
+    except (OSError, UnicodeDecodeError):
+        return None
+    starts = [i for i, arg in enumerate(argv) if arg == "torch.distributed.run" or Path(arg).name == "torchrun"]
+    if not starts:
+        return None
+    from torch.distributed.run import get_args_parser
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return get_args_parser().parse_args(argv[starts[0] + 1 :])
+    except SystemExit:  # not torchrun's arguments after all
+        return None
+
+
+def node_options(launch) -> list[str] | None:
+    """The node count, processes per node and rendezvous of a multi-node launch, as torchrun options: the c10d
+    (or etcd) rendezvous, or the static one (each node has its own --node-rank: this node's is shown)."""
+    if launch is None:
+        return None
+    options = ["--nnodes", launch.nnodes, "--nproc-per-node", str(launch.nproc_per_node)]
+    if launch.rdzv_backend == "static":
+        options += ["--node-rank", os.environ.get("GROUP_RANK", str(launch.node_rank))]
+        if launch.rdzv_endpoint:
+            options += ["--rdzv-endpoint", launch.rdzv_endpoint]
+        else:
+            options += ["--master-addr", launch.master_addr, "--master-port", str(launch.master_port)]
+    else:
+        options += ["--rdzv-backend", launch.rdzv_backend, "--rdzv-endpoint", launch.rdzv_endpoint]
+        options += ["--rdzv-id", launch.rdzv_id] + (["--rdzv-conf", launch.rdzv_conf] if launch.rdzv_conf else [])
+    if launch.max_restarts:
+        options += ["--max-restarts", str(launch.max_restarts)]
+    return options
 
 
 class LossInForward(nn.Module):

@@ -13,6 +13,7 @@ import pretexts
 from pretexts.engine.data.datasets import build_source
 from pretexts.engine.data.image_check import report_skipped
 from pretexts.engine.data.loader import (
+    Augment,
     AugmentedImages,
     EpochSampler,
     batches,
@@ -22,6 +23,8 @@ from pretexts.engine.data.loader import (
     to_device,
     unaugmented_transform,
 )
+from pretexts.engine.data.stream_inputs import training_stream
+from pretexts.engine.data.streams import ImageStream, is_stream
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
 from pretexts.engine.training.config import PretrainConfig
@@ -80,14 +83,16 @@ class Pretrainer(PretrainCheckpoints):
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
         check_task_fits(self.task, cfg.img_size, self.device)
-        self.train_set = self._dataset("train", pretrain_transform(cfg.img_size))
+        self.train_set = self._dataset("train", pretrain_transform(cfg.img_size), streamed=True)
         if len(self.train_set) < cfg.batch_size:
             raise DataError(
                 f"data '{cfg.data}' has {len(self.train_set)} training images, fewer than one "
                 f"batch of {cfg.batch_size}; lower --batch-size."
             )
         self.val_set = self._dataset("val", unaugmented_transform(cfg.img_size))
-        self.sampler = EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
+        # a stream orders itself (engine.data.streams): its position, like the sampler's, is (epoch, start)
+        streamed = isinstance(self.train_set, ImageStream)
+        self.sampler = self.train_set if streamed else EpochSampler(self.train_set, self.world, self.rank, cfg.seed)
         self.batches_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
         if cfg.max_steps_per_epoch:
             self.batches_per_epoch = min(self.batches_per_epoch, cfg.max_steps_per_epoch)
@@ -127,9 +132,16 @@ class Pretrainer(PretrainCheckpoints):
         with autocast(self.device, self.dtype):
             return self.method.loss(sample)
 
-    def _dataset(self, split: str, transform) -> AugmentedImages | None:
-        source = build_source(self.cfg.data, split, self.cfg.img_size, self.cfg.seed, dataset=self.cfg.dataset)
-        return None if source is None else AugmentedImages(source, transform, self.cfg.seed)
+    def _dataset(self, split: str, transform, streamed: bool = False) -> AugmentedImages | ImageStream | None:
+        """The split's images; with `streamed`, shards (`--data` naming tars or parquet) stream instead of being
+        read into memory: only the training images do, the fixed ones (held-out, bank, figure) are their first."""
+        cfg = self.cfg
+        if streamed and not cfg.dataset and is_stream(cfg.data):
+            per_rank = cfg.batch_size // self.world
+            return training_stream(cfg.data, Augment(transform), cfg.seed, self.rank, self.world, cfg.workers, per_rank)
+        wanted = max(cfg.eval_images, cfg.monitor_images, cfg.figure_images)
+        source = build_source(cfg.data, split, cfg.img_size, cfg.seed, dataset=cfg.dataset, max_images=wanted)
+        return None if source is None else AugmentedImages(source, transform, cfg.seed)
 
     # ---- one step -------------------------------------------------------------------------------
     def train_step(self, images: torch.Tensor) -> dict:
@@ -346,7 +358,8 @@ class Pretrainer(PretrainCheckpoints):
         """The figure's images: the seeded held-out ones, or the first training images when there is no val/."""
         if self.val_set is not None:
             return next(iter(self.val_batches(self.cfg.figure_images)))
-        return to_device(torch.stack([self.train_set[(0, i)][0] for i in range(self.cfg.figure_images)]), self.device)
+        first = self._dataset("train", pretrain_transform(self.cfg.img_size))  # a stream's first images too
+        return to_device(torch.stack([first[(0, i)][0] for i in range(self.cfg.figure_images)]), self.device)
 
     def figure(self, path: Path) -> None:
         restoration_figure(

@@ -122,6 +122,17 @@ def log_every_setting():
     )
 
 
+def max_images_setting():
+    """`--max-images`: what a command that needs whole splits (probes, fine-tuning's val) reads of streamed shards."""
+    return setting(
+        10_000,
+        "Shards only: at most this many images of each split read whole (the first in shard order; the output "
+        "says so). Folders are read whole.",
+        section="data",
+        range=Range(1, 100_000_000),
+    )
+
+
 def check_amp(cfg) -> None:
     if cfg.amp not in ("auto", "bf16", "fp16", "off"):
         raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {cfg.amp!r}.")

@@ -163,6 +163,7 @@ from . import (  # noqa: E402, F401 (subcommands register on import)
     probe_cmd,
     restore_cmd,
     segment_cmd,
+    shard_cmd,
     train_cmd,
     upgrade_cmd,
 )

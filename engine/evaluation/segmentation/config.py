@@ -29,7 +29,8 @@ from pretexts.engine.training.settings import (
 class SegmentConfig:
     data: str = setting(
         MISSING,
-        "ADE20K folder (images/ + annotations/), generic folder (images/ + masks/), or 'generated'.",
+        "ADE20K folder (images/ + annotations/), generic folder (images/ + masks/), or 'generated' (not shards: "
+        "they hold no masks).",
         section="data",
     )
     out: str = setting("runs/segment", "Output folder.", section="output")

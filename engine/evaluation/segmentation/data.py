@@ -17,8 +17,20 @@ MEAN, STD = IMAGENET_MEAN, IMAGENET_STD  # the folders are read before any backb
 SUFFIXES = {".jpg", ".jpeg", ".png"}
 
 
+def refuse_shards(data: str) -> None:
+    """DataError for shards (engine.data.streams): they hold images and class labels, no masks."""
+    from pretexts.engine.data.streams import is_stream  # the readers load only for shards
+
+    if is_stream(data):
+        raise DataError(
+            f"'{data}' names shards, which hold no masks: segmentation reads image + mask folders (ADE20K's "
+            f"images/ + annotations/, or images/ + masks/); give such a folder, or --data generated."
+        )
+
+
 def layout(root: str | Path) -> tuple[str, Path, Path]:
     """('ade20k' | 'generic', images dir, masks dir) of a folder; DataError naming what is missing."""
+    refuse_shards(str(root))
     root = Path(root)
     if (root / "annotations").is_dir():
         return "ade20k", root / "images", root / "annotations"

@@ -26,7 +26,7 @@ from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_
 from pretexts.errors import ParameterError
 
 from .config import SegmentConfig
-from .data import SegmentationFolder
+from .data import SegmentationFolder, refuse_shards
 from .figure import save_figure
 from .generate import write_generated
 from .heads import Segmenter
@@ -73,6 +73,7 @@ def evaluate(model, loader, num_classes: int, crop: int, mode: str, device, dtyp
 def run(cfg: SegmentConfig, log=stderr_line) -> dict:
     """Lock and claim OUT (never over another run or the inputs), then train; 'generated' data is written into OUT.
     Under torchrun rank 0 alone claims and writes; the others wait for it before reading the data."""
+    refuse_shards(cfg.data)  # before OUT is claimed: a refused run leaves nothing behind
     rank, world, device = distributed.setup(resolve_device(cfg.device), cfg.batch_size)
     with RunLock(cfg.out, "segment") if rank == 0 else nullcontext():
         if rank == 0:

@@ -1,0 +1,197 @@
+"""Pack an image folder into WebDataset tar shards with a manifest (`pretexts shard`), the format the stream reads.
+
+OUT/{split}-{i:06d}.tar hold samples keyed "{n:08d}" (the running index in the split): "{key}.{ext}" is the image
+file's own bytes (never re-encoded), "{key}.cls" its label in ASCII digits (none for unlabelled images).
+OUT/manifest.json lists each split's shards, their counts, the images skipped as unreadable, and the classes.
+"""
+
+import json
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import webdataset as wds
+
+from pretexts.engine.data.datasets import SAMPLE_DIR, FlatImageFolder, image_folder
+from pretexts.errors import DataError, OutputError
+
+FORMAT = "pretexts-shards/1"
+MANIFEST = "manifest.json"
+SPLITS = ("train", "val")
+
+
+@dataclass
+class SplitImages:
+    """One split's readable images as (path, label or None), and the unreadable ones as (path, why)."""
+
+    samples: list[tuple[str, int | None]]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class FolderLayout:
+    """What `list_images` found: "imagenet" (train/ and val/), "classes" (class folders: all train) or "flat"
+    (unlabelled images); the class names (None for flat) and the splits' images."""
+
+    kind: str
+    classes: list[str] | None
+    splits: dict[str, SplitImages]
+
+
+@dataclass
+class ShardSummary:
+    """What `write_shards` wrote: the manifest, the layout it read, the bytes of every shard together and the
+    unreadable images skipped, as (path, why)."""
+
+    out: Path
+    manifest: dict
+    layout: str
+    bytes: int
+    skipped: list[tuple[str, str]]
+
+    @property
+    def images(self) -> int:
+        return sum(split["images"] for split in self.manifest["splits"].values())
+
+    @property
+    def shards(self) -> int:
+        return sum(len(split["shards"]) for split in self.manifest["splits"].values())
+
+
+def source_folder(source) -> Path:
+    """The folder named by SOURCE ("sample": the embedded images); DataError for a missing path, a file or a
+    CIFAR-10 folder (pickled batches, no image files)."""
+    if str(source) == "sample":
+        return SAMPLE_DIR
+    root = Path(source).expanduser()
+    if not root.exists():
+        raise DataError(f"source folder '{source}' does not exist; give an ImageFolder tree or a folder of images.")
+    if not root.is_dir():
+        raise DataError(f"source '{source}' is a file; give the folder that holds the images or the class folders.")
+    if (root / "cifar-10-batches-py").is_dir():
+        raise DataError(
+            f"'{source}' is a CIFAR-10 folder (pickled batches, no image files); shard an ImageFolder tree "
+            f"or a folder of images, or train on the folder as it is."
+        )
+    return root
+
+
+def readable(dataset, labelled: bool = True) -> SplitImages:
+    """A checked ImageFolder (`image_folder`) as (path, label or None) pairs and its skipped list."""
+    samples = [(path, label if labelled else None) for path, label in dataset.samples]
+    return SplitImages(samples, list(dataset.scan.bad))
+
+
+def list_images(root: Path) -> FolderLayout:
+    """The images under `root` in its layout, each file checked (the project's image scan): unreadable ones are
+    skipped and listed. Labels are indices into the train split's sorted class names."""
+    if (root / "train").is_dir():
+        train = image_folder(root / "train", labelled=False)
+        labelled = not isinstance(train, FlatImageFolder)
+        classes = list(train.classes) if labelled else None
+        splits = {"train": readable(train, labelled)}
+        if (root / "val").is_dir():
+            val = image_folder(root / "val", labelled=labelled)
+            splits["val"] = readable(val, labelled)
+            if labelled:  # val/ may lack a class: its labels are train/'s indices of the same names
+                splits["val"].samples = [(path, class_index(classes, val.classes[i], root)) for path, i in val.samples]
+        return FolderLayout("imagenet", classes, splits)
+    dataset = image_folder(root, labelled=False)
+    if isinstance(dataset, FlatImageFolder):
+        return FolderLayout("flat", None, {"train": readable(dataset, labelled=False)})
+    return FolderLayout("classes", list(dataset.classes), {"train": readable(dataset)})
+
+
+def class_index(classes: list[str], name: str, root: Path) -> int:
+    if name not in classes:
+        raise DataError(
+            f"class folder '{root / 'val' / name}' has no match in '{root / 'train'}'; val/ must use train/'s "
+            f"class names (rename or remove it)."
+        )
+    return classes.index(name)
+
+
+def check_out(out: Path, source: Path, force: bool) -> None:
+    """OUT is new or empty, or `force` lets an earlier shard set there be replaced; OUT inside SOURCE is refused
+    (it would be read as a class folder next time)."""
+    if out.resolve() == source.resolve() or source.resolve() in out.resolve().parents:
+        raise OutputError(f"output folder '{out}' lies inside the source '{source}'; write the shards elsewhere.")
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"output '{out}' is a file; give a folder for the shards.")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise OutputError(
+            f"output folder '{out}' is not empty; choose a new folder, or replace an earlier shard set "
+            f"there with --force."
+        )
+
+
+def clear_out(out: Path) -> None:
+    """OUT made, and an earlier shard set in it (manifest.json, train-/val-*.tar) removed; nothing else is."""
+    out.mkdir(parents=True, exist_ok=True)
+    for old in [out / MANIFEST, *(p for split in SPLITS for p in out.glob(f"{split}-*.tar"))]:
+        if old.is_symlink() or old.is_file():
+            old.unlink()
+
+
+def extension(path: str) -> str:
+    """The member's extension: the file's lowercased suffix, jpeg written jpg (webdataset's decoders' name)."""
+    ext = Path(path).suffix.lower().lstrip(".")
+    return "jpg" if ext == "jpeg" else ext
+
+
+def pack_split(out: Path, split: str, samples, shard_size: int) -> dict:
+    """Write one split's samples in order into shards of `shard_size`; its manifest entry (skipped filled later)."""
+    names = []
+    pattern = str(out / f"{split}-").replace("%", "%%") + "%06d.tar"
+    # count-sized shards (no size cap), the bytes as given (no encoder), a fixed mtime: the same input packs the
+    # same tar files
+    writer = wds.ShardWriter(
+        pattern,
+        maxcount=shard_size,
+        maxsize=float("inf"),
+        verbose=0,
+        encoder=False,
+        mtime=0.0,
+        post=lambda name: names.append(Path(name).name),
+    )
+    with writer:
+        for n, (path, label) in enumerate(samples):
+            sample = {"__key__": f"{n:08d}", extension(path): Path(path).read_bytes()}
+            if label is not None:
+                sample["cls"] = str(label).encode("ascii")
+            writer.write(sample)
+    full, rest = divmod(len(samples), shard_size)
+    counts = [shard_size] * full + ([rest] if rest else [])
+    assert len(counts) == len(names), (counts, names)
+    return {"shards": names, "counts": counts, "images": len(samples), "skipped": []}
+
+
+def write_shards(
+    source, out, shard_size: int = 1000, shuffle: bool = True, seed: int = 0, force: bool = False, echo=None
+) -> ShardSummary:
+    """Pack SOURCE (an ImageFolder tree with train/ and val/, a folder of class folders, all of it train, or a
+    flat folder of unlabelled images; "sample": the embedded images) into OUT's shards and manifest.json. With
+    `shuffle` the images of each split are packed in an order seeded by `seed` (a shard then holds a mix of
+    classes), else in the folder's order. `echo(line)` hears of each split as it starts."""
+    root = source_folder(source)
+    out = Path(out).expanduser()
+    check_out(out, root, force)  # before the scan: a refused OUT costs no time
+    layout = list_images(root)
+    clear_out(out)  # after it: a source that cannot be read leaves OUT as it was
+    manifest = {"format": FORMAT, "source": str(root.resolve()), "classes": layout.classes, "splits": {}}
+    for split, images in layout.splits.items():
+        samples = list(images.samples)
+        if shuffle:
+            random.Random(f"{seed}/{split}").shuffle(samples)
+        if echo:
+            shards = -(-len(samples) // shard_size)
+            echo(f"packing {split}: {len(samples)} images into {shards} shard{'s' if shards > 1 else ''}...")
+        skipped = [f"{path}: {why}" for path, why in images.skipped]
+        manifest["splits"][split] = {**pack_split(out, split, samples, shard_size), "skipped": skipped}
+    temporary = out / f".{MANIFEST}.{os.getpid()}"
+    temporary.write_text(json.dumps(manifest, indent=2) + "\n")
+    os.replace(temporary, out / MANIFEST)  # last and whole: a manifest always describes finished shards
+    size = sum((out / name).stat().st_size for split in manifest["splits"].values() for name in split["shards"])
+    skipped = [pair for images in layout.splits.values() for pair in images.skipped]
+    return ShardSummary(out, manifest, layout.kind, size, skipped)

@@ -1,0 +1,97 @@
+"""Shards (WebDataset tars, Hugging Face parquet) wherever a command reads images: pretraining streams its
+training split; every other use (held-out images, the monitor's bank, probes, fine-tuning's val) reads the first
+images of a split into memory, at most `max_images`, and says so when that is fewer than the split holds."""
+
+import sys
+
+from torch.utils.data import Dataset
+
+from pretexts.engine.data.labelled_data import seeded_randomness
+from pretexts.engine.data.streams import ImageStream, first_images, stream_shards
+from pretexts.errors import DataError
+
+HEAD_IMAGES = 10_000  # what a command that needs a whole split reads of a stream unless told otherwise
+
+
+class StreamHead(Dataset):
+    """The first `count` images of a stream's split (its shards' own order), as a map-style (PIL, label) dataset."""
+
+    def __init__(self, shards, count: int):
+        self.samples = list(first_images(shards, count))
+        self.targets = [int(label) for _, label in self.samples]
+        self.classes = list(shards.classes) if shards.classes else sorted({str(t) for t in self.targets}, key=int)
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int):
+        return self.samples[index]
+
+
+def stream_head(spec: str, split: str, max_images: int = HEAD_IMAGES) -> StreamHead | None:
+    """The first images of `split` of the shards `spec` names (None when it has no such split)."""
+    shards = stream_shards(spec, split)
+    if shards is None:
+        return None
+    head = StreamHead(shards, min(max_images, len(shards)))
+    if len(head) < len(shards):
+        print(
+            f"note: {split} of '{spec}' is a stream: reading its first {len(head)} of {len(shards)} images "
+            f"(--max-images).",
+            file=sys.stderr,
+            flush=True,
+        )
+    return head
+
+
+def training_stream(spec: str, item, seed: int, rank: int, world: int, workers: int, batch_size: int) -> ImageStream:
+    """The training split of `spec` as this rank's seeded stream of `item(image, label, seed)`s
+    (engine.data.streams): `Augment` for pretraining, `SeededTransform` for fine-tuning."""
+    shards = stream_shards(spec, "train")
+    if shards is None:
+        raise DataError(
+            f"'{spec}' holds no training shards: name them train-*.tar or train*.parquet, or give the folder "
+            f"`pretexts shard` wrote."
+        )
+    return ImageStream(shards, item, seed=seed, rank=rank, world=world, workers=workers, batch_size=batch_size)
+
+
+class SeededTransform:
+    """(PIL image, label, seed) -> (tensor, label) through a timm transform, Python's, numpy's and torch's
+    generators seeded by `seed` (as `LabelledImages` does for a folder's images)."""
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __call__(self, image, label: int, seed: int):
+        with seeded_randomness(seed):
+            return self.transform(image.convert("RGB")), label
+
+
+def streamed_classes(spec: str, shards) -> list[str]:
+    """The class names a fine-tune needs before it reads an image: the manifest's, or the parquet ClassLabel's."""
+    if not shards.classes:
+        raise DataError(
+            f"the shards of '{spec}' name no classes, and fine-tuning needs them before it reads the stream: "
+            f"write the shards with `pretexts shard` (its manifest.json lists the classes) or store a ClassLabel "
+            f"column in the parquet files."
+        )
+    return list(shards.classes)
+
+
+def finetune_stream_inputs(spec: str, label_fraction: float | None, max_images: int):
+    """(training shards, val images) of shards for `finetune`: the training split streams, val is read whole (its
+    first `max_images`)."""
+    if label_fraction:
+        raise DataError(
+            "--label-fraction draws a class-balanced subset by index, which a stream has not: pack the subset into "
+            "shards of its own (`pretexts shard` of a folder holding it), or fine-tune from a folder."
+        )
+    shards = stream_shards(spec, "train")
+    val = stream_head(spec, "val", max_images)
+    if shards is None or val is None:
+        raise DataError(
+            f"'{spec}' needs training and val shards for fine-tuning (accuracy is measured on val): "
+            f"`pretexts shard` packs a folder with train/ and val/ into both."
+        )
+    return shards, val

@@ -1,0 +1,284 @@
+"""Stream images from shards (WebDataset tars or Hugging Face parquet) with exact sharding and exact resume.
+
+Each epoch the shard list is permuted by (seed, epoch); the `world * workers` readers ("slots") take every
+slots-th shard of it, so ranks and loader workers read disjoint samples. A reader passes its raw, undecoded samples
+through a seeded shuffle buffer and yields the same number of them as every other reader, so all ranks take the same
+number of steps. A mid-epoch resume replays the readers' sequences, skipping the batches already done without
+decoding them, and continues with exactly the batches the uninterrupted epoch would have produced next.
+"""
+
+import io
+import random
+import sys
+import tarfile
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, islice, repeat
+from pathlib import Path
+from typing import NamedTuple
+
+from PIL import Image
+from torch.utils.data import IterableDataset, get_worker_info
+
+from pretexts.engine.data.image_check import reason, to_rgb
+from pretexts.engine.data.loader import image_seed
+from pretexts.engine.data.shard_sets import ShardSet, is_stream, require, stream_shards
+from pretexts.errors import DataError, ParameterError
+
+__all__ = ["ImageStream", "ShardSet", "first_images", "is_stream", "stream_shards"]
+
+IMAGE_SUFFIXES = ("jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff", "gif", "ppm", "pgm", "pbm", "pnm")
+READERS = {"wds": ("webdataset", "wds"), "parquet": ("datasets", "hf")}
+SUBSTITUTE_TRIES = 16  # as image_check.read_or_substitute
+PARQUET_BATCH = 64
+reported: set[tuple[str, str]] = set()  # the unreadable samples already warned about in this process
+
+
+class RawSample(NamedTuple):
+    """One undecoded sample: its shard's file name, its key there, the image (bytes, a file path or None), label."""
+
+    shard: str
+    key: str
+    data: bytes | str | None
+    label: int
+
+    @property
+    def sample_id(self) -> int:
+        """A stable integer for the image's augmentation seed, whatever its position in the stream."""
+        return zlib.crc32(f"{self.shard}/{self.key}".encode())
+
+
+class ImageStream(IterableDataset):
+    """The rank's samples of `shards` for one epoch, as `item(image, label, seed)` gives them.
+
+    Iterate it through a DataLoader with `workers` workers (0: the main process) and `batch_size`; call
+    `set_position(epoch, start)` before creating each epoch's iterator (the workers copy the stream when they start,
+    so persistent workers would keep an old position).
+    """
+
+    def __init__(
+        self,
+        shards: ShardSet,
+        item: Callable,
+        seed: int = 0,
+        rank: int = 0,
+        world: int = 1,
+        workers: int = 0,
+        batch_size: int = 1,
+        shuffle: bool = True,
+        buffer: int = 1000,
+    ):
+        if world < 1 or not 0 <= rank < world or workers < 0 or batch_size < 1 or buffer < 0:
+            raise ParameterError(
+                f"ImageStream needs 0 <= rank < world, workers >= 0, batch_size >= 1 and buffer >= 0; got rank {rank}, "
+                f"world {world}, workers {workers}, batch_size {batch_size}, buffer {buffer}."
+            )
+        require(*READERS[shards.kind])
+        self.shards, self.item, self.seed, self.shuffle, self.buffer = shards, item, seed, shuffle, buffer
+        self.rank, self.world, self.workers, self.batch_size = rank, world, max(1, workers), batch_size
+        self.slots = world * self.workers
+        count = len(shards.urls)
+        if count < self.slots:
+            raise DataError(
+                f"{count} shards cannot feed {world} ranks x {self.workers} loader workers ({self.slots} readers): "
+                f"write at least {self.slots} shards (pretexts shard --shard-size) or use fewer --workers."
+            )
+        self.per_slot = self.fewest_samples() // batch_size * batch_size
+        if self.per_slot == 0:
+            raise DataError(
+                f"the {count} shards ({len(shards)} samples) give one of {self.slots} readers fewer samples than "
+                f"a batch of {batch_size}: write more samples, or use a smaller batch or fewer --workers."
+            )
+        self.epoch, self.start = 0, 0
+
+    def fewest_samples(self) -> int:
+        """The fewest samples a reader can get in any epoch: each epoch's readers then all yield this many (a reader
+        holding more drops its tail), so every epoch has the same length, as schedules need."""
+        counts = self.shards.counts
+        if not self.shuffle:
+            return min(sum(counts[slot :: self.slots]) for slot in range(self.slots))
+        return sum(sorted(counts)[: len(counts) // self.slots])  # a reader gets at least this many shards
+
+    def set_position(self, epoch: int, start: int = 0) -> None:
+        """Begin `epoch` after the first `start` samples of this rank (a multiple of batch_size)."""
+        if start % self.batch_size or not 0 <= start <= self.epoch_length():
+            raise ParameterError(
+                f"a stream's start must be a multiple of the batch size {self.batch_size} within the epoch's "
+                f"{self.epoch_length()} samples; got {start}."
+            )
+        self.epoch, self.start = epoch, start
+
+    def epoch_length(self) -> int:
+        """This rank's samples per epoch."""
+        return self.workers * self.per_slot
+
+    def __len__(self) -> int:
+        return self.epoch_length() - self.start
+
+    def shard_order(self) -> list[int]:
+        order = list(range(len(self.shards.urls)))
+        if self.shuffle:
+            random.Random(f"pretexts-shards/{self.seed}/{self.epoch}").shuffle(order)
+        return order
+
+    def slot_samples(self, slot: int) -> Iterator[RawSample]:
+        """The raw samples of one reader this epoch: its shards in order, through the seeded shuffle buffer."""
+        samples = chain.from_iterable(read_shard(self.shards, i) for i in self.shard_order()[slot :: self.slots])
+        if not self.shuffle or self.buffer <= 1:
+            return samples
+        return shuffle_buffer(samples, self.buffer, random.Random(f"pretexts-buffer/{self.seed}/{self.epoch}/{slot}"))
+
+    def __iter__(self):
+        info = get_worker_info()
+        physical, count = (info.id, info.num_workers) if info is not None else (0, 1)
+        if count != self.workers:
+            raise ParameterError(
+                f"this ImageStream was built for {self.workers} loader workers but a DataLoader with {count} iterates "
+                "it; give both the same number."
+            )
+        # the loader takes batch j from worker j % W; after k batches it restarts at physical worker 0
+        done = self.start // self.batch_size
+        logical = (physical + done) % self.workers
+        skip = len(range(logical, done, self.workers)) * self.batch_size
+        slot = self.rank * self.workers + logical
+        read = 0
+        for read, (sample, neighbours) in enumerate(with_neighbours(self.slot_samples(slot)), 1):
+            if read > self.per_slot:
+                return
+            if read > skip:
+                image, label = decode_or_substitute(sample, neighbours)
+                yield self.item(image, label, image_seed(self.seed, self.epoch, sample.sample_id))
+        if read < self.per_slot:  # the ranks would then take different numbers of steps, and hang
+            shards = [Path(self.shards.urls[i]).name for i in self.shard_order()[slot :: self.slots]]
+            raise DataError(
+                f"shards {', '.join(shards)} hold {read} samples, fewer than their stated counts; write the shards and "
+                "their manifest again."
+            )
+
+
+def first_images(shards: ShardSet, count: int) -> list[tuple[Image.Image, int]]:
+    """The first `count` samples in the shards' own order (no shuffle), decoded: the same images every call."""
+    require(*READERS[shards.kind])
+    samples = chain.from_iterable(read_shard(shards, i) for i in range(len(shards.urls)))
+    images = []
+    for sample, neighbours in with_neighbours(samples):
+        if len(images) >= count:
+            break
+        images.append(decode_or_substitute(sample, neighbours))
+    return images
+
+
+def read_shard(shards: ShardSet, index: int) -> Iterator[RawSample]:
+    if shards.kind == "wds":
+        return tar_samples(shards.urls[index])
+    if shards.kind == "parquet":
+        return parquet_samples(shards.urls[index], shards.image_column, shards.label_column)
+    raise ParameterError(f"unknown shard kind '{shards.kind}'; use 'wds' or 'parquet'.")
+
+
+def tar_samples(url: str) -> Iterator[RawSample]:
+    """A tar shard's samples through webdataset, undecoded."""
+    wds = require("webdataset", "wds")
+    name = Path(url).name
+    try:
+        for sample in wds.DataPipeline(wds.SimpleShardList([url]), wds.tarfile_to_samples()):
+            members = {key.lower(): value for key, value in sample.items() if not key.startswith("__")}
+            image = next((members[ext] for ext in IMAGE_SUFFIXES if ext in members), None)
+            yield RawSample(name, sample["__key__"], image, label_of(members.get("cls"), url, sample["__key__"]))
+    except (OSError, ValueError, tarfile.TarError) as err:
+        raise DataError(f"shard '{url}' cannot be read ({err}); write it again.") from None
+
+
+def parquet_samples(url: str, image_column: str, label_column: str | None) -> Iterator[RawSample]:
+    """A parquet file's rows through Hugging Face datasets (streaming, images left undecoded)."""
+    datasets = require("datasets", "hf")
+    name = Path(url).name
+    columns = [image_column] + ([label_column] if label_column else [])
+    stream = datasets.load_dataset("parquet", data_files=[url], split="train", streaming=True).select_columns(columns)
+    if isinstance(stream.features.get(image_column), datasets.Image):
+        stream = stream.cast_column(image_column, datasets.Image(decode=False))
+    row = 0
+    # .iter() reads the file whole in this process; plain iteration would split it among the loader's workers
+    for batch in stream.iter(batch_size=PARQUET_BATCH):
+        labels = batch[label_column] if label_column else repeat(0)
+        for value, label in zip(batch[image_column], labels):
+            yield RawSample(name, str(row), image_data(value, url), label_of(label, url, row))
+            row += 1
+
+
+def image_data(value, url: str) -> bytes | str | None:
+    """A parquet image cell -> its bytes, or the path of its file (relative to the parquet file's folder)."""
+    if isinstance(value, dict):
+        if value.get("bytes"):
+            return value["bytes"]
+        path = value.get("path")
+        return str(Path(url).parent / path) if path else None
+    return value if isinstance(value, (bytes, str)) else None
+
+
+def label_of(value, url: str, key) -> int:
+    if value is None:
+        return 0  # unlabelled, as a flat image folder's images are class 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise DataError(f"sample {key} of '{url}' has the label {value!r}, not an integer class index.") from None
+
+
+def shuffle_buffer(samples: Iterable, size: int, rng: random.Random) -> Iterator:
+    """WebDataset's shuffle: keep `size` samples, yield a random one and put the next in its place; drain at the end."""
+    pool = []
+    for sample in samples:
+        if len(pool) < size:
+            pool.append(sample)
+            continue
+        index = rng.randrange(size)
+        yield pool[index]
+        pool[index] = sample
+    rng.shuffle(pool)
+    yield from pool
+
+
+def with_neighbours(samples: Iterator[RawSample]):
+    """(sample, function giving its substitutes) pairs: the samples after it, then those before it. Both are fixed by
+    the reader's sequence alone, so a resumed run substitutes the same image."""
+    ahead = deque(islice(samples, SUBSTITUTE_TRIES))
+    behind = deque(maxlen=SUBSTITUTE_TRIES)
+    while ahead:
+        current = ahead.popleft()
+        ahead.extend(islice(samples, 1))
+        yield current, lambda: [*ahead, *reversed(behind)]
+        behind.append(current)
+
+
+def decode(sample: RawSample) -> Image.Image:
+    data = sample.data
+    if data is None:
+        raise ValueError("the sample holds no image")
+    if isinstance(data, str):
+        data = Path(data).read_bytes()
+    with Image.open(io.BytesIO(data)) as image:
+        return to_rgb(image)
+
+
+def decode_or_substitute(sample: RawSample, neighbours: Callable[[], list[RawSample]]) -> tuple[Image.Image, int]:
+    """(image, label) of `sample`; an unreadable one is reported once and the next readable sample is served."""
+
+    def candidates():  # the neighbours are listed only when the sample itself fails
+        yield sample
+        yield from neighbours()[: SUBSTITUTE_TRIES - 1]
+
+    for candidate in candidates():
+        try:
+            return decode(candidate), candidate.label
+        except Exception as err:  # noqa: BLE001 - PIL raises many types for bad bytes
+            if (candidate.shard, candidate.key) not in reported:
+                reported.add((candidate.shard, candidate.key))
+                print(
+                    f"warning: image {candidate.key} of shard '{candidate.shard}' cannot be read: {reason(err)}. "
+                    "Using the next image instead.",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    raise DataError(f"{SUBSTITUTE_TRIES} images in a row from {sample.key} of '{sample.shard}' cannot be read.")

@@ -1,0 +1,75 @@
+"""`pretexts shard`: an image folder packed into WebDataset tar shards with a manifest, which `train --data` reads."""
+
+import shlex
+from pathlib import Path
+
+import click
+
+from . import main, printable
+
+
+@main.command("shard")
+@click.argument("source")
+@click.argument("out")
+@click.option(
+    "--shard-size",
+    type=click.IntRange(1, 1_000_000),
+    default=1000,
+    show_default=True,
+    help="Images per shard (the last of a split holds the rest). Under torchrun every rank and loader worker "
+    "reads whole shards, so write at least ranks x workers of them.",
+)
+@click.option(
+    "--shuffle/--no-shuffle",
+    default=True,
+    show_default=True,
+    help="Pack each split's images in a seeded random order, so a shard holds a mix of classes; "
+    "--no-shuffle keeps the folder's order.",
+)
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True, help="Seed of the order.")
+@click.option(
+    "--force", is_flag=True, help="Write into a non-empty OUT, replacing an earlier shard set there (its .tar files)."
+)
+def shard_command(source: str, out: str, shard_size: int, shuffle: bool, seed: int, force: bool) -> None:
+    """Pack the images of SOURCE into WebDataset shards in OUT, with OUT/manifest.json listing the shards, their
+    image counts, the classes and the images skipped as unreadable.
+
+    SOURCE is an ImageFolder tree with train/ and val/ (the ImageNet layout: train/n01440764/*.JPEG, ...), a
+    folder of class folders (every image goes to train), or a folder of unlabelled images (pretraining only);
+    `sample` packs the embedded CIFAR-10 images. Each image file's own bytes are stored, never re-encoded; each
+    file is checked first, as `pretexts train` checks a folder, and one that cannot be read is skipped.
+
+    \b
+    Example, ImageNet-1k (1.28M training images -> 1282 shards of about 110 MB):
+      pretexts shard /data/imagenet /data/imagenet-shards --shard-size 1000
+      pretexts train --data /data/imagenet-shards --img-size 224
+    """
+    from pretexts.engine.data.shard_writer import write_shards
+
+    summary = write_shards(source, out, shard_size, shuffle, seed, force, echo=lambda line: click.echo(line))
+    splits = summary.manifest["splits"]
+    per_split = ", ".join(
+        f"{name} {count(split['images'], 'image')} in {len(split['shards'])}" for name, split in splits.items()
+    )
+    classes = summary.manifest["classes"]
+    labels = f"{len(classes)} classes" if classes else "unlabelled"
+    click.echo(
+        f"wrote {count(summary.images, 'image')} in {count(summary.shards, 'shard')} "
+        f"({summary.bytes / 2**20:.1f} MB) and manifest.json to {printable(summary.out)}/: {per_split}; {labels}."
+    )
+    if summary.layout == "classes":
+        click.echo(
+            "no train/ and val/ folders: every image went to train; for a val split give SOURCE/train/ and SOURCE/val/."
+        )
+    skipped = summary.skipped
+    if skipped:
+        shown = "; ".join(f"{Path(path).name}: {why}" for path, why in skipped[:3])
+        more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        click.echo(f"skipped {len(skipped)} unreadable images (listed in manifest.json): {printable(shown)}{more}.")
+    else:
+        click.echo("skipped 0 images: every file could be read.")
+    click.echo(f"next: pretexts train --data {shlex.quote(printable(summary.out))}")
+
+
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
