@@ -53,6 +53,12 @@ METHODS = {
     "energy-fd-black": ("energy", {"grad_mode": "finite-difference", **BLACK}),
     "energy-paper-black": ("energy", {"recipe": "paper", **BLACK}),
     "simmim": ("simmim", {}),
+    # issue 39's arms on ViT: N = 1 (half the step), whole-patch masks at MAE's 75 % (gridded-mask cells of the
+    # ViT's 4-pixel patch at 32 px), the compiled step, and average pooling in the head
+    "energy-n1": ("energy", {"steps": 1}),
+    "energy-patch75": ("energy", {"task": "gridded-mask", "task_args": {"grid": 4, "ratio": 0.75}}),
+    "energy-compiled": ("energy", {"compile": "inductor"}),
+    "mae-compiled": ("mae", {"compile": "inductor"}),
 }
 # one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
 COLORS = {
@@ -69,8 +75,12 @@ COLORS = {
     "energy-fd-black": "navy",
     "energy-paper-black": "saddlebrown",
     "simmim": "C4",
+    "energy-n1": "teal",
+    "energy-patch75": "purple",
+    "energy-compiled": "crimson",
+    "mae-compiled": "darkred",
 }
-VIT_ONLY = {"mae"}
+VIT_ONLY = {"mae", "mae-compiled"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task
 
 
