@@ -16,9 +16,9 @@ import time
 import uuid
 
 import torch
+from test_distributed import assert_trained_alike
 
 from pretexts.engine import PretrainConfig, Pretrainer, load_checkpoint
-from tests.test_distributed import assert_trained_alike
 
 SETTINGS = {
     "backbone": "convnext_atto",

@@ -8,6 +8,9 @@ import signal
 
 import pytest
 import torch
+from cli_runs import run_cli
+from stream_shards import VAL_LABELS, write_parquet_set, write_shard_set
+from test_finetune import SMALL_DATA
 
 from pretexts.engine import PretrainConfig, Pretrainer, load_checkpoint
 from pretexts.engine.data.datasets import build_source
@@ -15,9 +18,6 @@ from pretexts.engine.data.streams import ImageStream
 from pretexts.engine.evaluation.finetune import Finetuner
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.errors import DataError
-from tests.cli_runs import run_cli
-from tests.stream_shards import VAL_LABELS, write_parquet_set, write_shard_set
-from tests.test_finetune import SMALL_DATA
 
 
 def shards(kind: str, folder):
