@@ -16,6 +16,14 @@ Rows are timed interleaved (one step of each row, then again, `repeats` times; t
 so load from other processes hits all rows alike. Peak memory is measured in a separate pass, at the
 batch and at half of it; the slope gives memory per image and the largest batch that fits in
 --fit-gib GiB beside the weights, their gradients and AdamW's two moments (an estimate, not a run).
+Each row also gets its FLOPs per step (torch.utils.flop_counter, depthwise convolutions' backward corrected) and
+"x its FLOP bound", (its time / supervised time) / (its FLOPs / supervised FLOPs); `--profile` adds a torch.profiler
+summary of one supervised and one exact energy step, split into forward / 1st backward / 2nd backward / optimizer
+(benchmarks/step_flops.py):
+
+    python benchmarks/throughput.py --backbone convnext_atto --threads 1 --only "supervised (*" \
+        --only "energy N=2 exact (*" --profile
+
 Target: the project's energy step (Pretrainer.train_step, exact, N = 2) at most 1.05x the bare loop
 of the paper's pseudo code (appendix "Pseudo Code in PyTorch Style") on the same model.
 """
@@ -30,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from corruption import timed
 from peak_memory import peak_bytes, pin_mmap_threshold
+from step_flops import BWD1, BWD2, FWD, depthwise_check, profile_step, step_flops
 from torch import nn
 
 import pretexts
@@ -192,6 +201,11 @@ def main(argv=None) -> None:
     parser.add_argument("--fit-gib", type=float, default=80.0, help="memory budget for the largest-batch estimate")
     parser.add_argument("--only", action="append", help="wildcard over row names (repeat for several)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (1 is steadiest on a shared machine)")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help=f"also print a torch.profiler summary of one step of the rows {SUPERVISED!r} and {ENERGY!r}",
+    )
     args = parser.parse_args(argv)
     pin_mmap_threshold()
     if args.threads:
@@ -223,6 +237,9 @@ def measure(args) -> None:
         name: (peak_bytes(lambda step=step: step(images), device), peak_bytes(lambda step=step: step(half), device))
         for name, step in steps.items()
     }
+    flops = {  # compiled rows: flop_counter would count (or recompile) the traced graph, not what ran; n/a
+        name: step_flops(step, images) for name, step in steps.items() if "compile" not in name
+    }
 
     what = "CUDA max_memory_allocated" if device.type == "cuda" else "resident-set high-water mark (VmHWM)"
     print(
@@ -232,11 +249,12 @@ def measure(args) -> None:
     )
     reference = SUPERVISED if SUPERVISED in times else next(iter(times))
     base = statistics.median(times[reference])
+    base_flops = flops.get(reference, (0, {}))[0]
     print(
         f"| step | ms | x {reference.split(' (')[0]} | peak MiB | MiB / image | "
-        f"est. max batch in {args.fit_gib:g} GiB |"
+        f"est. max batch in {args.fit_gib:g} GiB | GFLOP / step | x its FLOP bound |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, samples in times.items():
         ms = statistics.median(samples)
         full, part = memory[name]
@@ -245,9 +263,27 @@ def measure(args) -> None:
             per_image = (full - part) / (args.batch - len(half))
             fit = (args.fit_gib * 2**30 - resident_bytes(models[name]) - (full - per_image * args.batch)) / per_image
             cells[1:] = [f"{per_image / 2**20:.2f}", f"{int(fit):,}" if models[name] else "-"]
+        count = flops.get(name, (0, {}))[0]
+        cells += (
+            [f"{count / 1e9:.2f}", f"{(ms / base) / (count / base_flops):.2f}"] if count and base_flops else ["n/a"] * 2
+        )
         print(f"| {name} | {ms * 1e3:.1f} | {ms / base:.2f} | " + " | ".join(cells) + " |", flush=True)
     for name, why in skipped.items():
-        print(f"| {name} | skipped: {why} | | | | |")
+        print(f"| {name} | skipped: {why} | | | | | | |")
+    print(
+        f"\nGFLOP / step: torch.utils.flop_counter over one step (forward, backward, the double backward where the "
+        f"row has one). x its FLOP bound = (ms / {reference} ms) / (its FLOPs / {reference} FLOPs): how many times "
+        "its FLOP-proportional time the row takes (1.00 for the reference; compiled rows n/a). flop_counter "
+        "counts depthwise convolution's backward high (weight gradient x channels): these counts divide that term "
+        "by groups (benchmarks/step_flops.py). FLOPs are exact counts, times are noisy on a shared machine."
+    )
+    if SUPERVISED in models and (check := depthwise_check(models[SUPERVISED], images)):
+        print(check)
+    for name in (SUPERVISED, ENERGY):
+        if name in flops and flops[name][0]:
+            split, phases = flops[name][1], (FWD, BWD1, BWD2) if name == ENERGY else (FWD, BWD2)
+            parts = [f"{p if name == ENERGY or p == FWD else 'backward'} {split.get(p, 0) / 1e9:.2f}" for p in phases]
+            print(f"GFLOP by phase, {name}: " + ", ".join(parts))
     for eager in COMPILED_PAIRS:
         compiled = f"{eager} + compile ({args.compile})"
         if eager in times and compiled in times:
@@ -259,6 +295,10 @@ def measure(args) -> None:
     if ENERGY in times and BARE in times:
         ratio = statistics.median(times[ENERGY]) / statistics.median(times[BARE])
         print(f"\n{ENERGY} / {BARE}: {ratio:.3f} (target <= {TARGET}): {'ok' if ratio <= TARGET else 'MISSED'}")
+    for name in (SUPERVISED, ENERGY) if args.profile else ():  # the supervised step's only backward reads "2nd"
+        if name in steps:
+            print(f"\ntorch.profiler, one step of {name} ({torch.get_num_threads()} threads):\n")
+            print(profile_step(steps[name], images, flops.get(name)))
 
 
 if __name__ == "__main__":
