@@ -127,7 +127,7 @@ def probe_sizes(cfg: CompareConfig) -> dict:
     """The images of each split the probes read, and of how many (labelled_data.split_sizes), without reading an
     image: of shards, the first --max-images of the counts in their manifest or headers; of a folder, its scan."""
     if not is_stream(cfg.data):
-        return split_sizes(cfg.data, *downstream_splits(cfg.data, GIVEN, cfg.img_size, cfg.seeds[0]))
+        return split_sizes(*downstream_splits(cfg.data, GIVEN, cfg.img_size, cfg.seeds[0]))
     of = {split: len(stream_shards(cfg.data, split) or ()) for split in ("train", "val")}
     return {**{split: min(count, cfg.max_images) for split, count in of.items()}, "of": of}
 

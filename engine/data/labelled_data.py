@@ -46,24 +46,21 @@ def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | N
 
 
 def name_classes(train, val) -> None:
-    """Shards without class names (no manifest) name each label by its number; the names are read off both splits'
-    first images, '0' to the largest label: the training head's own names would miss a class absent from it (and
-    a label past them breaks the probes' one-hot votes)."""
-    labels = [*train.targets, *val.targets]
-    if train.classes == sorted({str(t) for t in train.targets}, key=int):  # numbered, not the manifest's names
-        train.classes = val.classes = [str(i) for i in range(max(labels) + 1)]
+    """Shards without class names (no manifest) name each label by its number, '0' to the largest label of both
+    splits' first images: the training head alone could miss a class (and a label past its names breaks the
+    probes' one-hot votes)."""
+    if not train.classes:
+        train.classes = val.classes = [str(i) for i in range(max([*train.targets, *val.targets]) + 1)]
 
 
-def split_sizes(data: str, train: Dataset, val: Dataset) -> dict:
+def split_sizes(train: Dataset, val: Dataset) -> dict:
     """How many images of each split a command read and of how many: {"train": n, "val": n, "of": {"train": N,
-    "val": N}}; n < N only for streamed shards, whose first n (in shard order) were read. The shards' counts come
-    from their manifest or headers, no image is read again."""
+    "val": N}}; n < N only for streamed shards (a `StreamHead` knows its split's `total`), whose first n were read."""
     read = {"train": len(train), "val": len(val)}
-    from pretexts.engine.data.streams import is_stream, stream_shards
-
-    if not is_stream(data):
-        return {**read, "of": dict(read)}
-    return {**read, "of": {split: len(stream_shards(data, split)) for split in read}}
+    return {
+        **read,
+        "of": {split: getattr(source, "total", n) for (split, n), source in zip(read.items(), (train, val))},
+    }
 
 
 def describe_sizes(sizes: dict) -> str:

@@ -19,7 +19,8 @@ class StreamHead(Dataset):
     def __init__(self, shards, count: int):
         self.samples = list(first_images(shards, count))
         self.targets = [int(label) for _, label in self.samples]
-        self.classes = list(shards.classes) if shards.classes else sorted({str(t) for t in self.targets}, key=int)
+        self.classes = list(shards.classes) if shards.classes else None  # unnamed: labelled_splits numbers them
+        self.total = len(shards)  # the images the split holds, of which these are the first
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -191,7 +191,7 @@ def probe_features(
     cfg.data, origin = downstream_data(cfg.data, weights.data)
     train_source, val_source = downstream_splits(cfg.data, origin, weights.img_size, cfg.seed, cfg.max_images)
     classes = class_names(train_source)
-    sizes = split_sizes(cfg.data, train_source, val_source)  # of shards, the first --max-images of each split
+    sizes = split_sizes(train_source, val_source)  # of shards, the first --max-images of each split
     echo(
         f"probing {weights.source} on {describe_data(cfg.data, origin)}: {describe_sizes(sizes)}, "
         f"{len(classes)} classes, {weights.img_size} px"
