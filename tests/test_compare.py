@@ -301,3 +301,16 @@ def test_a_fine_tune_from_a_checkpoint_left_on_disk_records_that_checkpoints_ste
     tuned = json.loads(path.read_text())
     assert [t["start_steps"] for t in tuned["finetunes"].values()] == [steps] and steps > 0
     assert not list(path.parent.glob("m*/checkpoint.pt"))  # used, then removed like any other
+
+
+def test_loader_workers_reach_the_pretraining_and_do_not_invalidate_cached_cells(tmp_path):
+    """--workers feeds a GPU's pretraining; it changes how fast batches come, not what a step computes, so a cell
+    cached with other workers is still the same measurement."""
+    from pretexts.engine.compare.config import CompareConfig
+
+    arm = compare_cells.Arm("energy", "energy", {"task": "random-mask"})
+    study, fed = CompareConfig(backbone="test_convnext"), CompareConfig(backbone="test_convnext", workers=4)
+    assert compare_cells.pretrain_config(fed, arm, 0, tmp_path).workers == 4
+    assert compare_cells.pretrain_config(study, arm, 0, tmp_path).workers == 0
+    assert compare_cells.settings(fed, arm) == compare_cells.settings(study, arm)
+    fails_cleanly([*BASE, "--workers", "65", "--out", tmp_path], "workers must be in [0, 64]")

@@ -120,7 +120,7 @@ def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
                 batch_size=study.batch_size,
                 epochs=100000,
                 seed=seed,
-                workers=0,
+                workers=study.workers,
                 device=study.device,
                 out=str(out),
                 eval_images=256,

@@ -91,6 +91,14 @@ class CompareConfig:
     batch_size: int = setting(64, "Pretraining batch size.", section="optimisation", range=BATCH_RANGE)
     # more threads than cores only contend; 1024 is past any machine's hardware threads
     threads: int = setting(0, "Torch threads per pair (0: torch's default).", section="speed", range=(0, 1024))
+    # the CPU clock counts the training process only: in-process loading keeps CPU budgets fair; a GPU needs workers
+    workers: int = setting(
+        0,
+        "Loader worker processes of each pair's pretraining (0: load in the training process, whose CPU time the "
+        "budget counts; on a GPU use several, or loading sets the pace).",
+        section="speed",
+        range=(0, 64),
+    )
     device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
     out: str = setting(
         "runs/compare",

@@ -17,6 +17,7 @@ from pretexts.engine.methods.energy.restore import LOSSES, contrastive_loss, res
 from pretexts.engine.methods.report import with_figure_numbers
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.modules.eval_mode import eval_mode
+from pretexts.engine.modules.second_order import DOUBLE_BACKWARDS, rewrite_convolutions, rewritten_double_backward
 from pretexts.errors import ParameterError
 from pretexts.params import Param
 
@@ -56,10 +57,17 @@ class EnergyMethod(Method):
         ),
         # images are in [0, 1]: a larger perturbation is no derivative
         "fd_delta": Param(FD_DELTA, float, 1e-6, 1.0, help="Finite-difference perturbation (RMS per element)."),
+        "double_backward": Param(
+            "auto",
+            str,
+            choices=DOUBLE_BACKWARDS,
+            help="Exact mode's convolutions: rewritten (the same gradients on first-order kernels) or autograd's "
+            "own; auto: rewritten where measured faster (docs/performance.md).",
+        ),
     }
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
-    resume_may_change = frozenset({"grad_mode"})  # both modes train the same model (to O(fd_delta^2))
+    resume_may_change = frozenset({"grad_mode", "double_backward"})  # the same model (grad modes: to O(fd_delta^2))
     # measured in docs/results/representation.md ("The fill"; "Why take one drifted")
     shortcut_advice = {
         "fill=black": "with black mask boxes the scalar energy learns the images' brightness (the representation "
@@ -81,8 +89,10 @@ class EnergyMethod(Method):
 
     def apply_speedups(self, model: torch.nn.Module) -> torch.nn.Module:
         """With finite differences nothing needs a double backward: fused attention (and compile) are allowed,
-        but the estimate needs a smooth, per-image energy."""
-        if self.args["grad_mode"] == "finite-difference":
+        but the estimate needs a smooth, per-image energy. In exact mode the convolutions' double backward is
+        rewritten on first-order kernels where `--double-backward` says so (engine/modules/second_order.py)."""
+        args, cfg = self.args, self.cfg
+        if args["grad_mode"] == "finite-difference":
             bad = unsupported_layers(model.backbone)
             if bad:
                 raise ParameterError(
@@ -93,6 +103,8 @@ class EnergyMethod(Method):
                 )
             set_fused_attention(model.backbone, True)
             model.math_attention = False
+        elif args["steps"] and rewritten_double_backward(args["double_backward"], self.device, cfg.amp, cfg.compile):
+            rewrite_convolutions(model.backbone)
         return super().apply_speedups(model)
 
     def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
