@@ -74,6 +74,10 @@ def set_grad_checkpointing(model: nn.Module, enabled: bool = True) -> nn.Module:
     return model
 
 
+# `--global-pool`: what the pooled features are (timm's global_pool); None keeps the backbone's own
+POOLS = ("avg", "token")
+
+
 def create_backbone(name: str, img_size: int | None = None, **kwargs) -> nn.Module:
     """A timm model that returns pooled features [B, num_features] (num_classes=0), never pretrained.
 
@@ -86,13 +90,18 @@ def create_backbone(name: str, img_size: int | None = None, **kwargs) -> nn.Modu
         params["img_size"] = img_size
     params.setdefault("num_classes", 0)
     try:
-        model = timm.create_model(timm_name, pretrained=False, **params)
-    except TypeError as err:
-        if "img_size" not in str(err) or "img_size" not in params:
-            raise ParameterError(f"backbone '{name}': {err}") from None
-        params.pop("img_size")  # CNNs take any size
-        model = timm.create_model(timm_name, pretrained=False, **params)
+        try:
+            model = timm.create_model(timm_name, pretrained=False, **params)
+        except TypeError as err:
+            if "img_size" not in str(err) or "img_size" not in params:
+                raise ParameterError(f"backbone '{name}': {err}") from None
+            params.pop("img_size")  # CNNs take any size
+            model = timm.create_model(timm_name, pretrained=False, **params)
     except AssertionError as err:
+        if kwargs.get("global_pool") == "token":  # timm's own message names no option
+            raise ParameterError(
+                f"backbone '{name}' has no class token: --global-pool token is for ViTs; use avg."
+            ) from None
         raise ParameterError(f"backbone '{name}' cannot be built with {params}: {err}") from None
     _check_patch_grid(name, model, img_size)
     return disable_fused_attention(model)

@@ -59,6 +59,7 @@ METHODS = {
     "energy-patch75": ("energy", {"task": "gridded-mask", "task_args": {"grid": 4, "ratio": 0.75}}),
     "energy-compiled": ("energy", {"compile": "inductor"}),
     "mae-compiled": ("mae", {"compile": "inductor"}),
+    "energy-avgpool": ("energy", {"global_pool": "avg"}),
 }
 # one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
 COLORS = {
@@ -79,6 +80,7 @@ COLORS = {
     "energy-patch75": "purple",
     "energy-compiled": "crimson",
     "mae-compiled": "darkred",
+    "energy-avgpool": "orange",
 }
 VIT_ONLY = {"mae", "mae-compiled"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task

@@ -205,6 +205,16 @@ PAPER_ROWS = (
 )
 
 
+def break_even(eager: str, eager_s: float, compiled_s: float, warmup: dict) -> str:
+    """The compile's price: its warm-up over the eager row's, and the steps the compiled row takes to repay it."""
+    compiled = next(name for name in warmup if name.startswith(f"{eager} + compile"))
+    extra = warmup[compiled] - warmup[eager]
+    cost = f"  compile warm-up +{extra:.1f} s over eager's two steps; "
+    if compiled_s >= eager_s:
+        return cost + "never repaid (no faster per step)"
+    return cost + f"repaid after {extra / (eager_s - compiled_s):.0f} steps"
+
+
 def resident_bytes(model) -> int:
     """Weights, gradients and AdamW's two moments: what stays allocated between steps."""
     return 0 if model is None else 4 * sum(p.numel() * p.element_size() for p in model.parameters())
@@ -266,10 +276,11 @@ def measure(args) -> None:
             skipped[name] = str(err)
     torch.manual_seed(0)
     images = torch.rand(args.batch, 3, args.size, args.size, device=device)
+    warmup = {}  # seconds of the two warm-up steps: a compiled row's compile time is in them
     for name, step in list(steps.items()):  # warm-up: optimiser state, compilation, allocator
         print(f"warming up: {name}", file=sys.stderr, flush=True)
         try:
-            step(images), step(images)
+            warmup[name] = timed(lambda step=step: (step(images), step(images)), device)
         except torch.OutOfMemoryError:  # a large --batch: this row does not fit, the others still run
             skipped[name] = f"out of memory at batch {args.batch}"
             del steps[name], models[name]
@@ -335,6 +346,7 @@ def measure(args) -> None:
         if eager in times and compiled in times:
             ratio = statistics.median(times[compiled]) / statistics.median(times[eager])
             print(f"compiled / eager, {eager}: {ratio:.3f}")
+            print(break_even(eager, statistics.median(times[eager]), statistics.median(times[compiled]), warmup))
     for fp32, bf16 in BF16_PAIRS.items():
         if fp32 in times and bf16 in times:
             print(f"bf16 / fp32, {fp32}: {statistics.median(times[bf16]) / statistics.median(times[fp32]):.3f}")

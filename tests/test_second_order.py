@@ -5,6 +5,7 @@ use; swapped in by `--double-backward` without changing a checkpoint."""
 import pytest
 import torch
 from pretext_images import cifar_batch
+from tiny_trainers import tiny_trainer
 from torch import nn
 
 from pretexts import create_pretext
@@ -16,7 +17,6 @@ from pretexts.engine.modules.second_order import (
     restore_convolutions,
     rewrite_convolutions,
 )
-from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.loop import Pretrainer
 
 # (stride, padding, dilation, groups, in, out, kernel, size): depthwise 7x7 (ConvNeXt), a strided 3x3 whose input
@@ -94,19 +94,7 @@ def test_rewrite_keeps_parameters_and_checkpoint_keys():
 
 
 def trainer(tmp_path, amp="auto", **method_args) -> Pretrainer:
-    cfg = PretrainConfig(
-        amp=amp,
-        backbone="convnext_atto",
-        img_size=32,
-        batch_size=4,
-        data="synthetic",
-        workers=0,
-        lr=1e-3,
-        warmup_epochs=0,
-        out=str(tmp_path),
-        method_args=method_args,
-    )
-    return Pretrainer(cfg)
+    return tiny_trainer(tmp_path, backbone="convnext_atto", amp=amp, method_args=method_args)
 
 
 @pytest.mark.parametrize(

@@ -58,10 +58,11 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
         }
         return model.eval(), spec["name"], spec["kwargs"], provenance
     model, saved = create_classifier(checkpoint, num_classes=0)
-    timm_name, kwargs = timm_spec(saved["backbone"], saved["img_size"], model)
+    timm_name, kwargs = timm_spec(saved["backbone"], saved["img_size"], model, saved.get("global_pool"))
     kwargs = {**kwargs, "num_classes": 0}
     pretraining = {
-        k: saved.get(k) for k in ("method", "method_args", "task", "task_args", "backbone", "img_size", "data")
+        k: saved.get(k)
+        for k in ("method", "method_args", "task", "task_args", "backbone", "global_pool", "img_size", "data")
     }
     return model.eval(), timm_name, kwargs, {"pretraining": pretraining}
 

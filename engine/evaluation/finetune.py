@@ -352,7 +352,9 @@ class Finetuner:
 
     def timm_spec(self) -> dict:
         """How timm rebuilds this classifier: `pretexts export` reads it from either checkpoint."""
-        timm_name, kwargs = timm_spec(self.backbone_name, self.img_size, self.model)
+        timm_name, kwargs = timm_spec(
+            self.backbone_name, self.img_size, self.model, self.pretraining.get("global_pool")
+        )
         return {"name": timm_name, "kwargs": {**kwargs, "num_classes": len(self.classes)}, "classes": self.classes}
 
     def save(self, name: str = FINAL) -> Path:

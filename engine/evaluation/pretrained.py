@@ -12,12 +12,17 @@ from pretexts.registry import METHODS, get_pretext_class
 PREFIX = "backbone."
 
 
-def timm_spec(name: str, img_size: int, backbone: nn.Module | None = None) -> tuple[str, dict]:
-    """(timm name, kwargs) that `timm.create_model` needs to rebuild the backbone `name` at `img_size`.
+def timm_spec(
+    name: str, img_size: int, backbone: nn.Module | None = None, global_pool: str | None = None
+) -> tuple[str, dict]:
+    """(timm name, kwargs) that `timm.create_model` needs to rebuild the backbone `name` at `img_size` (and with the
+    pretraining's `global_pool`, where it set one).
 
     img_size reaches only models that take it (ViT, Swin have a patch embedding); CNNs take any size.
     """
     timm_name, kwargs = backbones.resolve(name)
+    if global_pool is not None:
+        kwargs["global_pool"] = global_pool
     backbone = backbone if backbone is not None else backbones.create_backbone(name, img_size=img_size)
     if getattr(getattr(backbone, "patch_embed", None), "img_size", None) is not None:
         kwargs["img_size"] = img_size
@@ -100,7 +105,8 @@ def classifier_from(
             f"checkpoint '{checkpoint}' was pretrained at {saved.get('img_size')} px; "
             f"use that size (leave out --img-size)."
         )
-    model = backbones.create_backbone(saved["backbone"], img_size=saved.get("img_size"), **kwargs)
+    pool = {"global_pool": saved.get("global_pool"), **kwargs}  # the pooling it was pretrained with
+    model = backbones.create_backbone(saved["backbone"], img_size=saved.get("img_size"), **pool)
     return set_fused_attention(load_pretrained(model, ckpt, checkpoint), True), saved
 
 

@@ -46,7 +46,7 @@ class AutoencoderMethod(Method):
                 f"method ae: decoder_dim {args['decoder_dim']} is not divisible by decoder_heads "
                 f"{args['decoder_heads']}; choose heads that divide the width."
             )
-        backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size)
+        backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size, global_pool=cfg.global_pool)
         decoder = {k: v for k, v in args.items() if k.startswith("decoder_")}
         return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone, **decoder)
 

@@ -40,7 +40,7 @@ class MAEMethod(Method):
         cfg, args = self.cfg, self.args
         sizes = {k: args[k] or None for k in ("decoder_dim", "decoder_depth", "decoder_heads")}
         return MAEModel(
-            backbones.create_backbone(cfg.backbone, img_size=cfg.img_size),
+            backbones.create_backbone(cfg.backbone, img_size=cfg.img_size, global_pool=cfg.global_pool),
             cfg.backbone,
             mask_ratio=args["mask_ratio"],
             norm_pix_loss=args["norm_pix_loss"],

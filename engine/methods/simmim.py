@@ -51,7 +51,7 @@ class SimMIMMethod(Method):
 
     def build_model(self) -> torch.nn.Module:
         cfg = self.cfg
-        backbone = create_backbone(cfg.backbone, img_size=cfg.img_size)
+        backbone = create_backbone(cfg.backbone, img_size=cfg.img_size, global_pool=cfg.global_pool)
         mean, std = normalisation(backbone)
         # where the last map is 1x1 (a hierarchical backbone at 32 px) one pixel-shuffled vector cannot place
         # anything: UperNet's PPM + FPN over the stages (the AE's) predicts instead

@@ -3,6 +3,7 @@
 
 from dataclasses import asdict, dataclass, field, fields
 
+from pretexts.backbones.factory import POOLS
 from pretexts.engine.training.experiment_log import check_logger
 from pretexts.engine.training.recipes import apply_recipe
 from pretexts.engine.training.settings import (
@@ -61,6 +62,14 @@ class PretrainConfig:
     # LayerNorm, 3.7 M params: learns within minutes on a CPU
     backbone: str = setting(
         "convnext_atto", "Alias (vit_tiny, vit_small, swin_t, resnet18, ...) or timm name.", section="model"
+    )
+    global_pool: str | None = setting(
+        None,
+        "The backbone's pooling (timm's global_pool): avg (the patch tokens' mean), or token (ViTs' class token); "
+        "default: the backbone's own (token on ViTs, avg on CNNs). Fine-tuning, probes and export take the "
+        "checkpoint's.",
+        choices=POOLS,
+        section="model",
     )
     data: str = setting(
         "sample",
@@ -216,6 +225,8 @@ class PretrainConfig:
         check_ranges(self)
         check_optimizer(self)
         check_amp(self)
+        if self.global_pool not in (None, *POOLS):
+            raise ParameterError(f"global_pool must be one of {', '.join(POOLS)} (or unset); got {self.global_pool!r}.")
         if self.compile is not None:  # torch's list of backends, loaded only when one is asked for
             from pretexts.engine.training.preflight import check_compile_backend
 

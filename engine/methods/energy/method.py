@@ -85,6 +85,7 @@ class EnergyMethod(Method):
             alpha=args["alpha"],
             head_init_std=args["head_init_std"],
             energy_scale=args["energy_scale"],
+            global_pool=cfg.global_pool,
         )
 
     def apply_speedups(self, model: torch.nn.Module) -> torch.nn.Module:
