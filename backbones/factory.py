@@ -74,10 +74,6 @@ def set_grad_checkpointing(model: nn.Module, enabled: bool = True) -> nn.Module:
     return model
 
 
-# `--global-pool`: what the pooled features are (timm's global_pool); None keeps the backbone's own
-POOLS = ("avg", "token")
-
-
 def create_backbone(name: str, img_size: int | None = None, **kwargs) -> nn.Module:
     """A timm model that returns pooled features [B, num_features] (num_classes=0), never pretrained.
 

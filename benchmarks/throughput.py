@@ -22,6 +22,7 @@ Rows are timed interleaved (one step of each row, then again, `repeats` times; t
 so load from other processes hits all rows alike. Peak memory is measured in a separate pass, at the
 batch and at half of it; the slope gives memory per image and the largest batch that fits in
 --fit-gib GiB beside the weights, their gradients and AdamW's two moments (an estimate, not a run).
+With --compile each compiled row also prints its warm-up over its eager twin's and the steps that repay it.
 Each row also gets its FLOPs per step (torch.utils.flop_counter, depthwise convolutions' backward corrected) and
 "x its FLOP bound", (its time / supervised time) / (its FLOPs / supervised FLOPs); `--profile` adds a torch.profiler
 summary of one supervised and one exact energy step, split into forward / 1st backward / 2nd backward / optimizer

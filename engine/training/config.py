@@ -3,7 +3,6 @@
 
 from dataclasses import asdict, dataclass, field, fields
 
-from pretexts.backbones.factory import POOLS
 from pretexts.engine.training.experiment_log import check_logger
 from pretexts.engine.training.recipes import apply_recipe
 from pretexts.engine.training.settings import (
@@ -16,6 +15,7 @@ from pretexts.engine.training.settings import (
     IMG_SIZE_RANGE,
     LR_RANGE,
     MIN_LR_RANGE,
+    POOLS,
     SEED_RANGE,
     STEPS_RANGE,
     WARMUP_EPOCHS_RANGE,

@@ -66,6 +66,9 @@ def setting(default, help: str, *, section: str, range: Range | tuple | None = N
     return field(default=default, metadata={"help": help, "section": section, **bounds, **cli})
 
 
+# `--global-pool`: what the pooled features are (timm's global_pool); None keeps the backbone's own
+POOLS = ("avg", "token")
+
 # the ranges the commands' options share (the bounds stop typos and runaway values, not unusual runs)
 SEED_RANGE = Range(0, 2**32 - 1)  # numpy takes 32-bit seeds (torch 64-bit)
 IMG_SIZE_RANGE = Range(8, 4096)  # the smallest image a backbone's stem downsamples, the largest that fits
