@@ -37,6 +37,7 @@ of the paper's pseudo code (appendix "Pseudo Code in PyTorch Style") on the same
 
 import argparse
 import fnmatch
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -44,7 +45,7 @@ import tempfile
 import torch
 import torch.nn.functional as F
 from corruption import timed
-from peak_memory import peak_bytes, pin_mmap_threshold
+from peak_memory import mmap_pinned, peak_bytes
 from step_flops import BWD1, BWD2, FWD, depthwise_check, profile_step, step_flops
 from torch import nn
 
@@ -68,12 +69,14 @@ AUTOGRAD = "energy N=2 exact, autograd's conv double backward"
 REWRITTEN = "energy N=2 exact, rewritten conv double backward"
 
 
-def supervised(args, device, task, amp: torch.dtype | None = None):
+def supervised(args, device, task, amp: torch.dtype | None = None, compile: str | None = None):
     """Backbone + linear classifier, cross-entropy, AdamW: a supervised step as one would run it (fused attention),
-    under `amp` autocast if given."""
+    under `amp` autocast if given, its model through torch.compile with backend `compile` if given."""
     torch.manual_seed(0)
     backbone = set_fused_attention(create_backbone(args.backbone, img_size=args.size), True)
     model = nn.Sequential(backbone, nn.Linear(backbone.num_features, 1000)).to(device)
+    if compile:
+        model.compile(backend=compile)  # in place, as --compile does a method's backbone
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     labels = torch.randint(1000, (args.batch,), device=device)
 
@@ -113,12 +116,17 @@ def corruption(args, device, task):
     return (lambda images: task(images, generator)), None
 
 
-# eager row -> its config: with --compile each gets a compiled twin (the energy method's restoration step through
-# torch.func + torch.compile, engine/methods/energy/compiled.py; the AE's backbone forward, as every other method)
+# eager row -> its compiled twin's builder, given the backend: with --compile each row here gets one (the energy
+# method's restoration step through torch.func + torch.compile, engine/methods/energy/compiled.py; the baselines'
+# backbone forward, as every other method; the supervised model whole, so the ratios compare like with like)
 COMPILED_PAIRS = {
-    ENERGY: {"steps": 2},
-    "energy N=2 finite-difference": {"steps": 2, "grad_mode": "finite-difference"},
-    "AE baseline (method ae)": {"method": "ae"},
+    SUPERVISED: lambda backend: lambda args, device, task: supervised(args, device, task, compile=backend),
+    ENERGY: lambda backend: trainer_row(steps=2, compile=backend),
+    "energy N=2 finite-difference": lambda backend: trainer_row(
+        steps=2, grad_mode="finite-difference", compile=backend
+    ),
+    "AE baseline (method ae)": lambda backend: trainer_row(method="ae", compile=backend),
+    "MAE baseline (method mae)": lambda backend: trainer_row(method="mae", compile=backend),
 }
 # fp32 row -> its bf16 twin, for the bf16 / fp32 ratios (a ratio to supervised compares rows of one precision)
 BF16_PAIRS = {
@@ -148,7 +156,7 @@ def trainer_row(unfused: bool = False, **overrides):
                     workers=0,
                     device=str(device),
                     out=args.out,
-                    **{"amp": "off", **overrides},
+                    **{"amp": "off", "compile": None, **overrides},
                 )
             )
         )
@@ -189,9 +197,9 @@ def rows(args) -> dict:
             table[f"{label} baseline (method {name})"] = trainer_row(method=name)
             table[f"{label} baseline + bf16 autocast"] = trainer_row(method=name, amp="bf16")
     if args.compile:  # each compiled row beside its eager one (COMPILED_PAIRS); compilation is in the warm-up
-        for eager, overrides in COMPILED_PAIRS.items():
+        for eager, twin in COMPILED_PAIRS.items():
             if eager in table:
-                table[f"{eager} + compile ({args.compile})"] = trainer_row(compile=args.compile, **overrides)
+                table[f"{eager} + compile ({args.compile})"] = twin(args.compile)
     patterns = args.only or ["*"]
     return {k: v for k, v in table.items() if any(fnmatch.fnmatch(k, p) for p in patterns)}
 
@@ -253,17 +261,27 @@ def main(argv=None) -> None:
     if args.paper_sizes:
         args.backbone, args.size, args.batch, args.repeats = PAPER_BACKBONES, 224, [32, 128], 3
         args.only = args.only or list(PAPER_ROWS)
-    pin_mmap_threshold()
+    tables = [
+        argparse.Namespace(**{**vars(args), "backbone": backbone, "batch": batch})
+        for backbone in args.backbone
+        for batch in args.batch
+    ]
+    if len(tables) == 1:
+        measure_table(tables[0])
+        return
+    spawn = multiprocessing.get_context("spawn")
+    for one in tables:  # each in a fresh process: one table's freed heap would hide the next one's peak memory
+        child = spawn.Process(target=measure_table, args=(one,))
+        child.start()
+        child.join()
+
+
+def measure_table(args) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
-    for backbone in args.backbone:
-        for batch in args.batch:
-            one = argparse.Namespace(**{**vars(args), "backbone": backbone, "batch": batch})
-            with tempfile.TemporaryDirectory() as one.out:  # trainers need a folder; train_step writes nothing there
-                measure(one)
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            print(flush=True)
+    with tempfile.TemporaryDirectory() as args.out:  # trainers need a folder; train_step writes nothing there
+        measure(args)
+    print(flush=True)
 
 
 def measure(args) -> None:
@@ -277,24 +295,24 @@ def measure(args) -> None:
             skipped[name] = str(err)
     torch.manual_seed(0)
     images = torch.rand(args.batch, 3, args.size, args.size, device=device)
-    warmup = {}  # seconds of the two warm-up steps: a compiled row's compile time is in them
-    for name, step in list(steps.items()):  # warm-up: optimiser state, compilation, allocator
-        print(f"warming up: {name}", file=sys.stderr, flush=True)
-        try:
-            warmup[name] = timed(lambda step=step: (step(images), step(images)), device)
-        except torch.OutOfMemoryError:  # a large --batch: this row does not fit, the others still run
-            skipped[name] = f"out of memory at batch {args.batch}"
-            del steps[name], models[name]
-            torch.cuda.empty_cache()
+    half = images[: max(1, args.batch // 2)]
+    warmup, memory = {}, {}  # warm-up seconds (a compiled row's compile time is in them); peak bytes
+    with mmap_pinned():  # the memory pass, never the timing: pinned, the eager energy step takes 2x (peak_memory.py)
+        for name, step in list(steps.items()):  # warm-up: optimiser state, compilation, allocator
+            print(f"warming up: {name}", file=sys.stderr, flush=True)
+            try:
+                warmup[name] = timed(lambda step=step: (step(images), step(images)), device)
+            except torch.OutOfMemoryError:  # a large --batch: this row does not fit, the others still run
+                skipped[name] = f"out of memory at batch {args.batch}"
+                del steps[name], models[name]
+                torch.cuda.empty_cache()
+        for name, step in steps.items():  # a compiled row's half batch would compile it again: full batch only
+            full = peak_bytes(lambda step=step: step(images), device)
+            memory[name] = (full, None if "compile" in name else peak_bytes(lambda step=step: step(half), device))
     times = {name: [] for name in steps}
     for _ in range(args.repeats):
         for name, step in steps.items():
             times[name].append(timed(lambda step=step: step(images), device))
-    half = images[: max(1, args.batch // 2)]
-    memory = {
-        name: (peak_bytes(lambda step=step: step(images), device), peak_bytes(lambda step=step: step(half), device))
-        for name, step in steps.items()
-    }
     flops = {  # compiled rows: flop_counter would count (or recompile) the traced graph, not what ran; n/a
         name: step_flops(step, images) for name, step in steps.items() if "compile" not in name
     }
@@ -348,6 +366,9 @@ def measure(args) -> None:
             ratio = statistics.median(times[compiled]) / statistics.median(times[eager])
             print(f"compiled / eager, {eager}: {ratio:.3f}")
             print(break_even(eager, statistics.median(times[eager]), statistics.median(times[compiled]), warmup))
+            if eager != SUPERVISED and (twin := f"{SUPERVISED} + compile ({args.compile})") in times:  # like with like
+                over = statistics.median(times[compiled]) / statistics.median(times[twin])
+                print(f"  x the compiled supervised step: {over:.2f}")
     for fp32, bf16 in BF16_PAIRS.items():
         if fp32 in times and bf16 in times:
             print(f"bf16 / fp32, {fp32}: {statistics.median(times[bf16]) / statistics.median(times[fp32]):.3f}")

@@ -31,6 +31,17 @@ def private_listing_cache(tmp_path_factory):
         os.environ["XDG_CACHE_HOME"] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def eager_unless_asked():
+    """`--compile auto` would compile a long enough ViT run with inductor (minutes on a CPU): in-process tests run
+    eagerly unless they ask for a backend; tests/test_compile_auto.py sets the rule's real margin back."""
+    from pretexts.engine.methods import compile_choice
+
+    real, compile_choice.MARGIN = compile_choice.MARGIN, 10**12
+    yield real
+    compile_choice.MARGIN = real
+
+
 @pytest.fixture(scope="session")
 def real_images() -> torch.Tensor:
     return load_real_images("train", 16)

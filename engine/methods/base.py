@@ -10,6 +10,7 @@ from timm.optim import param_groups_weight_decay
 
 from pretexts.backbones.factory import set_grad_checkpointing
 from pretexts.backbones.normalisation import normalisation
+from pretexts.engine.methods.compile_choice import choose_compile
 from pretexts.engine.methods.report import HeldOut, with_figure_numbers
 from pretexts.engine.methods.states import state_adapter
 from pretexts.errors import ParameterError
@@ -108,12 +109,29 @@ class Method:
             for k, value in given.items()
         }
 
-    def setup(self) -> torch.nn.Module:
-        """Build the model on the method's device, apply the run's speedups and bind the task to it; the loop
-        calls it once, before the optimiser (and DDP) see the model."""
-        self.model = self.apply_speedups(self.build_model().to(self.device))
+    def setup(self, planned_steps: int | None = None) -> torch.nn.Module:
+        """Build the model on the method's device, resolve `--compile auto` for a run of `planned_steps` (the
+        config then holds the backend it chose, or None; `compile_choice` says why), apply the run's speedups and
+        bind the task to it; the loop calls it once, before the optimiser (and DDP) see the model."""
+        model, cfg = self.build_model().to(self.device), self.cfg
+        self.compile_choice = choose_compile(
+            cfg.compile,
+            measured_gain=self.compiled_gain(model),
+            device_type=self.device.type,
+            autocast=cfg.amp in ("bf16", "fp16"),  # asked for; "auto" is float32 on the CPU
+            planned_steps=planned_steps,
+            batch_size=cfg.batch_size,
+            img_size=cfg.img_size,
+        )
+        cfg.compile = self.compile_choice.backend
+        self.model = self.apply_speedups(model)
         self.task = state_adapter(self.task, self.model).prepare()
         return self.model
+
+    def compiled_gain(self, model: torch.nn.Module) -> float | None:
+        """The compiled / eager time of this method's step on `model`'s backbone on the CPU where it was measured
+        faster compiled (engine/methods/compile_choice.py); None, the default: `--compile auto` leaves it eager."""
+        return None
 
     def apply_speedups(self, model: torch.nn.Module) -> torch.nn.Module:
         """The config's memory-for-time options: gradient checkpointing, channels_last, torch.compile (of the
@@ -278,12 +296,13 @@ def trivial_sum(task, sample) -> float | None:
     return F.mse_loss(restored.float(), sample.target.float()).item() * sample.target.shape[0]
 
 
-def compile_forward(module: torch.nn.Module, backend: str, name: str) -> None:
+def compile_forward(module: torch.nn.Module, backend: str, name: str, entries: tuple = ()) -> None:
     """torch.compile, in place, what methods call on a timm backbone: `forward_features` and
-    `forward_intermediates` (`forward` runs through the first), or `forward` where it has neither. Each call
-    lowers its backward at once, so a backbone that does not compile says so in one line, at the call that
-    compiles, and runs eagerly from then on."""
-    names = [n for n in ("forward_features", "forward_intermediates") if hasattr(module, n)] or ["forward"]
+    `forward_intermediates` (`forward` runs through the first), or `forward` where it has neither; `entries` names
+    other methods instead (MAE's encoder and decoder). Each call lowers its backward at once, so a backbone that
+    does not compile says so in one line, at the call that compiles, and runs eagerly from then on."""
+    names = list(entries) or [n for n in ("forward_features", "forward_intermediates") if hasattr(module, n)]
+    names = names or ["forward"]
     eager = {n: getattr(module, n) for n in names}
 
     def guarded(entry: str):

@@ -8,7 +8,7 @@ import torch
 from pretexts import backbones
 from pretexts.backbones.patches import patchify, unpatchify
 from pretexts.engine.methods import register_method
-from pretexts.engine.methods.base import Method
+from pretexts.engine.methods.base import Method, compile_forward
 from pretexts.engine.methods.mae_model import MAEModel
 from pretexts.engine.methods.report import HeldOut, with_figure_numbers
 from pretexts.engine.modules.eval_mode import eval_mode
@@ -46,6 +46,12 @@ class MAEMethod(Method):
             norm_pix_loss=args["norm_pix_loss"],
             **sizes,
         )
+
+    def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """--compile: the encoder (visible tokens through the backbone's blocks, not its forward_features) and the
+        decoder; the masking, seeded by the step's generator, stays eager."""
+        compile_forward(model, self.cfg.compile, self.cfg.backbone, entries=("encode", "decode"))
+        return model
 
     def corruption(self) -> str:
         return f"MAE masking ({self.args['mask_ratio']:.0%} of patches; --task unused)"

@@ -101,11 +101,11 @@ def restore_convolutions(model: nn.Module) -> int:
     return count
 
 
-def rewritten_double_backward(choice: str, device: torch.device, amp: str, compiled: str | None) -> bool:
-    """Whether `--double-backward choice` swaps the rewritten convolutions in. "auto": where it measured no slower
-    (docs/performance.md: ConvNeXt-T 8.8x and ResNet-50 1.4-2.4x faster on an H100, convnext_atto 1.2x on the CPU,
-    ViTs, Swin and resnet18 level), so not under bf16 / fp16 autocast on the CPU (1.6x slower there: its transposed
-    convolutions have no fast low-precision kernel) nor under --compile, whose torch.func step traces autograd's."""
+def rewritten_double_backward(choice: str, device: torch.device, compiled: str | None) -> bool:
+    """Whether `--double-backward choice` swaps the rewritten convolutions in. "auto": on CUDA, where it measured
+    faster (docs/performance.md: ConvNeXt-T 8.8x and ResNet-50 1.4-2.4x on an H100; ViTs and Swin level), not under
+    --compile, whose torch.func step traces autograd's; not on the CPU, where it measured no faster (fp32:
+    convnext_atto 1.00x, vit_tiny 1.02x, resnet18 1.32x slower; under bf16 autocast 1.6x slower)."""
     if choice != "auto":
         return choice == "rewritten"
-    return not compiled and not (device.type == "cpu" and amp in ("bf16", "fp16"))
+    return not compiled and device.type == "cuda"

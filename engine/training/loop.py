@@ -78,11 +78,6 @@ class Pretrainer(PretrainCheckpoints):
             cfg, pretexts.create_pretext(cfg.task, **cfg.task_args), self.device
         )
         cfg.method_args = dict(self.method.args)  # as the method resolved them: config.json records every one
-        self.model = self.method.setup()
-        self.task = self.method.task
-        self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
-        check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
-        check_task_fits(self.task, cfg.img_size, self.device)
         self.train_set = self._dataset("train", pretrain_transform(cfg.img_size), streamed=True)
         if len(self.train_set) < cfg.batch_size:
             raise DataError(
@@ -96,8 +91,14 @@ class Pretrainer(PretrainCheckpoints):
         self.batches_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
         if cfg.max_steps_per_epoch:
             self.batches_per_epoch = min(self.batches_per_epoch, cfg.max_steps_per_epoch)
-        self.optimizer = build_optimizer(self.method, cfg)
         total = cfg.epochs * self.batches_per_epoch
+        torch.manual_seed(cfg.seed)  # the model's initialisation draws from here, whatever reading the data drew
+        self.model = self.method.setup(planned_steps=total)  # --compile auto weighs the run's length
+        self.task = self.method.task
+        self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
+        check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
+        check_task_fits(self.task, cfg.img_size, self.device)
+        self.optimizer = build_optimizer(self.method, cfg)
         self.scheduler = CosineLRScheduler(
             self.optimizer,
             t_initial=total,

@@ -21,9 +21,10 @@ def check_compile_backend(backend: str) -> None:
     if backend not in known:
         main = torch._dynamo.list_backends()
         debug = [name for name in ("eager", "aot_eager") if name in known]
+        to_debug = f", or {' / '.join(debug)} to debug" if debug else ""
         raise ParameterError(
             f"--compile {backend!r} is not a torch.compile backend; use one of {', '.join(main)} (--compile alone: "
-            f"inductor){', or ' + ' / '.join(debug) + ' to debug' if debug else ''}; leave it out to run eagerly."
+            f"inductor){to_debug}; auto (the default) compiles where it pays; off runs eagerly."
         )
 
 

@@ -68,6 +68,8 @@ def setting(default, help: str, *, section: str, range: Range | tuple | None = N
 
 # `--global-pool`: what the pooled features are (timm's global_pool); None keeps the backbone's own
 POOLS = ("avg", "token")
+# --compile: auto (the default) resolves per run (engine/methods/compile_choice.py); these mean eager
+COMPILE_AUTO, COMPILE_OFF = "auto", ("off", "none")
 
 # the ranges the commands' options share (the bounds stop typos and runaway values, not unusual runs)
 SEED_RANGE = Range(0, 2**32 - 1)  # numpy takes 32-bit seeds (torch 64-bit)

@@ -67,6 +67,7 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         f"pretraining {cfg.backbone} on {trainer.method.corruption()} with method '{cfg.method}', data "
         f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}"
     )
+    echo(trainer.method.compile_choice.describe())
     try:
         results = trainer.run()
     finally:

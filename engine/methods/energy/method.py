@@ -4,6 +4,7 @@ differences) and the restoration error is the loss (eq. 5). With N = 0 the corru
 
 import torch
 import torch.nn.functional as F
+from timm.models.vision_transformer import VisionTransformer
 from timm.optim import param_groups_weight_decay
 
 from pretexts.backbones.factory import set_fused_attention
@@ -23,6 +24,10 @@ from pretexts.params import Param
 
 from .compiled import CompiledRestore
 from .model import create_energy_model
+
+# compiled / eager time of the exact step on vit_tiny, random-mask, batch 64 (benchmarks/throughput.py --compile
+# inductor on a quiet CPU, docs/performance.md)
+COMPILED_VIT_GAIN = 0.85
 
 
 @register_method("energy")
@@ -62,7 +67,7 @@ class EnergyMethod(Method):
             str,
             choices=DOUBLE_BACKWARDS,
             help="Exact mode's convolutions: rewritten (the same gradients on first-order kernels) or autograd's "
-            "own; auto: rewritten where measured faster (docs/performance.md).",
+            "own; auto: rewritten on CUDA, where measured faster, autograd's on the CPU (docs/performance.md).",
         ),
     }
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
@@ -88,6 +93,12 @@ class EnergyMethod(Method):
             global_pool=cfg.global_pool,
         )
 
+    def compiled_gain(self, model: torch.nn.Module) -> float | None:
+        """The exact restoration step of a ViT: 0.85x its eager time compiled (vit_tiny, fp32, a quiet 2-core CPU,
+        docs/performance.md). Finite differences and the convolutional backbones were not measured faster."""
+        exact = self.args["steps"] and self.args["grad_mode"] == "exact"
+        return COMPILED_VIT_GAIN if exact and isinstance(model.backbone, VisionTransformer) else None
+
     def apply_speedups(self, model: torch.nn.Module) -> torch.nn.Module:
         """With finite differences nothing needs a double backward: fused attention (and compile) are allowed,
         but the estimate needs a smooth, per-image energy. In exact mode the convolutions' double backward is
@@ -104,7 +115,7 @@ class EnergyMethod(Method):
                 )
             set_fused_attention(model.backbone, True)
             model.math_attention = False
-        elif args["steps"] and rewritten_double_backward(args["double_backward"], self.device, cfg.amp, cfg.compile):
+        elif args["steps"] and rewritten_double_backward(args["double_backward"], self.device, cfg.compile):
             rewrite_convolutions(model.backbone)
         return super().apply_speedups(model)
 

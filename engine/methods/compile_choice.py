@@ -1,0 +1,74 @@
+"""`--compile auto`, the default: compile a method's step where compiling it was measured faster and the run is long
+enough to repay the compilation, run eagerly elsewhere; the start line says which and why.
+
+The evidence (docs/performance.md, `benchmarks/throughput.py --compile inductor` on a quiet 2-core CPU, fp32,
+32 px, a cold compile cache): the energy method's exact step on vit_tiny runs 0.85x its eager time compiled
+(random-mask, batch 64; colorization at batch 32: 0.78x), and compiling costs about 145 s more than two eager
+steps, repaid after 118 steps of 64 images (161 of 32). Per step the saving grows with the images' pixels while
+the compile time does not, so a run's length is counted as steps x images x pixels against that break-even, with a
+margin for a loaded machine (a real run's first compiled step took 197 s) and the gain's spread (0.78-0.96x).
+Eager under `auto`: the convolutional backbones (convnext_atto 0.97x), the baselines (supervised 0.90x repaid after
+682 steps, the AE 0.91x after 587, MAE 0.81x after 1240), autocast on the CPU (not measured compiled), and every
+GPU (compiled exact ViT-S/16 ran 0.75x on an H100 in fp32, but neither bf16, the GPU default, nor the compile time
+there is measured).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+AUTO = "auto"
+BACKEND = "inductor"  # torch.compile's default, and what `--compile` alone means
+# measured break-even of the exact energy step on vit_tiny: 118 steps of 64 images of 32 x 32 pixels
+BREAK_EVEN_WORK = 118 * 64 * 32 * 32
+MARGIN = 3  # three break-evens: the warm-up grows on a loaded machine and the gain varies with the task
+
+
+@dataclass(frozen=True)
+class CompileChoice:
+    """What a run compiles: the torch.compile backend, or None for eager; `why` is for the start line."""
+
+    backend: str | None
+    why: str
+
+    def describe(self) -> str:
+        return f"compile: {self.backend or 'off'} ({self.why})"
+
+
+def choose_compile(
+    requested: str | None,
+    *,
+    measured_gain: float | None,
+    device_type: str,
+    autocast: bool,
+    planned_steps: int | None,
+    batch_size: int,
+    img_size: int,
+) -> CompileChoice:
+    """Resolve `--compile`: a backend given is used, None is eager, `auto` compiles only where all hold: the
+    method's step on this backbone was measured faster compiled (`measured_gain`, compiled / eager time), on the
+    CPU in float32, over a run of at least MARGIN break-evens of work."""
+    if requested != AUTO:
+        return CompileChoice(requested, "asked for" if requested else "--compile off")
+    why = _eager_because(measured_gain, device_type, autocast)
+    if why:
+        return CompileChoice(None, f"auto: {why}")
+    if planned_steps is None:
+        return CompileChoice(None, "auto: the run's length is not known, so the compile time may not be repaid")
+    work, needed = planned_steps * batch_size * img_size**2, MARGIN * BREAK_EVEN_WORK
+    if work < needed:
+        steps = -(-needed // (batch_size * img_size**2))
+        return CompileChoice(
+            None, f"auto: {planned_steps} steps would not repay the compile time; it pays from about {steps} steps"
+        )
+    return CompileChoice(BACKEND, f"auto: this step measured {measured_gain:.2f}x its eager time on the CPU")
+
+
+def _eager_because(measured_gain: float | None, device_type: str, autocast: bool) -> str | None:
+    if measured_gain is None:
+        return "this method's step on this backbone was not measured faster compiled"
+    if device_type != "cpu":
+        return f"the compile time on {device_type} is not measured; --compile compiles anyway"
+    if autocast:
+        return "compiling under autocast on the CPU is not measured; --compile compiles anyway"
+    return None
