@@ -58,11 +58,12 @@ class TinyVit(EnergyMethod):
         return tiny_vit()
 
 
-def trainer(tmp_path, compile_, method=None, **settings) -> Pretrainer:
-    """A batch-8 run at lr 1e-3 from its first step, in a folder of its own per backend."""
+def trainer(tmp_path, compile_, method_class=None, **settings) -> Pretrainer:
+    """A batch-8 run at lr 1e-3 from its first step, in a folder of its own per backend; `method_class` overrides the
+    registered method that `settings` may name."""
     defaults = dict(backbone="vit_tiny", batch_size=8, workers=0, lr=1e-3, warmup_epochs=0)
     cfg = PretrainConfig(**{**defaults, **settings}, compile=compile_, out=str(tmp_path / str(compile_)))
-    return Pretrainer(cfg, method=method)
+    return Pretrainer(cfg, method=method_class)
 
 
 def trained(run: Pretrainer, images: torch.Tensor) -> Pretrainer:
