@@ -15,7 +15,8 @@ pretraining minutes, one line per method, the seeds' std shaded).
 
 Budgets are minutes of one CPU thread (process time, 1 torch thread, no loader workers), so two cells run
 side by side (--jobs 2), or a busy machine, get the same compute as one alone; --clock wall times them by
-the wall clock instead (for GPUs). Every cell is cached as OUT/BACKBONE/METHOD/seedS/cell.json (by default
+the wall clock instead (for GPUs: --device cuda --clock wall --workers 8). Every cell is cached as
+OUT/BACKBONE/METHOD/seedS/cell.json (by default
 in benchmarks/results/, committed): a finished cell is never run again, so the study grows over several
 sessions (add seeds, backbones or a budget and run again: a new budget reruns that cell's pretraining, since its
 checkpoints are not kept, and probes only the budgets not cached yet). A cell being run holds a `claim` file
@@ -26,6 +27,7 @@ Asserts nothing.
 import argparse
 import json
 import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from pretexts.engine.compare.cells import Arm, load_cell, run_cell
@@ -106,11 +108,16 @@ def study(args, backbone: str) -> CompareConfig:
         finetune_epochs=args.finetune_epochs,
         finetune_amp=args.finetune_amp,
         threads=args.threads,
-        device="cpu",
+        workers=args.workers,
+        device=args.device,
     )
 
 
 def run_study_cell(args, backbone: str, name: str, seed: int) -> dict | None:
+    if args.workers and "fork" in multiprocessing.get_all_start_methods():
+        # A spawned cell's loaders would spawn their workers too, each importing torch and the package again at
+        # every epoch and held-out evaluation: a 3-minute ViT-S cell on a GPU had not finished after 9 minutes.
+        multiprocessing.set_start_method("fork", force=True)
     folder = Path(args.out) / backbone / name / f"seed{seed}"
     return run_cell(study(args, backbone), arm(args, name), seed, folder, args.keep_checkpoints)
 
@@ -253,6 +260,10 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads per cell")
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, ... (a GPU wants --clock wall and --workers)")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="loader processes (0 on a CPU: the process clock counts loading)"
+    )
     parser.add_argument("--keep-checkpoints", action="store_true", help="keep the snapshot checkpoints (large)")
     parser.add_argument("--cached-only", action="store_true", help="run nothing: report the cells already in OUT")
     parser.add_argument("--out", default=str(RESULTS), help="the cache; its cell.json files are the study's record")
@@ -272,11 +283,11 @@ def main() -> None:
     if args.cached_only:
         results = {c: load_cell(Path(args.out) / c[0] / c[1] / f"seed{c[2]}" / "cell.json") for c in todo}
         todo = []
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(args.jobs) as pool:
-        pending = {cell: pool.apply_async(run_study_cell, (args, *cell)) for cell in todo}
+    # not a multiprocessing.Pool: its daemonic workers may not start the loader's (--workers)
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = {cell: pool.submit(run_study_cell, args, *cell) for cell in todo}
         for cell, job in pending.items():
-            result = job.get()
+            result = job.result()
             if result is None:
                 print(f"skipped {'/'.join(map(str, cell))}: another process runs it", flush=True)
                 continue
