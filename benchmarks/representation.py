@@ -62,6 +62,10 @@ METHODS = {
     "energy-compiled": ("energy", {"compile": "inductor"}),
     "mae-compiled": ("mae", {"compile": "inductor"}),
     "energy-avgpool": ("energy", {"global_pool": "avg"}),
+    # does the raw-pixel loss reward a colour shift (benchmarks/restoration_shift.py)? The energy's loss without it,
+    # and MAE with it (MAE's default targets are normalised per patch)
+    "energy-centred": ("energy", {"loss": "patch-centred"}),
+    "mae-rawpix": ("mae", {"norm_pix_loss": False}),
 }
 # one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
 COLORS = {
@@ -83,8 +87,10 @@ COLORS = {
     "energy-compiled": "crimson",
     "mae-compiled": "darkred",
     "energy-avgpool": "orange",
+    "energy-centred": "magenta",
+    "mae-rawpix": "salmon",
 }
-VIT_ONLY = {"mae", "mae-compiled"}
+VIT_ONLY = {"mae", "mae-compiled", "mae-rawpix"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task
 
 

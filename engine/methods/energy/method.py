@@ -14,7 +14,13 @@ from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
 from pretexts.engine.methods.energy.grad_modes import FD_DELTA, GRAD_MODES, unsupported_layers
 from pretexts.engine.methods.energy.report import RestorationHeldOut, restoration_report
-from pretexts.engine.methods.energy.restore import LOSSES, contrastive_loss, restoration_loss, restore
+from pretexts.engine.methods.energy.restore import (
+    LOSSES,
+    PATCH_CENTRED,
+    contrastive_loss,
+    restoration_loss,
+    restore,
+)
 from pretexts.engine.methods.report import with_figure_numbers
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.modules.eval_mode import eval_mode
@@ -38,7 +44,16 @@ class EnergyMethod(Method):
         # the paper's N is 2; 0 takes no step: the corrupted images are negatives (Fig. A). Each step keeps its graph
         # for the backward, so time and memory grow with N: 64 is 32 times the paper's
         "steps": Param(2, int, 0, 64, help="Restoration steps N (paper: 2); 0: the corrupted images as negatives."),
-        "loss": Param("mse", str, choices=LOSSES, help='"mse" (eq. 5) or "smooth_l1" (appendix pseudo code).'),
+        "loss": Param(
+            "mse",
+            str,
+            choices=(*LOSSES, PATCH_CENTRED),
+            help='"mse" (eq. 5), "smooth_l1" (appendix pseudo code) or "patch-centred" (the error less its mean '
+            "over each patch: a colour shift earns nothing, as with MAE's per-patch normalised targets).",
+        ),
+        "loss_patch": Param(
+            None, int, 1, 4096, help="patch-centred's patch in pixels (default: the ViT's patch, else 8)."
+        ),
         # the positive ones below stop 0 (no step, no gradient) and typos of many orders of magnitude
         "alpha": Param(0.1, float, 1e-6, 100.0, help="Initial restoration step size (Appendix A.1: 0.1)."),
         "alpha_lr_scale": Param(
@@ -84,7 +99,7 @@ class EnergyMethod(Method):
 
     def build_model(self) -> torch.nn.Module:
         cfg, args = self.cfg, self.args
-        return create_energy_model(
+        model = create_energy_model(
             cfg.backbone,
             img_size=cfg.img_size,
             alpha=args["alpha"],
@@ -92,6 +107,8 @@ class EnergyMethod(Method):
             energy_scale=args["energy_scale"],
             global_pool=cfg.global_pool,
         )
+        self.loss_patch = loss_patch(args, model.backbone, self.task, cfg.img_size)
+        return model
 
     def compiled_gain(self, model: torch.nn.Module) -> float | None:
         """The exact restoration step of a ViT: 0.85x its eager time compiled (vit_tiny, fp32, a quiet 2-core CPU,
@@ -141,7 +158,7 @@ class EnergyMethod(Method):
             states = restore(
                 self.model, self.task, sample, args["steps"], grad_mode=args["grad_mode"], fd_delta=args["fd_delta"]
             )
-        return restoration_loss(states, sample.target, args["loss"])
+        return restoration_loss(states, sample.target, args["loss"], self.loss_patch)
 
     def held_out_error(self, batches) -> RestorationHeldOut:
         return restoration_error(self.model, self.task, batches, self.args["steps"], self.device, seed=self.cfg.seed)
@@ -178,6 +195,26 @@ class EnergyMethod(Method):
     def fine_tuning_positions(pos: torch.Tensor, backbone: torch.nn.Module) -> torch.Tensor:
         """The fixed sin-cos table the energy method fed patch sorting's tokens instead (Appendix A.2)."""
         return sincos_positions(pos, backbone)
+
+
+def loss_patch(args: dict, backbone: torch.nn.Module, task, img_size: int) -> int | None:
+    """The patch-centred loss's patch: `loss_patch`, else the ViT's patch (what MAE normalises over), else 8 px;
+    None for the other losses."""
+    if args["loss"] != PATCH_CENTRED:
+        return None
+    if task.state_kind != "pixels":
+        raise ParameterError(
+            f"--method-arg loss={PATCH_CENTRED} measures a restored image, but task '{task.name}' restores a "
+            f"{task.state_kind} state; use loss=mse with it."
+        )
+    embed = getattr(backbone, "patch_embed", None)
+    patch = args["loss_patch"] or (embed.patch_size[0] if embed is not None else 8)
+    if img_size % patch:
+        raise ParameterError(
+            f"--method-arg loss_patch={patch} must divide the image size {img_size} (the patch-centred loss "
+            f"averages the error over whole patches); give loss_patch=N with N dividing {img_size}."
+        )
+    return patch
 
 
 def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -> RestorationHeldOut:

@@ -81,9 +81,22 @@ def restore(
 
 
 LOSSES = ("mse", "smooth_l1")
+PATCH_CENTRED = "patch-centred"  # the energy method's only: a colour shift of a patch earns nothing
 
 
-def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse") -> Tensor:
+def patch_centred(error: Tensor, patch: int) -> Tensor:
+    """`error` [B, C, H, W] less its mean over each `patch` x `patch` cell, per channel: what is left once a
+    patch's colour is right (MAE's per-patch normalised targets drop the same, and the scale too)."""
+    if error.ndim != 4 or error.shape[-2] % patch or error.shape[-1] % patch:
+        raise ValueError(
+            f"the patch-centred loss needs images [B, C, H, W] whose sides divide into {patch}-pixel patches, "
+            f"got {tuple(error.shape)}; give --method-arg loss_patch=N with N dividing the image size"
+        )
+    means = F.avg_pool2d(error, patch)
+    return error - means.repeat_interleave(patch, -2).repeat_interleave(patch, -1)
+
+
+def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse", patch: int | None = None) -> Tensor:
     """Mean over steps of MSE (or SmoothL1 with beta 1, the appendix pseudo code) to the target.
 
     Eq. 5 of the paper: L = 1/(KN) sum_i sum_j MSE(x_i^j, x_i), the mean over the N restored states of each one's
@@ -92,13 +105,16 @@ def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse") ->
     Args:
         states: The restored states x_1..x_N, as `restore` returns them (at least one).
         target: What they must reach (`sample.target`).
-        kind: "mse" (eq. 5) or "smooth_l1" (SmoothL1Loss with beta 1.0, the appendix's pseudo code).
+        kind: "mse" (eq. 5), "smooth_l1" (SmoothL1Loss with beta 1.0, the appendix's pseudo code) or
+            "patch-centred" (the MSE of the error less its mean over each `patch`-pixel cell: a restoration earns
+            nothing by moving a patch's colour, only by restoring what varies inside it).
+        patch: The cell's side in pixels, for "patch-centred".
 
     Returns:
         The scalar loss, in float32 whatever the states' dtype.
 
     Raises:
-        ValueError: An unknown `kind`.
+        ValueError: An unknown `kind`, or "patch-centred" without a `patch` that divides the image.
 
     Shape:
         - states: N tensors of the shape of `target`, e.g. `(B, 3, H, W)`.
@@ -113,13 +129,17 @@ def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse") ->
         tensor(0.1300)
         >>> restoration_loss(states, target, kind="smooth_l1")  # 0.5 x^2 below beta = 1
         tensor(0.0650)
+        >>> restoration_loss(states, target, kind="patch-centred", patch=2)  # a uniform error is a colour shift
+        tensor(0.)
     """
     if kind == "mse":
         losses = [F.mse_loss(s.float(), target.float()) for s in states]
     elif kind == "smooth_l1":
         losses = [F.smooth_l1_loss(s.float(), target.float(), beta=1.0) for s in states]
+    elif kind == PATCH_CENTRED and patch:
+        losses = [patch_centred(s.float() - target.float(), patch).square().mean() for s in states]
     else:
-        raise ValueError(f"loss kind must be 'mse' or 'smooth_l1', got {kind!r}")
+        raise ValueError(f"loss kind must be 'mse', 'smooth_l1' or 'patch-centred' with a patch, got {kind!r}")
     return torch.stack(losses).mean()
 
 
