@@ -96,10 +96,11 @@ class EnergyMethod(Method):
         "(docs/results/representation.md), gray boxes none; try --task-arg fill=gray",
     }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
+    loss_patch: int | None = None  # the patch-centred loss's patch, set in apply_speedups
 
     def build_model(self) -> torch.nn.Module:
         cfg, args = self.cfg, self.args
-        model = create_energy_model(
+        return create_energy_model(
             cfg.backbone,
             img_size=cfg.img_size,
             alpha=args["alpha"],
@@ -107,8 +108,6 @@ class EnergyMethod(Method):
             energy_scale=args["energy_scale"],
             global_pool=cfg.global_pool,
         )
-        self.loss_patch = loss_patch(args, model.backbone, self.task, cfg.img_size)
-        return model
 
     def compiled_gain(self, model: torch.nn.Module) -> float | None:
         """The exact restoration step of a ViT: 0.85x its eager time compiled (vit_tiny, fp32, a quiet 2-core CPU,
@@ -121,6 +120,8 @@ class EnergyMethod(Method):
         but the estimate needs a smooth, per-image energy. In exact mode the convolutions' double backward is
         rewritten on first-order kernels where `--double-backward` says so (engine/modules/second_order.py)."""
         args, cfg = self.args, self.cfg
+        # here, not in build_model, which a subclass may replace
+        self.loss_patch = loss_patch(args, getattr(model, "backbone", model), self.task, cfg.img_size)
         if args["grad_mode"] == "finite-difference":
             bad = unsupported_layers(model.backbone)
             if bad:
