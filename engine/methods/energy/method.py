@@ -51,9 +51,6 @@ class EnergyMethod(Method):
             help='"mse" (eq. 5), "smooth_l1" (appendix pseudo code) or "patch-centred" (the error less its mean '
             "over each patch: a colour shift earns nothing, as with MAE's per-patch normalised targets).",
         ),
-        "loss_patch": Param(
-            None, int, 1, 4096, help="patch-centred's patch in pixels (default: the ViT's patch, else 8)."
-        ),
         # the positive ones below stop 0 (no step, no gradient) and typos of many orders of magnitude
         "alpha": Param(0.1, float, 1e-6, 100.0, help="Initial restoration step size (Appendix A.1: 0.1)."),
         "alpha_lr_scale": Param(
@@ -83,6 +80,10 @@ class EnergyMethod(Method):
             choices=DOUBLE_BACKWARDS,
             help="Exact mode's convolutions: rewritten (the same gradients on first-order kernels) or autograd's "
             "own; auto: rewritten on CUDA, where measured faster, autograd's on the CPU (docs/performance.md).",
+        ),
+        # last: error messages list the arguments in this order
+        "loss_patch": Param(
+            None, int, 1, 4096, help="patch-centred's patch in pixels (default: the ViT's patch, else 8)."
         ),
     }
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
