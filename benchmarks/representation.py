@@ -262,7 +262,7 @@ def main() -> None:
         "--finetune-amp",
         choices=("off", "bf16"),
         default="off",
-        help="the fine-tunes' precision (bf16: about 1.3x faster on a CPU with native bf16)",
+        help="the fine-tunes' precision (bf16: about 1.3x faster on a CPU with native bf16, far slower without)",
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads per cell")
     parser.add_argument("--jobs", type=int, default=1, help="cells run side by side")

@@ -27,6 +27,7 @@ import pretexts
 from pretexts.engine import EnergyMethod, PretrainConfig
 from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.methods.energy.restore import restore
+from pretexts.engine.training import precision
 from pretexts.engine.training.precision import autocast
 
 DEVICES = [
@@ -93,3 +94,16 @@ def test_bf16_gradient_and_restoration_agree_with_float32(real_images, backbone,
     assert cosine > COSINE and error < GRADIENT_ERROR[mode], (cosine, error)
     cosine, error = agreement(updates, bf16_updates)
     assert cosine > COSINE and error < UPDATE_ERROR, (cosine, error)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_on_a_cpu_without_native_bf16_warns_and_says_what_to_use(monkeypatch, recwarn, native):
+    """Emulated bf16 ran a 512x512 matmul 40x slower than fp32 (an AVX2 CPU): asking for it there is warned."""
+    monkeypatch.setattr(precision, "native_cpu_bf16", lambda: native)
+    assert precision.amp_dtype("bf16", torch.device("cpu")) == torch.bfloat16  # still what was asked for
+    assert precision.amp_dtype("off", torch.device("cpu")) is None
+    assert precision.amp_dtype("auto", torch.device("cpu")) is None  # auto never picks bf16 on a CPU
+    warned = [str(w.message) for w in recwarn if "bf16" in str(w.message)]
+    assert len(warned) == (0 if native else 1)
+    if not native:
+        assert "emulated" in warned[0] and "use --amp off" in warned[0]

@@ -1,6 +1,8 @@
 """Mixed precision: which autocast dtype a run uses and its loss scaler, for every training command alike."""
 
+import warnings
 from contextlib import nullcontext
+from functools import cache
 
 import torch
 
@@ -12,7 +14,25 @@ def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
     depend on which CPU it ran (docs/results/cpu-speed.md)."""
     if amp == "auto":
         return torch.bfloat16 if device.type == "cuda" else None
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}[amp]
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}[amp]
+    if dtype == torch.bfloat16 and device.type == "cpu" and not native_cpu_bf16():
+        warnings.warn(
+            f"--amp bf16 on a CPU without native bf16 ({torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16 "
+            "or AMX): bf16 is emulated there, and a 512x512 matmul ran 40x slower than in fp32 on such a CPU "
+            "(docs/performance.md); use --amp off.",
+            stacklevel=2,
+        )
+    return dtype
+
+
+@cache
+def native_cpu_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (oneDNN's own check; False where torch cannot tell)."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(check()) if check is not None else False
+    except RuntimeError:
+        return False
 
 
 def precision_name(dtype: torch.dtype | None) -> str:
