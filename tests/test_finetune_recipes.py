@@ -115,7 +115,7 @@ def test_compare_fine_tunes_with_the_small_recipe(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cells, "Finetuner", Recorded)
     study = SimpleNamespace(
-        data="sample", finetune_epochs=15, batch_size=64, device="cpu", finetune_amp="off", max_images=10_000
+        data="sample", finetune_epochs=15, batch_size=64, device="cpu", finetune_amp="off", max_images=10_000, workers=0
     )
     cells.finetune(study, tmp_path / "checkpoint.pt", seed=0)
     assert built[0].recipe == "small" and recipe_values(built[0]) == FINETUNE_RECIPES["small"]

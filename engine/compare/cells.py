@@ -207,7 +207,7 @@ def finetune(study, checkpoint: Path, seed: int) -> dict:
         epochs=study.finetune_epochs,
         batch_size=study.batch_size,
         seed=seed,
-        workers=0,
+        workers=study.workers,  # 0 on a CPU; a GPU's fine-tune waits on one loader process otherwise
         device=study.device,
         amp=study.finetune_amp,
         quiet=True,

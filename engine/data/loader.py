@@ -63,8 +63,17 @@ class Augment:
 class EpochSampler(DistributedSampler):
     """DistributedSampler that yields (epoch, index) keys and can start part-way through an epoch."""
 
+    # shuffle and seed by keyword only: a seed passed in shuffle's place turned seed 0's shuffling off (and gave
+    # every other seed seed 0's order) without an error
     def __init__(
-        self, dataset, num_replicas: int = 1, rank: int = 0, shuffle: bool = True, seed: int = 0, drop_last: bool = True
+        self,
+        dataset,
+        num_replicas: int = 1,
+        rank: int = 0,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = True,
     ):
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
         self.start = 0

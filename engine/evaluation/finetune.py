@@ -154,7 +154,9 @@ class Finetuner:
                 f"{cfg.batch_size}; lower --batch-size."
             )
         self.val_set = LabelledImages(val, eval_transform(self.img_size, mean, std, cfg.crop_pct))
-        self.sampler = self.train_set if streamed else EpochSampler(self.train_set, self.world, self.rank, cfg.seed)
+        self.sampler = (
+            self.train_set if streamed else EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
+        )
         self.steps_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
         if cfg.max_steps_per_epoch:
             self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)

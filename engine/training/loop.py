@@ -87,7 +87,9 @@ class Pretrainer(PretrainCheckpoints):
         self.val_set = self._dataset("val", unaugmented_transform(cfg.img_size))
         # a stream orders itself (engine.data.streams): its position, like the sampler's, is (epoch, start)
         streamed = isinstance(self.train_set, ImageStream)
-        self.sampler = self.train_set if streamed else EpochSampler(self.train_set, self.world, self.rank, cfg.seed)
+        self.sampler = (
+            self.train_set if streamed else EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
+        )
         self.batches_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
         if cfg.max_steps_per_epoch:
             self.batches_per_epoch = min(self.batches_per_epoch, cfg.max_steps_per_epoch)
