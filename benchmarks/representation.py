@@ -99,6 +99,8 @@ def arm(args, name: str) -> Arm:
     if METHODS[name] is None:
         return Arm(name, None)
     method, overrides = METHODS[name]
+    if method == "energy":  # its rows ran before loss=auto made ViTs patch-centred: mse, unless the row says
+        overrides = {"loss": "mse", **overrides}
     return Arm(name, method, overrides if method in OWN_MASKS else {"task": args.task, **overrides})
 
 

@@ -17,6 +17,7 @@ from pretexts.engine.compare import cells as compare_cells
 from pretexts.engine.evaluation import finetune as finetune_module
 from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.precision import autocast
+from pretexts.errors import OutputError
 
 # tiny and fast: a 0.2M-parameter ConvNeXt, 32 training images, budgets of about one second of CPU
 BASE = ["compare", "--backbone", "test_convnext", "--batch-size", "8", "--budget", "0.015", "--threads", "1"]
@@ -314,3 +315,26 @@ def test_loader_workers_reach_the_pretraining_and_do_not_invalidate_cached_cells
     assert compare_cells.pretrain_config(study, arm, 0, tmp_path).workers == 0
     assert compare_cells.settings(fed, arm) == compare_cells.settings(study, arm)
     fails_cleanly([*BASE, "--workers", "65", "--out", tmp_path], "workers must be in [0, 64]")
+
+
+def test_a_vit_energy_cell_cached_before_the_patch_centred_default_is_measured_again(tmp_path):
+    """loss=auto made a ViT's masking arm patch-centred (2026-11-26): its cells cached before measured mse and are
+    refused; a CNN's, or an arm that names its loss, resolve as before and stay valid."""
+    from pretexts.engine.compare.config import CompareConfig
+
+    def cached_before(study, arm) -> dict:
+        saved = {k: v for k, v in compare_cells.settings(study, arm).items() if k != "loss"}
+        (tmp_path / "cell.json").write_text(json.dumps({"points": {}, "settings": saved}))
+        return compare_cells.settings(study, arm)
+
+    vit, cnn = CompareConfig(backbone="vit_tiny", img_size=32), CompareConfig(backbone="test_convnext")
+    masking = compare_cells.Arm("energy", "energy", {"task": "random-mask"})
+    for study, arm in [
+        (cnn, masking),
+        (vit, compare_cells.Arm("energy", "energy", {"task": "colorization"})),
+        (vit, compare_cells.Arm("energy", "energy", {"task": "random-mask", "loss": "mse"})),
+    ]:
+        compare_cells.load_cell(tmp_path / "cell.json", cached_before(study, arm))
+    assert cached_before(vit, masking)["loss"] == "patch-centred"
+    with pytest.raises(OutputError, match=r"measured with other settings \(loss\); give --force"):
+        compare_cells.load_cell(tmp_path / "cell.json", compare_cells.settings(vit, masking))

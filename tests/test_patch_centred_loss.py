@@ -70,3 +70,36 @@ def test_a_state_that_is_not_an_image_or_a_patch_that_does_not_divide_it_is_refu
         energy_method("vit_tiny", task="patch-sorting").setup(planned_steps=1)
     with pytest.raises(ParameterError, match="loss_patch=5 must divide the image size 32"):
         energy_method("resnet18", loss_patch=5).setup(planned_steps=1)
+
+
+@pytest.mark.parametrize(
+    ("backbone", "task", "loss", "patch"),
+    [
+        ("vit_tiny", "random-mask", "patch-centred", 4),
+        ("vit_tiny", "gridded-mask", "patch-centred", 4),
+        ("vit_tiny", "colorization", "mse", None),  # centring would drop the colour the task restores
+        ("vit_tiny", "patch-sorting", "mse", None),  # a state of positions, not an image
+        ("convnext_atto", "random-mask", "mse", None),
+        ("resnet18", "random-mask", "mse", None),
+    ],
+)
+def test_the_default_loss_is_patch_centred_for_a_vit_with_a_masking_task_else_mse(
+    backbone, task, loss, patch, real_images
+):
+    task_args = {"edge_max": 1} if task == "patch-sorting" else {}  # 2 would blank vit_tiny's 4-pixel patches
+    cfg = PretrainConfig(backbone=backbone, img_size=32, task=task, task_args=task_args)
+    method = EnergyMethod(cfg, pretexts.create_pretext(task, **task_args), torch.device("cpu"))
+    assert method.args["loss"] == "auto"
+    torch.manual_seed(0)
+    model = method.setup(planned_steps=1)
+    assert (method.args["loss"], method.loss_patch) == (loss, patch)
+    method.loss(method.task(real_images[:4], torch.Generator().manual_seed(0))).backward()
+    first = next(p for p in model.backbone.parameters() if p.ndim > 1)
+    assert first.grad is not None and first.grad.abs().sum() > 0
+
+
+def test_a_given_loss_is_kept_on_a_vit():
+    cfg = PretrainConfig(backbone="vit_tiny", img_size=32, method_args={"loss": "mse"})
+    method = EnergyMethod(cfg, pretexts.create_pretext("random-mask"), torch.device("cpu"))
+    method.setup(planned_steps=1)
+    assert (method.args["loss"], method.loss_patch) == ("mse", None)

@@ -9,9 +9,9 @@ from pretexts.engine import PretrainConfig, Pretrainer, atomic_save, load_checkp
 from pretexts.errors import CheckpointError
 
 
-def config(out, epochs: int, **kw) -> PretrainConfig:
+def config(out, epochs: int, backbone: str = "resnet18", **kw) -> PretrainConfig:
     return PretrainConfig(
-        backbone="resnet18",
+        backbone=backbone,
         data="sample",
         epochs=epochs,
         batch_size=16,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+import pretexts
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.compare.inputs import probe_inputs
 from pretexts.engine.data.streams import is_stream
@@ -21,6 +22,7 @@ from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.probe import extract_features
 from pretexts.engine.evaluation.probe_config import ProbeConfig
 from pretexts.engine.evaluation.weights import load_backbone
+from pretexts.engine.methods.energy.method import AUTO_LOSS, auto_loss
 from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
@@ -245,7 +247,20 @@ def settings(study, arm: Arm) -> dict:
         "method": arm.method,
         "overrides": arm.overrides,
         **streamed,
+        **resolved_loss(study, arm),
     }
+
+
+def resolved_loss(study, arm: Arm) -> dict:
+    """An energy arm's loss where it names none and auto resolves to other than mse, the default before 2026-11-26
+    (a ViT's masking arm: patch-centred): a cell cached before then measured mse and is refused, not taken for it."""
+    if arm.method != "energy":
+        return {}
+    cfg = pretrain_config(study, arm, 0, Path("."))
+    if cfg.method_args.get("loss", AUTO_LOSS) != AUTO_LOSS:
+        return {}
+    loss = auto_loss(cfg.backbone, cfg.img_size, pretexts.create_pretext(cfg.task, **cfg.task_args))
+    return {} if loss == "mse" else {"loss": loss}
 
 
 def claim(folder: Path) -> bool:

@@ -77,7 +77,6 @@ class Pretrainer(PretrainCheckpoints):
         self.method = (method or METHODS.get(cfg.method))(
             cfg, pretexts.create_pretext(cfg.task, **cfg.task_args), self.device
         )
-        cfg.method_args = dict(self.method.args)  # as the method resolved them: config.json records every one
         self.train_set = self._dataset("train", pretrain_transform(cfg.img_size), streamed=True)
         if len(self.train_set) < cfg.batch_size:
             raise DataError(
@@ -96,6 +95,7 @@ class Pretrainer(PretrainCheckpoints):
         total = cfg.epochs * self.batches_per_epoch
         torch.manual_seed(cfg.seed)  # the model's initialisation draws from here, whatever reading the data drew
         self.model = self.method.setup(planned_steps=total)  # --compile auto weighs the run's length
+        cfg.method_args = dict(self.method.args)  # as the method resolved them at setup: config.json records each
         self.task = self.method.task
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)

@@ -72,7 +72,8 @@ def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) ->
     `same(name, saved_value, value)` compares fields that need more than == (task arguments as the task reads
     them)."""
     saved_cfg = type(cfg).from_dict(saved) if hasattr(type(cfg), "from_dict") else type(cfg)(**saved)
-    for f in dataclasses.fields(cfg):
+    # the arguments last: what a method resolves (loss=auto) follows from the backbone and task, which say why
+    for f in sorted(dataclasses.fields(cfg), key=lambda f: f.name in OPTION_NAMES):
         if f.name in may_change:
             continue
         before, now = getattr(saved_cfg, f.name), getattr(cfg, f.name)
