@@ -284,7 +284,7 @@ def test_the_preflight_images_themselves_may_not_fit(monkeypatch):
         (["train", "--epoch", "3"], ["No such option '--epoch'", "--epochs", "See 'main train --help'."]),
         (["trian"], ["No such command 'trian'", "Did you mean 'train'?", "See 'main --help'."]),
         (["train", "--lr", "abc"], ["'abc' is not a valid float", "See 'main train --help'."]),
-        (["train", "--loss", "fast"], ["'fast' is not one of 'mse', 'smooth_l1'"]),
+        (["train", "--loss", "fast"], ["'fast' is not one of 'auto', 'mse', 'smooth_l1'"]),
         (["list", "-x"], ["No such option '-x'"]),
     ],
 )

@@ -307,6 +307,6 @@ def test_generated_options_read_values_as_their_fields_declare():
     assert parsed("train", [])["epochs"] is None  # not given: the dataclass's default stands
     probe = parsed("probe", ["--probe", "knn", "--probe", "linear", "--knn-k", "5", "--knn-k", "7"])
     assert probe["probes"] == ("knn", "linear") and probe["knn_k"] == (5, 7)
-    with pytest.raises(click.BadParameter, match="'fast' is not one of 'mse', 'smooth_l1'"):
+    with pytest.raises(click.BadParameter, match="'fast' is not one of 'auto', 'mse', 'smooth_l1'"):
         parsed("train", ["--loss", "fast"])
     assert parsed("finetune", ["--from-scratch"])["from_scratch"] is True
