@@ -247,11 +247,11 @@ def settings(study, arm: Arm) -> dict:
         "method": arm.method,
         "overrides": arm.overrides,
         **streamed,
-        **resolved_loss(study, arm),
+        **auto_loss_setting(study, arm),
     }
 
 
-def resolved_loss(study, arm: Arm) -> dict:
+def auto_loss_setting(study, arm: Arm) -> dict:
     """An energy arm's loss where it names none and auto resolves to other than mse, the default before 2026-11-26
     (a ViT's masking arm: patch-centred): a cell cached before then measured mse and is refused, not taken for it."""
     if arm.method != "energy":
