@@ -25,8 +25,11 @@ Asserts nothing.
 """
 
 import argparse
+import ctypes
 import json
 import multiprocessing
+import signal
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -66,6 +69,12 @@ METHODS = {
     # and MAE with it (MAE's default targets are normalised per patch)
     "energy-centred": ("energy", {"loss": "patch-centred"}),
     "mae-rawpix": ("mae", {"norm_pix_loss": False}),
+    # the centred loss (the ViT default since issue 39) with the arms that came closest without it
+    "energy-centred-avgpool": ("energy", {"loss": "patch-centred", "global_pool": "avg"}),
+    "energy-centred-patch75": (
+        "energy",
+        {"loss": "patch-centred", "task": "gridded-mask", "task_args": {"grid": 4, "ratio": 0.75}},
+    ),
 }
 # one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
 COLORS = {
@@ -89,6 +98,8 @@ COLORS = {
     "energy-avgpool": "orange",
     "energy-centred": "magenta",
     "mae-rawpix": "salmon",
+    "energy-centred-avgpool": "gold",
+    "energy-centred-patch75": "indigo",
 }
 VIT_ONLY = {"mae", "mae-compiled", "mae-rawpix"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task
@@ -119,6 +130,15 @@ def study(args, backbone: str) -> CompareConfig:
         workers=args.workers,
         device=args.device,
     )
+
+
+def end_with_study() -> None:
+    """Each cell's process initializer: the cell gets SIGTERM when the study's process dies (Linux). A study stopped by
+    `timeout` or a scheduler's SIGTERM would otherwise leave its cells running for their minutes, holding the
+    study's output pipe open: an H200 call ran out its limit that way and lost the cells it meant to pack."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def run_study_cell(args, backbone: str, name: str, seed: int) -> dict | None:
@@ -292,7 +312,8 @@ def main() -> None:
         results = {c: load_cell(Path(args.out) / c[0] / c[1] / f"seed{c[2]}" / "cell.json") for c in todo}
         todo = []
     # not a multiprocessing.Pool: its daemonic workers may not start the loader's (--workers)
-    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=spawn, initializer=end_with_study) as pool:
         pending = {cell: pool.submit(run_study_cell, args, *cell) for cell in todo}
         for cell, job in pending.items():
             result = job.result()
