@@ -141,6 +141,12 @@ def end_with_study() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def cell_pool(jobs: int) -> ProcessPoolExecutor:
+    """The processes the study's cells run in: spawned, each ending with the study. Not a multiprocessing.Pool: its
+    daemonic workers may not start the loader's (--workers)."""
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=end_with_study)
+
+
 def run_study_cell(args, backbone: str, name: str, seed: int) -> dict | None:
     if args.workers and "fork" in multiprocessing.get_all_start_methods():
         # A spawned cell's loaders would spawn their workers too, each importing torch and the package again at
@@ -311,9 +317,7 @@ def main() -> None:
     if args.cached_only:
         results = {c: load_cell(Path(args.out) / c[0] / c[1] / f"seed{c[2]}" / "cell.json") for c in todo}
         todo = []
-    # not a multiprocessing.Pool: its daemonic workers may not start the loader's (--workers)
-    spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.jobs, mp_context=spawn, initializer=end_with_study) as pool:
+    with cell_pool(args.jobs) as pool:
         pending = {cell: pool.submit(run_study_cell, args, *cell) for cell in todo}
         for cell, job in pending.items():
             result = job.result()

@@ -11,11 +11,10 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
-# a study's pool as representation.py builds it, with a cell that writes its pid and sleeps for a minute
+# the study's own pool, with a cell that writes its pid and sleeps for a minute
 STUDY = """
-import multiprocessing, sys, time
-from concurrent.futures import ProcessPoolExecutor
-from representation import end_with_study
+import sys, time
+from representation import cell_pool
 
 def cell(path):
     import os
@@ -23,7 +22,7 @@ def cell(path):
     time.sleep(60)
 
 if __name__ == "__main__":
-    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=end_with_study)
+    pool = cell_pool(1)
     pool.submit(cell, sys.argv[1])
     time.sleep(60)
 """
