@@ -75,6 +75,11 @@ METHODS = {
         "energy",
         {"loss": "patch-centred", "task": "gridded-mask", "task_args": {"grid": 4, "ratio": 0.75}},
     ),
+    "energy-centred-n1": ("energy", {"loss": "patch-centred", "steps": 1}),
+    # a fifth of an epoch's warm-up (12 steps) where the default's one epoch is 63 of the ~100 steps at 15 CPU-minutes
+    "energy-centred-warm02": ("energy", {"loss": "patch-centred", "warmup_epochs": 0.2}),
+    # the other way: half the fast recipe's base lr (alpha's lr, x400 the network's, halves with it)
+    "energy-centred-lr05": ("energy", {"loss": "patch-centred", "base_lr": 5e-4}),
 }
 # one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
 COLORS = {
@@ -100,6 +105,9 @@ COLORS = {
     "mae-rawpix": "salmon",
     "energy-centred-avgpool": "gold",
     "energy-centred-patch75": "indigo",
+    "energy-centred-n1": "darkcyan",
+    "energy-centred-warm02": "deeppink",
+    "energy-centred-lr05": "mediumvioletred",
 }
 VIT_ONLY = {"mae", "mae-compiled", "mae-rawpix"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task
