@@ -13,14 +13,15 @@ frozen features (kNN k=20, cosine and standardised, and the linear probe), and t
 drawn flat. Prints mean +- std over seeds per cell and writes OUT/representation.png (top-1 against
 pretraining minutes, one line per method, the seeds' std shaded).
 
-Budgets are minutes of one CPU thread (process time, 1 torch thread, no loader workers), so two cells run
-side by side (--jobs 2), or a busy machine, get the same compute as one alone; --clock wall times them by
-the wall clock instead (for GPUs: --device cuda --clock wall --workers 8). Every cell is cached as
-OUT/BACKBONE/METHOD/seedS/cell.json (by default
-in benchmarks/results/, committed): a finished cell is never run again, so the study grows over several
-sessions (add seeds, backbones or a budget and run again: a new budget reruns that cell's pretraining, since its
-checkpoints are not kept, and probes only the budgets not cached yet). A cell being run holds a `claim` file
-(its process id), so several studies can share one cache, e.g. one per backbone with its own --finetune-epochs.
+Budgets are minutes of one CPU thread (process time, 1 torch thread, no loader workers), so two cells run side by
+side (--jobs 2), or a busy machine, get the same compute as one alone; --clock wall times them by the wall clock
+instead (for GPUs: --device cuda --clock wall --workers 8). --steps 100 250 budgets optimizer steps instead (every
+method the same steps, the per-step comparison; the table gives the minutes they took). Every cell is cached as
+OUT/BACKBONE/METHOD/seedS/cell.json (by default in benchmarks/results/, committed): a finished cell is never run
+again, so the study grows over several sessions (add seeds, backbones or a budget and run again: a new budget reruns
+that cell's pretraining, since its checkpoints are not kept, and probes only the budgets not cached yet). A cell
+being run holds a `claim` file (its process id), so several studies can share one cache, e.g. one per backbone with
+its own --finetune-epochs.
 Asserts nothing.
 """
 
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from pretexts.engine.compare.cells import Arm, load_cell, run_cell
 from pretexts.engine.compare.config import CompareConfig
-from pretexts.engine.compare.report import cell_text
+from pretexts.engine.compare.report import budget_text, cell_text
 from pretexts.engine.compare.report import summarise as summarise_cells
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
@@ -130,7 +131,8 @@ def study(args, backbone: str) -> CompareConfig:
         data=args.data,
         img_size=args.img_size,
         batch_size=args.batch_size,
-        budget=tuple(args.minutes),
+        budget=() if args.steps else tuple(args.minutes),
+        steps=tuple(args.steps or ()),
         clock=args.clock,
         finetune_epochs=args.finetune_epochs,
         finetune_amp=args.finetune_amp,
@@ -176,15 +178,16 @@ def cells(args) -> list:
 
 def summarise(args, results: dict) -> list[dict]:
     """`pretexts compare`'s rows (report.summarise) per backbone, with a 'backbone' key, in the cells' (--methods)
-    order; only the budgets in --minutes and the fine-tunes of --finetune-epochs' length (a cell keeps other
-    studies' too)."""
+    order; only the budgets in --minutes (or --steps) and the fine-tunes of --finetune-epochs' length (a cell keeps
+    other studies' too)."""
     return [
         {"backbone": backbone, **row}
         for backbone in args.backbones
         for row in summarise_cells(
             {(name, seed): cell for (b, name, seed), cell in results.items() if b == backbone},
-            args.minutes,
+            args.steps or args.minutes,
             args.finetune_epochs,
+            "steps" if args.steps else "minutes",
         )
     ]
 
@@ -218,7 +221,7 @@ def plot(args, rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(len(args.backbones), 4, figsize=(18, 3.6 * len(args.backbones)), squeeze=False)
-    top = max(args.minutes)
+    top = max(args.steps or args.minutes)
     for i, backbone in enumerate(args.backbones):
         for ax, (score, title) in zip(
             axes[i], [("knn", "kNN k=20, cosine"), ("knn_std", "kNN k=20, standardised"), ("linear", "linear probe")]
@@ -227,7 +230,7 @@ def plot(args, rows: list[dict], path: Path) -> None:
                 mine = [r for r in rows if r["backbone"] == backbone and r["arm"] == name and r[score] is not None]
                 if not mine:
                     continue
-                xs = [0.0, top] if name == "random" else [r["minutes"] for r in mine]
+                xs = [0.0, top] if name == "random" else [r["budget"] for r in mine]
                 mean, std = zip(*([mine[0][score]] * 2 if name == "random" else [r[score] for r in mine]))
                 ax.plot(
                     xs,
@@ -244,7 +247,7 @@ def plot(args, rows: list[dict], path: Path) -> None:
                     alpha=0.2,
                 )
             ax.set_title(f"{backbone}: {title}")
-            ax.set_xlabel(f"pretraining minutes ({args.clock} clock)")
+            ax.set_xlabel("pretraining steps" if args.steps else f"pretraining minutes ({args.clock} clock)")
             ax.set_ylabel("top-1 on val/ (%)")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
@@ -258,7 +261,7 @@ def plot(args, rows: list[dict], path: Path) -> None:
             ax.errorbar([x], [r["finetune"][0]], [r["finetune"][1]], fmt="o", capsize=4, color=COLORS[r["arm"]])
         ax.set_xticks(
             range(len(tuned)),
-            [f"{r['arm']} {r['minutes']:g} min, {tuning(r, ' ep.')}" for r in tuned],
+            [f"{r['arm']} {budget_text(r)}, {tuning(r, ' ep.')}" for r in tuned],
             rotation=35,
             ha="right",
             fontsize=8,
@@ -282,6 +285,13 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--minutes", nargs="+", type=float, default=[5, 15, 30, 60], help="budgets to evaluate at")
+    parser.add_argument(
+        "--steps",
+        nargs="+",
+        type=int,
+        help="budgets in optimizer steps instead of minutes (equal steps for every method); use another --out, "
+        "a cell's budgets are all minutes or all steps",
+    )
     parser.add_argument("--clock", choices=("process", "wall"), default="process")
     parser.add_argument(
         "--task", default="random-mask", help="the energy and AE methods' corruption (MAE masks its own)"
@@ -312,13 +322,19 @@ def main() -> None:
     args = parser.parse_args()
     if any(m <= 0 for m in args.minutes):
         parser.error("--minutes must be > 0")
+    if args.steps and any(n < 1 for n in args.steps):
+        parser.error("--steps must be >= 1")
     todo = cells(args)
     if args.cached_only:
         todo = [c for c in todo if (Path(args.out) / c[0] / c[1] / f"seed{c[2]}" / "cell.json").is_file()]
     print(
         f"{len(todo)} cells on {args.data}: {' '.join(args.backbones)} x {' '.join(args.methods)} x seeds "
-        f"{' '.join(map(str, args.seeds))}; budgets {' '.join(f'{m:g}' for m in sorted(args.minutes))} min "
-        f"({args.clock} clock)",
+        f"{' '.join(map(str, args.seeds))}; budgets "
+        + (
+            f"{' '.join(map(str, sorted(args.steps)))} steps"
+            if args.steps
+            else f"{' '.join(f'{m:g}' for m in sorted(args.minutes))} min ({args.clock} clock)"
+        ),
         flush=True,
     )
     results = {}

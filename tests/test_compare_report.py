@@ -12,6 +12,8 @@ def row(arm: str, linear: tuple, seeds: int, minutes: float = 5.0, **scores) -> 
     """A row as `summarise` makes it."""
     return {
         "arm": arm,
+        "budget": minutes,
+        "unit": "minutes",
         "minutes": minutes,
         "seeds": seeds,
         "steps": 0 if minutes == 0 else 300,

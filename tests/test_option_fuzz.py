@@ -94,6 +94,9 @@ def number_kind(f: dataclasses.Field) -> type | None:
             items = f.default if isinstance(f.default, tuple) else ()
             if items and all(isinstance(i, (int, float)) and not isinstance(i, bool) for i in items):
                 return type(items[0])
+            bounds = f.metadata.get("range")
+            if not items and bounds is not None:  # empty by default (compare's --steps): its range's kind
+                return int if isinstance(bounds.low, int) and isinstance(bounds.high, int) else float
     return None
 
 

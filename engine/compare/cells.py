@@ -1,8 +1,8 @@
-"""One cell of a comparison: a (method, task) pair and a seed, pretrained for a budget of minutes with a snapshot
-at each budget, then scored by kNN, the linear probe and (if asked) fine-tuning on val/. A cell is cached as
-`cell.json` in its folder: a finished one is never run again, a new budget reruns its pretraining (snapshots are
-not kept) but probes only what is missing, and a cell being run holds a `claim` file, so several processes can
-share one cache (`pretexts compare`, benchmarks/representation.py)."""
+"""One cell of a comparison: a (method, task) pair and a seed, pretrained for a budget of minutes (or of steps)
+with a snapshot at each budget, then scored by kNN, the linear probe and (if asked) fine-tuning on val/. A cell is
+cached as `cell.json` in its folder: a finished one is never run again, a new budget reruns its pretraining
+(snapshots are not kept) but probes only what is missing, and a cell being run holds a `claim` file, so several
+processes can share one cache (`pretexts compare`, benchmarks/representation.py)."""
 
 import json
 import os
@@ -16,6 +16,7 @@ import torch
 import pretexts
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.compare.inputs import probe_inputs
+from pretexts.engine.compare.report import budget_name
 from pretexts.engine.data.streams import is_stream
 from pretexts.engine.evaluation.finetune import Finetuner
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
@@ -75,11 +76,13 @@ def clock(kind: str) -> float:
 
 
 class BudgetedPretrainer(Pretrainer):
-    """A pretraining run that writes a snapshot checkpoint at each budget (minutes of training steps) and ends at
-    the last. Only the steps are timed: the end-of-epoch figures are skipped, checkpoint writes not counted."""
+    """A pretraining run that writes a snapshot checkpoint at each budget (minutes of training steps, or a count of
+    them) and ends at the last. Only the steps are timed: the end-of-epoch figures are skipped, checkpoint writes
+    not counted."""
 
-    def start_clock(self, minutes: list, folder: Path, kind: str) -> None:
-        self.marks, self.folder, self.kind, self.spent, self.snapshots = sorted(minutes), folder, kind, 0.0, {}
+    def start_clock(self, budgets: list, folder: Path, kind: str, unit: str) -> None:
+        self.marks, self.folder, self.kind, self.spent, self.snapshots = sorted(budgets), folder, kind, 0.0, {}
+        self.unit = unit
 
     def train_step(self, images):
         start = clock(self.kind)
@@ -87,15 +90,19 @@ class BudgetedPretrainer(Pretrainer):
         if self.kind == "wall" and images.is_cuda:
             torch.cuda.synchronize()
         self.spent += clock(self.kind) - start
-        while self.marks and self.spent >= 60 * self.marks[0]:
-            minutes = self.marks.pop(0)
-            path = self.folder / f"m{minutes:g}" / "checkpoint.pt"
+        while self.marks and self.used() >= self.marks[0]:
+            budget = self.marks.pop(0)
+            path = self.folder / f"m{budget_name(budget)}" / "checkpoint.pt"
             path.parent.mkdir(parents=True, exist_ok=True)
             self.save(path)
-            self.snapshots[minutes] = {"steps": self.global_step, "seconds": self.spent}
+            self.snapshots[budget] = {"steps": self.global_step, "seconds": self.spent}
         if not self.marks:
             self.batches_per_epoch, self.cfg.epochs = self.batch + 1, self.epoch + 1  # ends the epoch and the run
         return stats
+
+    def used(self) -> float:
+        """The budget spent so far, in its unit."""
+        return self.global_step if self.unit == "steps" else self.spent / 60
 
     def end_of_epoch_outputs(self) -> None:
         pass
@@ -136,11 +143,11 @@ def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
     )
 
 
-def pretrain(study, arm: Arm, seed: int, folder: Path, minutes: list) -> dict:
-    """Pretrain to the largest of `minutes`, leaving a snapshot at each; their steps and seconds, the held-out
-    restored / baseline ratio where the run ended, and the monitor's history."""
+def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
+    """Pretrain to the largest of `budgets` (the study's unit), leaving a snapshot at each; their steps and
+    seconds, the held-out restored / baseline ratio where the run ended, and the monitor's history."""
     trainer = BudgetedPretrainer(pretrain_config(study, arm, seed, folder / "run"))
-    trainer.start_clock(minutes, folder, clock_kind(study))
+    trainer.start_clock(budgets, folder, clock_kind(study), study.unit)
     results = trainer.run()
     held = results.get("held_out") or {}
     ratio = (
@@ -150,7 +157,7 @@ def pretrain(study, arm: Arm, seed: int, folder: Path, minutes: list) -> dict:
     )
     history = trainer.monitor.history if trainer.monitor else None
     return {
-        "snapshots": {f"{m:g}": s for m, s in trainer.snapshots.items()},
+        "snapshots": {budget_name(m): s for m, s in trainer.snapshots.items()},
         "held_out_ratio": ratio,
         "monitor": history or None,
     }
@@ -244,6 +251,7 @@ def settings(study, arm: Arm) -> dict:
         "img_size": study.img_size,
         "batch_size": study.batch_size,
         "clock": clock_kind(study),
+        **({"budget": "steps"} if study.unit == "steps" else {}),  # a cell of minutes, cached before, stays valid
         "method": arm.method,
         "overrides": arm.overrides,
         **streamed,
@@ -294,8 +302,9 @@ def load_cell(path: Path, expected: dict | None = None) -> dict:
     cell = json.loads(path.read_text())
     cell.setdefault("finetunes", {})
     saved = cell.get("settings")
-    if expected is not None and saved is not None and saved != json.loads(json.dumps(expected)):
-        changed = sorted(k for k in expected if saved.get(k) != json.loads(json.dumps(expected[k])))
+    wanted = None if expected is None else json.loads(json.dumps(expected))
+    if wanted is not None and saved is not None and saved != wanted:
+        changed = sorted(k for k in {*wanted, *saved} if saved.get(k) != wanted.get(k))  # one either lacks too
         raise OutputError(
             f"{path} was measured with other settings ({', '.join(changed)}); give --force to "
             f"measure again, or another --out."
@@ -308,9 +317,9 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
     wanted = settings(study, arm)
     cell = load_cell(done_file, wanted) if done_file.is_file() else {"points": {}, "finetunes": {}}
     cell["settings"] = wanted
-    minutes = [0.0] if arm.method is None else sorted(study.budget)
-    budgets = {f"{m:g}": m for m in minutes}  # a point's name in cell.json: its minutes
-    top = f"{minutes[-1]:g}"
+    marks = [0.0] if arm.method is None else sorted(study.budgets)
+    budgets = {budget_name(m): m for m in marks}  # a point's name in cell.json: its minutes (or steps)
+    top = budget_name(marks[-1])
     last = folder / f"m{top}" / "checkpoint.pt"
     tune = study.finetune_epochs and not tuned_as_asked(cell["finetunes"].get(top, {}), study)
     missing = [key for key in budgets if "knn_std" not in cell["points"].get(key, {})]
@@ -319,7 +328,7 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
         pre = (
             untrained(study, seed, folder)
             if arm.method is None
-            else pretrain(study, arm, seed, folder, sorted({*(budgets[k] for k in missing), minutes[-1]}))
+            else pretrain(study, arm, seed, folder, sorted({*(budgets[k] for k in missing), marks[-1]}))
         )
         start_steps = pre["snapshots"][top]["steps"]
         for key in missing:

@@ -18,6 +18,7 @@ from pretexts.errors import ParameterError, suggest
 from pretexts.registry import METHODS, TASKS
 
 SCORES = ("linear", "knn", "knn_std", "finetune")  # what --rank-by may name, as the table's columns call them
+DEFAULT_BUDGET = (2.0,)  # minutes
 
 
 @dataclass
@@ -50,14 +51,26 @@ class CompareConfig:
     max_images: int = max_images_setting()
     # minutes per pair: a week is past any study's
     budget: tuple = setting(
-        (2.0,),
+        DEFAULT_BUDGET,
         "Pretraining minutes per pair (several: each budget is scored from a "
         "snapshot of one run). CPU minutes of the training steps on a CPU, wall-clock "
-        "on a GPU (--clock).",
+        "on a GPU (--clock); --steps replaces them.",
         multiple=True,
         option="--budget",
         section="optimisation",
         range=Range(0, 10_080, low_open=True),
+    )
+    # ten million steps: past any pretraining schedule (ImageNet's 1,600 MAE epochs at batch 4096 are 0.5M)
+    steps: tuple = setting(
+        (),
+        "Pretraining steps per pair instead of minutes (several: each scored from a snapshot of one run): every "
+        "method gets as many optimizer steps whatever one costs, as papers compare per epoch; the table still "
+        "gives the minutes each took (--clock).",
+        multiple=True,
+        option="--steps",
+        metavar="N",
+        section="optimisation",
+        range=Range(1, 10_000_000),
     )
     clock: str = setting(
         "auto",
@@ -116,15 +129,44 @@ class CompareConfig:
         self.tasks, self.methods = split_names(self.tasks), split_names(self.methods)
         self.seeds = tuple(int(s) for s in split_names(self.seeds))
         self.budget = tuple(sorted({float(b) for b in split_names(self.budget)}))
+        self.steps = tuple(sorted({whole_steps(s) for s in split_names(self.steps)}))
         check_ranges(self)
-        if not self.budget:
-            raise ParameterError("budget must be minutes > 0, got none.")
+        if self.steps and self.budget not in (DEFAULT_BUDGET, ()):
+            raise ParameterError(
+                f"give the budget in minutes (--budget {' '.join(f'{b:g}' for b in self.budget)}) or in steps "
+                f"(--steps {' '.join(map(str, self.steps))}), not both."
+            )
+        if self.steps:
+            self.budget = ()  # the record says what ran: steps
+        elif not self.budget:
+            raise ParameterError("budget must be minutes > 0 (--budget) or steps >= 1 (--steps), got none.")
         if not (self.tasks and self.methods and self.seeds):
             raise ParameterError("compare needs at least one task, one method and one seed.")
         check_names("method", self.methods, METHODS)
         check_names("pretext task", self.tasks, TASKS)
         if self.rank_by == "finetune" and not self.finetune_epochs:
             raise ParameterError("--rank-by finetune needs --finetune-epochs N (N > 0).")
+
+    @property
+    def budgets(self) -> tuple:
+        """Where each pair is snapshotted and scored: --steps if given, else --budget's minutes."""
+        return self.steps or self.budget
+
+    @property
+    def unit(self) -> str:
+        """What `budgets` count: 'steps' or 'minutes'."""
+        return "steps" if self.steps else "minutes"
+
+
+def whole_steps(value) -> int | float:
+    """A step count: a whole number is an int (12, 12.0, '12'), anything else is left for the checks to refuse."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"steps must be whole numbers >= 1, got {value!r}.") from None
+    if not number.is_integer():
+        raise ParameterError(f"steps must be whole numbers >= 1, got {value!r}.")
+    return int(number)
 
 
 def split_names(values) -> tuple:

@@ -25,11 +25,13 @@ def mean_std(values: list) -> tuple[float, float] | None:
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def summarise(cells: dict, budgets=None, finetune_epochs: int = 0) -> list[dict]:
-    """One row per (arm, budget): {'arm', 'minutes', 'seeds', 'steps', score: (mean, std) or None, 'held_out',
-    'top_share', 'finetune_epochs', 'finetune_precision'} from {(arm name, seed): cell}. The random-init row has
-    budget 0. A cell may hold other comparisons' points: with `budgets`, only those (and 0) are reported, and with
-    `finetune_epochs`, only fine-tunes of that length."""
+def summarise(cells: dict, budgets=None, finetune_epochs: int = 0, unit: str = "minutes") -> list[dict]:
+    """One row per (arm, budget): {'arm', 'budget', 'unit', 'minutes', 'seeds', 'steps', score: (mean, std) or
+    None, 'held_out', 'top_share', 'finetune_epochs', 'finetune_precision'} from {(arm name, seed): cell}. The
+    budget counts `unit` ('minutes' or 'steps'); 'minutes' is the budget, or of a steps budget the mean minutes the
+    steps took; 'steps' the mean steps. The random-init row has budget 0. A cell may hold other comparisons'
+    points: with `budgets`, only those (and 0) are reported, and with `finetune_epochs`, only fine-tunes of that
+    length."""
     by_arm: dict[str, list] = {}
     for (name, _seed), cell in cells.items():
         by_arm.setdefault(name, []).append(cell)
@@ -48,7 +50,11 @@ def summarise(cells: dict, budgets=None, finetune_epochs: int = 0) -> list[dict]
             rows.append(
                 {
                     "arm": name,
-                    "minutes": float(key),
+                    "budget": float(key),
+                    "unit": unit,
+                    "minutes": float(key)
+                    if unit == "minutes"
+                    else round(statistics.mean(p.get("seconds", 0.0) for p in points) / 60, 2),
                     "seeds": len(points),
                     "steps": statistics.mean(p["steps"] for p in points),
                     **{
@@ -70,11 +76,22 @@ def ranked(rows: list[dict], rank_by: str) -> list[dict]:
     budgets in the same order."""
     last = {}
     for row in rows:
-        if row["minutes"] >= last.get(row["arm"], {"minutes": -1})["minutes"]:
+        if row["budget"] >= last.get(row["arm"], {"budget": -1})["budget"]:
             last[row["arm"]] = row
     order = sorted(last.values(), key=lambda r: -(r[rank_by] or (float("-inf"),))[0])
     position = {row["arm"]: i for i, row in enumerate(order)}
-    return sorted(rows, key=lambda r: (r is not last[r["arm"]], position[r["arm"]], -r["minutes"]))
+    return sorted(rows, key=lambda r: (r is not last[r["arm"]], position[r["arm"]], -r["budget"]))
+
+
+def budget_name(value: float) -> str:
+    """A budget as a cell names its point: '15', '0.25', '1000000' (not '1e+06', which loses a step count's
+    digits from 1234567 on)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def budget_text(row: dict) -> str:
+    """'15 min' or '400 steps'."""
+    return f"{budget_name(row['budget'])} {'min' if row['unit'] == 'minutes' else 'steps'}"
 
 
 def cell_text(value: tuple | None, digits: int = 2) -> str:
@@ -85,8 +102,8 @@ def latest(rows: list[dict]) -> list[bool]:
     """Per row: whether it is its arm's largest budget (the row that is ranked)."""
     top = {}
     for row in rows:
-        top[row["arm"]] = max(top.get(row["arm"], -1.0), row["minutes"])
-    return [row["minutes"] == top[row["arm"]] for row in rows]
+        top[row["arm"]] = max(top.get(row["arm"], -1.0), row["budget"])
+    return [row["budget"] == top[row["arm"]] for row in rows]
 
 
 def ranked_with_ties(rows: list[dict], rank_by: str, val_images: int) -> list[tuple[str, dict]]:
@@ -131,7 +148,7 @@ def write_csv(rows: list[dict], rank_by: str, clock: str, val_images: int, path:
     scores = [*SCORE_COLUMNS, "held_out"]
     header = ["rank", "arm", "minutes", "clock", "seeds", "steps"]
     header += [f"{s}_{part}" for s in scores for part in ("mean", "std")]
-    header += ["top_share", "finetune_epochs", "finetune_precision", "val_images", "ranked_by"]
+    header += ["top_share", "finetune_epochs", "finetune_precision", "val_images", "ranked_by", "budget_unit"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -142,6 +159,7 @@ def write_csv(rows: list[dict], rank_by: str, clock: str, val_images: int, path:
         writer.writerow(
             [rank, row["arm"], row["minutes"], clock, row["seeds"], row["steps"], *numbers]
             + [row["top_share"] if row["top_share"] is not None else "", epochs, precision, val_images, rank_by]
+            + [row["unit"]]
         )
     write_text(path, buffer.getvalue())
 
@@ -158,9 +176,10 @@ def plot(rows: list[dict], rank_by: str, path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    last = [r for r in ranked(rows, rank_by) if r["minutes"] == max(x["minutes"] for x in rows if x["arm"] == r["arm"])]
+    order = ranked(rows, rank_by)
+    last = [r for r, top in zip(order, latest(order)) if top]
     scores = [s for s in SCORE_COLUMNS if any(r[s] is not None for r in last)]
-    pretrained = [r["arm"] for r in last if r["minutes"] > 0]
+    pretrained = [r["arm"] for r in last if r["budget"] > 0]
     colour = {r["arm"]: "0.65" for r in last} | {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(pretrained)}
     fig, axes = plt.subplots(1, len(scores), figsize=(4.2 * len(scores), 0.5 * len(last) + 1.6), squeeze=False)
     for ax, score in zip(axes[0], scores):
@@ -174,11 +193,11 @@ def plot(rows: list[dict], rank_by: str, path: Path, title: str) -> None:
         )
         ax.set_yticks(
             range(len(shown)),
-            [f"{r['arm']} ({r['minutes']:g} min)" if r["minutes"] else r["arm"] for r in shown],
+            [f"{r['arm']} ({budget_text(r)})" if r["budget"] else r["arm"] for r in shown],
             fontsize=8,
         )
         for r in shown:  # random init's level across the panel: what pretraining has to beat
-            if r["minutes"] == 0:
+            if r["budget"] == 0:
                 ax.axvline(r[score][0], color="0.4", linestyle="--", linewidth=1)
         ax.set_title(SCORE_COLUMNS[score] + (" (ranked by)" if score == rank_by else ""), fontsize=9)
         ax.set_xlabel("top-1 on val/ (%), mean +- std")

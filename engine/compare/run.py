@@ -19,7 +19,7 @@ from pretexts.engine.compare.cells import arms_for, clock_kind, run_cell, tuned_
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.inputs import forget, probe_inputs
 from pretexts.engine.compare.plan import Pace, clock_time, duration, fixed_seconds, measure_costs
-from pretexts.engine.compare.report import plot, summarise, table, write_csv
+from pretexts.engine.compare.report import budget_name, plot, summarise, table, write_csv
 from pretexts.engine.compare.terminal import WIDTH, terminal_table
 from pretexts.engine.data.labelled_data import describe_sizes, split_sizes
 from pretexts.engine.data.streams import is_stream, stream_shards
@@ -52,11 +52,15 @@ def finished(cfg: CompareConfig, arm, folder: Path) -> bool:
         cell = json.loads((folder / "cell.json").read_text())
     except (OSError, ValueError):
         return False
-    budgets = ["0"] if arm.method is None else [f"{m:g}" for m in cfg.budget]
+    budgets = ["0"] if arm.method is None else [budget_name(m) for m in cfg.budgets]
     points = cell.get("points", {})
     if not all("knn_std" in points.get(key, {}) for key in budgets):
         return False
     return not cfg.finetune_epochs or tuned_as_asked(cell.get("finetunes", {}).get(budgets[-1], {}), cfg)
+
+
+def unit_text(cfg: CompareConfig) -> str:
+    return "min" if cfg.unit == "minutes" else "steps"
 
 
 def wrapped(text: str) -> list[str]:
@@ -73,8 +77,8 @@ def plan(cfg: CompareConfig, todo: list, cached: set, arms: list, say: Callable[
     for line in wrapped(
         f"plan: {len(arms) - 1} pairs and random init on {cfg.backbone}, '{cfg.data}', seeds "
         f"{' '.join(map(str, cfg.seeds))}: {len(todo)} cells ({runs} to pretrain, {randoms} random init, "
-        f"{len(cached)} cached); budget {', '.join(f'{b:g}' for b in cfg.budget)} min a pair ({kind} clock: "
-        f"{clock_words}) -> {cfg.out}"
+        f"{len(cached)} cached); budget {', '.join(map(budget_name, cfg.budgets))} {unit_text(cfg)} a pair "
+        f"({kind} clock: {clock_words}) -> {cfg.out}"
     ):
         say(line)
     if is_stream(cfg.data):  # what the probes read of each split of the shards
@@ -94,8 +98,12 @@ def plan(cfg: CompareConfig, todo: list, cached: set, arms: list, say: Callable[
     train, val, _ = probe_inputs(cfg.data, cfg.img_size, *normalisation(model), CROP_PCT, cfg.seeds[0], cfg.max_images)
     decode = time.time() - start
     sizes = (len(train), len(val))
-    budget = 60 * max(cfg.budget) * (costs.wall_per_cpu if kind == "process" else 1.0)
-    points = len(cfg.budget)
+    budget = (
+        max(cfg.budgets) * cfg.batch_size * costs.step
+        if cfg.unit == "steps"
+        else 60 * max(cfg.budget) * (costs.wall_per_cpu if kind == "process" else 1.0)
+    )
+    points = len(cfg.budgets)
     pace.modelled = {
         "pretrained": budget + fixed_seconds(costs, *sizes, points, cfg.finetune_epochs, run=True),
         "random": fixed_seconds(costs, *sizes, 1, cfg.finetune_epochs, run=False),
@@ -103,10 +111,15 @@ def plan(cfg: CompareConfig, todo: list, cached: set, arms: list, say: Callable[
     fixed = fixed_seconds(costs, *sizes, points, cfg.finetune_epochs, run=True)
     total = pace.total()
     ratio = f"{costs.wall_per_cpu:.2f} wall-s per CPU-s, " if kind == "process" else ""
+    pretraining = (
+        f"{runs} x {budget_name(max(cfg.budgets))} steps of pretraining (each priced as one timed supervised step of "
+        f"{cfg.backbone}, so a lower bound: an exact energy step costs several)"
+        if cfg.unit == "steps"
+        else f"{runs} x {max(cfg.budget):g} min of pretraining ({ratio}from one timed training step of {cfg.backbone})"
+    )
     for line in wrapped(
         f"estimate: about {duration(total)} in all, done about {clock_time(total)}. Modelled, not measured: "
-        f"{runs} x {max(cfg.budget):g} min of pretraining ({ratio}from one timed training step of "
-        f"{cfg.backbone}), plus about {duration(fixed)} a pretrained cell for the model, the probes over "
+        f"{pretraining}, plus about {duration(fixed)} a pretrained cell for the model, the probes over "
         f"{sum(sizes)} images"
         f"{f' and {cfg.finetune_epochs} fine-tune epochs' if cfg.finetune_epochs else ''} (priced from one timed "
         f"batch; the images were decoded once, in {duration(decode)}). After each cell the ETA is the pace so far."
@@ -169,7 +182,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
                 say(part)
         val_images = val_count(cfg, cells)
         images = probe_sizes(cfg) if is_stream(cfg.data) else None  # a folder's splits are read whole
-        rows = summarise(cells, cfg.budget, cfg.finetune_epochs)
+        rows = summarise(cells, cfg.budgets, cfg.finetune_epochs, cfg.unit)
         kind = clock_kind(cfg)
         echo(terminal_table(rows, cfg.rank_by, kind, val_images))
         write_text(out / "compare.md", table(rows, cfg.rank_by, kind, val_images) + "\n")
@@ -179,7 +192,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
             cfg.rank_by,
             out / "compare.png",
             f"{cfg.backbone} on '{cfg.data}', {len(cfg.seeds)} seed(s): "
-            f"features after {max(cfg.budget):g} min of pretraining",
+            f"features after {budget_name(max(cfg.budgets))} {unit_text(cfg)} of pretraining",
         )
         record = {
             "config": dataclasses.asdict(cfg),

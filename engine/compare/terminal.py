@@ -41,9 +41,13 @@ def terminal_table(rows: list[dict], rank_by: str, clock: str, val_images: int, 
     cells = shortened(cells, width, 12)
     lines = [render([h for h, _ in cells], cells)]
     lines += [render([values[i] for _, values in cells], cells) for i in range(len(ranked))]
-    note = (
-        f"* ranked by {SCORE_COLUMNS[rank_by]} (mean +- std over seeds, %); min: minutes of pretraining, {clock} "
-        f"clock. {tie_rule(val_images)}"
+    budget = (
+        "the budget was steps, the same for every pair; min: the minutes they took"
+        if any(r["unit"] == "steps" for r in rows)
+        else "min: minutes of pretraining"
+    )
+    note = f"* ranked by {SCORE_COLUMNS[rank_by]} (mean +- std over seeds, %); {budget}, {clock} clock. " + tie_rule(
+        val_images
     )
     return "\n".join(lines + textwrap.wrap(note, width))
 
