@@ -89,9 +89,12 @@ def budget_name(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
+UNIT_WORDS = {"minutes": "min", "steps": "steps"}  # a budget's unit as the tables and plots write it
+
+
 def budget_text(row: dict) -> str:
     """'15 min' or '400 steps'."""
-    return f"{budget_name(row['budget'])} {'min' if row['unit'] == 'minutes' else 'steps'}"
+    return f"{budget_name(row['budget'])} {UNIT_WORDS[row['unit']]}"
 
 
 def cell_text(value: tuple | None, digits: int = 2) -> str:

@@ -19,7 +19,7 @@ from pretexts.engine.compare.cells import arms_for, clock_kind, run_cell, tuned_
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.inputs import forget, probe_inputs
 from pretexts.engine.compare.plan import Pace, clock_time, duration, fixed_seconds, measure_costs
-from pretexts.engine.compare.report import budget_name, plot, summarise, table, write_csv
+from pretexts.engine.compare.report import UNIT_WORDS, budget_name, plot, summarise, table, write_csv
 from pretexts.engine.compare.terminal import WIDTH, terminal_table
 from pretexts.engine.data.labelled_data import describe_sizes, split_sizes
 from pretexts.engine.data.streams import is_stream, stream_shards
@@ -59,10 +59,6 @@ def finished(cfg: CompareConfig, arm, folder: Path) -> bool:
     return not cfg.finetune_epochs or tuned_as_asked(cell.get("finetunes", {}).get(budgets[-1], {}), cfg)
 
 
-def unit_text(cfg: CompareConfig) -> str:
-    return "min" if cfg.unit == "minutes" else "steps"
-
-
 def wrapped(text: str) -> list[str]:
     return textwrap.wrap(text, WIDTH, subsequent_indent="  ")
 
@@ -77,7 +73,7 @@ def plan(cfg: CompareConfig, todo: list, cached: set, arms: list, say: Callable[
     for line in wrapped(
         f"plan: {len(arms) - 1} pairs and random init on {cfg.backbone}, '{cfg.data}', seeds "
         f"{' '.join(map(str, cfg.seeds))}: {len(todo)} cells ({runs} to pretrain, {randoms} random init, "
-        f"{len(cached)} cached); budget {', '.join(map(budget_name, cfg.budgets))} {unit_text(cfg)} a pair "
+        f"{len(cached)} cached); budget {', '.join(map(budget_name, cfg.budgets))} {UNIT_WORDS[cfg.unit]} a pair "
         f"({kind} clock: {clock_words}) -> {cfg.out}"
     ):
         say(line)
@@ -192,7 +188,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
             cfg.rank_by,
             out / "compare.png",
             f"{cfg.backbone} on '{cfg.data}', {len(cfg.seeds)} seed(s): "
-            f"features after {budget_name(max(cfg.budgets))} {unit_text(cfg)} of pretraining",
+            f"features after {budget_name(max(cfg.budgets))} {UNIT_WORDS[cfg.unit]} of pretraining",
         )
         record = {
             "config": dataclasses.asdict(cfg),
