@@ -31,6 +31,7 @@ from pretexts.tasks.masking import MaskingTask
 
 from .compiled import CompiledRestore
 from .model import create_energy_model
+from .spread import concentration
 
 AUTO_LOSS = "auto"  # resolved at setup (resolved_loss), recorded in config.json as what ran
 
@@ -89,6 +90,15 @@ class EnergyMethod(Method):
         "loss_patch": Param(
             None, int, 1, 4096, help="patch-centred's patch in pixels (default: the ViT's patch, else 8)."
         ),
+        # not the paper's; one extra forward and backward of the clean batch per step (spread.py)
+        "spread": Param(
+            0.0,
+            float,
+            0.0,
+            1000.0,
+            help="Weight of a term that spreads the clean images' pooled features over many directions (the "
+            "covariance's sum(l^2) / sum(l)^2: 1 on one direction); 0: off, the paper's loss.",
+        ),
     }
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
@@ -102,6 +112,7 @@ class EnergyMethod(Method):
     }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
     loss_patch: int | None = None  # the patch-centred loss's patch, set in apply_speedups
+    spread_value: torch.Tensor | None = None  # the last step's concentration, with --method-arg spread
 
     def build_model(self) -> torch.nn.Module:
         cfg, args = self.cfg, self.args
@@ -129,6 +140,11 @@ class EnergyMethod(Method):
         backbone = getattr(model, "backbone", model)
         args["loss"] = resolved_loss(args["loss"], backbone, self.task)
         self.loss_patch = loss_patch(args, backbone, self.task, cfg.img_size)
+        if args["spread"] and self.task.state_kind != "pixels":
+            raise ParameterError(
+                f"--method-arg spread measures features of the clean images, but task '{self.task.name}' restores "
+                f"a {self.task.state_kind} state; use spread=0 with it."
+            )
         if args["grad_mode"] == "finite-difference":
             bad = unsupported_layers(model.backbone)
             if bad:
@@ -155,7 +171,16 @@ class EnergyMethod(Method):
         return model
 
     def loss(self, sample) -> torch.Tensor:
-        """The restoration loss of one corrupted batch (paper, eq. 5)."""
+        """The restoration loss of one corrupted batch (paper, eq. 5), plus `spread` x the concentration of the clean
+        images' features where that is on."""
+        loss = self.paper_loss(sample)
+        if self.args["spread"]:
+            value = concentration(self.features(sample.target))
+            self.spread_value = value.detach()  # for step_stats, without keeping the graph
+            loss = loss + self.args["spread"] * value
+        return loss
+
+    def paper_loss(self, sample) -> torch.Tensor:
         args = self.args
         if args["steps"] == 0:  # the paper's N = 0 point: corrupted images as negatives
             return contrastive_loss(self.model, self.task, sample)
@@ -189,7 +214,10 @@ class EnergyMethod(Method):
         return [*groups, {"params": [alpha], "weight_decay": 0.0, "lr_scale": self.args["alpha_lr_scale"]}]
 
     def step_stats(self) -> dict:
-        return {"alpha": self.model.alpha.item()}
+        stats = {"alpha": self.model.alpha.item()}
+        if self.spread_value is not None:  # the spread term's concentration, 1: one direction
+            stats["concentration"] = self.spread_value.item()
+        return stats
 
     def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
         """The energy's correlation with mean brightness: near -1 when it has learnt "how dark is the image"."""
