@@ -55,6 +55,13 @@ def test_a_task_whose_state_is_no_image_is_refused():
         energy_method(task="patch-sorting", spread=1e-4).setup(planned_steps=1)
 
 
+def test_a_batch_of_one_image_is_refused_with_what_to_do(real_images):
+    method = energy_method(spread=1e-4)
+    method.setup(planned_steps=1)
+    with pytest.raises(ParameterError, match="batch-size of at least 2"):
+        method.loss(method.task(real_images[:1], torch.Generator().manual_seed(0)))
+
+
 def test_the_term_adds_its_weighted_concentration_and_reaches_the_backbone(real_images):
     torch.manual_seed(0)
     off, on = energy_method(), energy_method(spread=0.5)

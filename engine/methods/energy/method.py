@@ -175,6 +175,12 @@ class EnergyMethod(Method):
         images' features where that is on."""
         loss = self.paper_loss(sample)
         if self.args["spread"]:
+            if sample.target.shape[0] < 2:  # a spread needs two images; each process sees its share of the batch
+                raise ParameterError(
+                    f"--method-arg spread measures how the batch's features spread, but this process got "
+                    f"{sample.target.shape[0]} image per step; give a --batch-size of at least 2 per process, or "
+                    f"spread=0."
+                )
             value = concentration(self.features(sample.target))
             self.spread_value = value.detach()  # for step_stats, without keeping the graph
             loss = loss + self.args["spread"] * value
