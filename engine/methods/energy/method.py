@@ -140,11 +140,8 @@ class EnergyMethod(Method):
         backbone = getattr(model, "backbone", model)
         args["loss"] = resolved_loss(args["loss"], backbone, self.task)
         self.loss_patch = loss_patch(args, backbone, self.task, cfg.img_size)
-        if args["spread"] and self.task.state_kind != "pixels":
-            raise ParameterError(
-                f"--method-arg spread measures features of the clean images, but task '{self.task.name}' restores "
-                f"a {self.task.state_kind} state; use spread=0 with it."
-            )
+        if args["spread"]:
+            pixel_states_only(self.task, "spread", "measures features of the clean images", "spread=0")
         if args["grad_mode"] == "finite-difference":
             bad = unsupported_layers(model.backbone)
             if bad:
@@ -255,16 +252,21 @@ def auto_loss(backbone: str, img_size: int, task) -> str:
         return resolved_loss(AUTO_LOSS, create_backbone(backbone, img_size=img_size), task)
 
 
+def pixel_states_only(task, option: str, what: str, instead: str) -> None:
+    """Refuse `--method-arg option` for a task whose state is no image (patch sorting's positions)."""
+    if task.state_kind != "pixels":
+        raise ParameterError(
+            f"--method-arg {option} {what}, but task '{task.name}' restores a {task.state_kind} state; use "
+            f"{instead} with it."
+        )
+
+
 def loss_patch(args: dict, backbone: torch.nn.Module, task, img_size: int) -> int | None:
     """The patch-centred loss's patch: `loss_patch`, else the ViT's patch (what MAE normalises over), else 8 px;
     None for the other losses."""
     if args["loss"] != PATCH_CENTRED:
         return None
-    if task.state_kind != "pixels":
-        raise ParameterError(
-            f"--method-arg loss={PATCH_CENTRED} measures a restored image, but task '{task.name}' restores a "
-            f"{task.state_kind} state; use loss=mse with it."
-        )
+    pixel_states_only(task, f"loss={PATCH_CENTRED}", "measures a restored image", "loss=mse")
     embed = getattr(backbone, "patch_embed", None)
     patch = args["loss_patch"] or (embed.patch_size[0] if embed is not None else 8)
     if img_size % patch:
