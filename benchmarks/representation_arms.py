@@ -45,6 +45,9 @@ METHODS = {
     # on vit_tiny (backbone gradient norms 4.9 against 0.00064), 1e-5 a tenth of it
     "energy-centred-spread1e-4": ("energy", {"loss": "patch-centred", "spread": 1e-4}),
     "energy-centred-spread1e-5": ("energy", {"loss": "patch-centred", "spread": 1e-5}),
+    # the energy read from blocks 3, 6, 9 and 12 (--method-arg read_layers=4): the restoration gradient reaches
+    # the lower blocks directly, not only through the ones above
+    "energy-centred-read4": ("energy", {"loss": "patch-centred", "read_layers": 4}),
 }
 # one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
 COLORS = {
@@ -75,6 +78,7 @@ COLORS = {
     "energy-centred-lr05": "mediumvioletred",
     "energy-centred-spread1e-4": "limegreen",
     "energy-centred-spread1e-5": "darkgreen",
+    "energy-centred-read4": "sienna",
 }
 VIT_ONLY = {"mae", "mae-compiled", "mae-rawpix"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task

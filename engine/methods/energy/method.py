@@ -99,6 +99,15 @@ class EnergyMethod(Method):
             help="Weight of a term that spreads the clean images' pooled features over many directions (the "
             "covariance's sum(l^2) / sum(l)^2: 1 on one direction); 0: off, the paper's loss.",
         ),
+        # not the paper's (layers.py): the restoration gradient reaches the lower blocks directly
+        "read_layers": Param(
+            1,
+            int,
+            1,
+            64,
+            help="Blocks the energy reads: 1 the last (the paper's); K adds a head on each of K - 1 earlier "
+            "blocks spread over the depth.",
+        ),
     }
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
@@ -122,6 +131,7 @@ class EnergyMethod(Method):
             alpha=args["alpha"],
             head_init_std=args["head_init_std"],
             energy_scale=args["energy_scale"],
+            read_layers=args["read_layers"],
             global_pool=cfg.global_pool,
         )
 
@@ -142,6 +152,8 @@ class EnergyMethod(Method):
         self.loss_patch = loss_patch(args, backbone, self.task, cfg.img_size)
         if args["spread"]:
             pixel_states_only(self.task, "spread", "measures features of the clean images", "spread=0")
+        if args["read_layers"] > 1:
+            pixel_states_only(self.task, "read_layers", "reads an image's forward", "read_layers=1")
         if args["grad_mode"] == "finite-difference":
             bad = unsupported_layers(model.backbone)
             if bad:
@@ -224,7 +236,10 @@ class EnergyMethod(Method):
 
     def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
         """The energy's correlation with mean brightness: near -1 when it has learnt "how dark is the image"."""
-        energy = self.model.score(features.to(self.device)).float()  # the head lives on the model's device
+        if self.model.layer_reads is None:
+            energy = self.model.score(features.to(self.device)).float()  # the head lives on the model's device
+        else:  # the energy reads earlier blocks too: a forward of the images, in the monitor's chunks
+            energy = torch.cat([self.model.energy(c.to(self.device)).float().cpu() for c in images.split(128)])
         return {"energy_brightness_corr": correlation(energy.cpu(), brightness(images).cpu())}
 
     def probe_forward(self, images: torch.Tensor) -> None:

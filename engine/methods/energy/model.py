@@ -10,6 +10,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
 
+from .layers import LayerReads
+
 
 class EnergyModel(nn.Module):
     """Any backbone psi plus a one-output linear head h without bias (paper, Section 3.2).
@@ -18,6 +20,7 @@ class EnergyModel(nn.Module):
     (the paper initialises it at 0.1 and "imposes a positive constraint", Appendix A.1).
     `head_init_std` None keeps PyTorch's default head init; a value draws N(0, std^2).
     `energy_scale` multiplies the energy; both scale the first restoration steps of a fresh model.
+    `read_layers` > 1 adds heads on that many - 1 earlier blocks (layers.py; not the paper's).
     """
 
     def __init__(
@@ -28,6 +31,8 @@ class EnergyModel(nn.Module):
         alpha: float = 0.1,
         head_init_std: float | None = None,
         energy_scale: float = 1.0,
+        read_layers: int = 1,
+        name: str | None = None,
     ):
         super().__init__()
         if alpha <= 0:
@@ -38,6 +43,8 @@ class EnergyModel(nn.Module):
         self.head = nn.Linear(backbone.num_features, 1, bias=False)
         if head_init_std is not None:
             nn.init.normal_(self.head.weight, std=head_init_std)
+        name = name or type(backbone).__name__
+        self.layer_reads = LayerReads(backbone, read_layers, name, head_init_std) if read_layers > 1 else None
         self.log_alpha = nn.Parameter(torch.tensor(math.log(alpha)))
         self.energy_scale = energy_scale
         self.math_attention = True  # the one SDPA kernel with a double backward; finite differences lift it
@@ -60,7 +67,11 @@ class EnergyModel(nn.Module):
         """Energies [B] of images [B,3,H,W] in [0,1]. Runs attention on the MATH SDPA backend,
         the one kernel with a double backward, unless `math_attention` is off."""
         with sdpa_kernel(SDPBackend.MATH) if self.math_attention else nullcontext():
-            return self.score(self.backbone(self.normalize(x)))
+            x = self.normalize(x)
+            if self.layer_reads is None:
+                return self.score(self.backbone(x))
+            pooled, earlier = self.layer_reads(self.backbone, x)
+            return self.score(pooled) + earlier * self.energy_scale
 
     def forward(self, x: Tensor) -> Tensor:
         return self.energy(x)
@@ -72,6 +83,7 @@ def create_energy_model(
     alpha: float = 0.1,
     head_init_std: float | None = None,
     energy_scale: float = 1.0,
+    read_layers: int = 1,
     **backbone_kwargs,
 ) -> EnergyModel:
     """`create_backbone(name, img_size, **backbone_kwargs)` wrapped as an energy model.
@@ -89,6 +101,8 @@ def create_energy_model(
         head_init_std: Draw the head's initial weights from N(0, std^2); None keeps PyTorch's Linear init.
         energy_scale: Multiplies the energy; with `head_init_std` it sets the size of a fresh model's first
             restoration steps.
+        read_layers: How many blocks the energy reads: 1 the last (the paper's); K adds a head on each of K - 1
+            earlier blocks spread over the depth, on their position-averaged, layer-normalised outputs.
         **backbone_kwargs (Any): Passed on to timm (`depth=2`, `patch_size=8`, `drop_path_rate=0.1`, ...).
 
     Returns:
@@ -98,6 +112,7 @@ def create_energy_model(
     Raises:
         UnknownNameError: No alias or timm model has the name (close names are suggested).
         ParameterError: The backbone cannot be built with these arguments.
+        ParameterError: `read_layers` is more than the backbone has blocks, or it has no `forward_intermediates`.
         ValueError: `alpha` is not > 0.
 
     Shape:
@@ -113,6 +128,13 @@ def create_energy_model(
         (0.1, torch.Size([1, 3, 1, 1]))
     """
     backbone = create_backbone(name, img_size=img_size, **backbone_kwargs)
-    model = EnergyModel(backbone, alpha=alpha, head_init_std=head_init_std, energy_scale=energy_scale)
+    model = EnergyModel(
+        backbone,
+        alpha=alpha,
+        head_init_std=head_init_std,
+        energy_scale=energy_scale,
+        read_layers=read_layers,
+        name=name,
+    )
     model.backbone_name = name
     return model
