@@ -236,7 +236,7 @@ class EnergyMethod(Method):
 
     def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
         """The energy's correlation with mean brightness: near -1 when it has learnt "how dark is the image"."""
-        if self.model.layer_reads is None:
+        if getattr(self.model, "layer_reads", None) is None:  # a plugin's own model may have none
             energy = self.model.score(features.to(self.device)).float()  # the head lives on the model's device
         else:  # the energy reads earlier blocks too: a forward of the images, in the monitor's chunks
             energy = torch.cat([self.model.energy(c.to(self.device)).float().cpu() for c in images.split(128)])
