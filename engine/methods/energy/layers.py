@@ -10,6 +10,15 @@ from torch import Tensor, nn
 from pretexts.errors import ParameterError
 
 
+def energy_head(dim: int, init_std: float | None = None) -> nn.Linear:
+    """A one-output linear head without bias (paper, Section 3.2); `init_std` draws N(0, std^2), None keeps
+    PyTorch's Linear init."""
+    head = nn.Linear(dim, 1, bias=False)
+    if init_std is not None:
+        nn.init.normal_(head.weight, std=init_std)
+    return head
+
+
 def read_indices(backbone: nn.Module, count: int, name: str) -> tuple[int, ...]:
     """The earlier blocks read beside the last, spread evenly over the backbone's depth: `count` - 1 indices into
     timm's `feature_info` (vit_tiny's 12 blocks with count 3: 3 and 7, i.e. after blocks 4 and 8)."""
@@ -35,10 +44,7 @@ class LayerReads(nn.Module):
         super().__init__()
         self.indices = read_indices(backbone, count, name)
         dims = [backbone.feature_info[i]["num_chs"] for i in self.indices]
-        self.heads = nn.ModuleList(nn.Linear(dim, 1, bias=False) for dim in dims)
-        if head_init_std is not None:
-            for head in self.heads:
-                nn.init.normal_(head.weight, std=head_init_std)
+        self.heads = nn.ModuleList(energy_head(dim, head_init_std) for dim in dims)
 
     def forward(self, backbone: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
         last, earlier = backbone.forward_intermediates(x, indices=list(self.indices), output_fmt="NCHW")

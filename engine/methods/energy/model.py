@@ -10,7 +10,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
 
-from .layers import LayerReads
+from .layers import LayerReads, energy_head
 
 
 class EnergyModel(nn.Module):
@@ -21,6 +21,7 @@ class EnergyModel(nn.Module):
     `head_init_std` None keeps PyTorch's default head init; a value draws N(0, std^2).
     `energy_scale` multiplies the energy; both scale the first restoration steps of a fresh model.
     `read_layers` > 1 adds heads on that many - 1 earlier blocks (layers.py; not the paper's).
+    `name`, the backbone's alias or timm name, is kept as `backbone_name` for messages.
     """
 
     def __init__(
@@ -40,11 +41,11 @@ class EnergyModel(nn.Module):
         own_mean, own_std = normalisation(backbone)
         mean, std = own_mean if mean is None else mean, own_std if std is None else std
         self.backbone = backbone
-        self.head = nn.Linear(backbone.num_features, 1, bias=False)
-        if head_init_std is not None:
-            nn.init.normal_(self.head.weight, std=head_init_std)
-        name = name or type(backbone).__name__
-        self.layer_reads = LayerReads(backbone, read_layers, name, head_init_std) if read_layers > 1 else None
+        self.head = energy_head(backbone.num_features, head_init_std)
+        if name is not None:
+            self.backbone_name = name
+        label = name or type(backbone).__name__
+        self.layer_reads = LayerReads(backbone, read_layers, label, head_init_std) if read_layers > 1 else None
         self.log_alpha = nn.Parameter(torch.tensor(math.log(alpha)))
         self.energy_scale = energy_scale
         self.math_attention = True  # the one SDPA kernel with a double backward; finite differences lift it
@@ -136,5 +137,4 @@ def create_energy_model(
         read_layers=read_layers,
         name=name,
     )
-    model.backbone_name = name
     return model
