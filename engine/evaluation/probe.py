@@ -30,6 +30,7 @@ from pretexts.engine.evaluation.weights import load_backbone
 from pretexts.engine.measures.health import standardise
 from pretexts.engine.measures.knn import knn_accuracy
 from pretexts.engine.measures.reference import Reference, random_init_note
+from pretexts.engine.modules.features import BlockFeatures
 from pretexts.engine.training import distributed
 from pretexts.engine.training.preflight import check_output_dir, resolve_device
 from pretexts.engine.training.progress import progress
@@ -187,16 +188,19 @@ def probe_features(
     device = device or resolve_device(cfg.device)
     weights = load_backbone(cfg.checkpoint, cfg.timm_model, cfg.backbone, cfg.img_size, cfg.seed)
     backbone = weights.model.to(device)
+    if cfg.block is not None:
+        backbone = BlockFeatures(backbone, cfg.block, weights.backbone)
     check_output_dir(Path(cfg.out), 1 << 20)  # before the features are extracted, not after
     cfg.data, origin = downstream_data(cfg.data, weights.data)
     train_source, val_source = downstream_splits(cfg.data, origin, weights.img_size, cfg.seed, cfg.max_images)
     classes = class_names(train_source)
     sizes = split_sizes(train_source, val_source)  # of shards, the first --max-images of each split
+    read = "" if cfg.block is None else f", block {cfg.block} of {backbone.blocks},"
     echo(
-        f"probing {weights.source} on {describe_data(cfg.data, origin)}: {describe_sizes(sizes)}, "
+        f"probing {weights.source}{read} on {describe_data(cfg.data, origin)}: {describe_sizes(sizes)}, "
         f"{len(classes)} classes, {weights.img_size} px"
     )
-    transform = eval_transform(weights.img_size, *normalisation(backbone), cfg.crop_pct)
+    transform = eval_transform(weights.img_size, *normalisation(weights.model), cfg.crop_pct)
     torch.manual_seed(cfg.seed)
     start = time.time()
     shared = dict(workers=cfg.workers, quiet=cfg.quiet, rank=rank, world=world)
@@ -206,6 +210,7 @@ def probe_features(
         "checkpoint": cfg.checkpoint,
         "source": weights.source,
         "backbone": weights.backbone,
+        "block": cfg.block,
         "data": cfg.data,
         "data_origin": origin,
         "img_size": weights.img_size,

@@ -90,6 +90,14 @@ class ProbeConfig:
     backbone: str | None = setting(
         None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.", section="model"
     )
+    block: int | None = setting(
+        None,
+        "Probe the output of block K (1 = the first; a ViT's blocks, a CNN's stages) averaged over positions, "
+        "instead of the backbone's pooled features: how the features build up with depth. Default: the pooled "
+        "features.",
+        section="model",
+        range=(1, 1000),
+    )
     img_size: int | None = setting(
         None, "With --from-scratch. Default 32; the weights' own otherwise.", section="data", range=IMG_SIZE_RANGE
     )

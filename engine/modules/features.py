@@ -1,7 +1,11 @@
-"""4 feature maps from any timm backbone: what UperNet reads, for segmentation and the AE's pyramid decoder."""
+"""What is read from inside a timm backbone: 4 feature maps (what UperNet reads, for segmentation and the AE's
+pyramid decoder), and one block's output pooled to a vector (`pretexts probe --block`, the energy's earlier heads)."""
 
 import torch
-from torch import nn
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from pretexts.errors import ParameterError
 
 
 def is_plain_vit(backbone: nn.Module) -> bool:
@@ -48,3 +52,44 @@ class Features(nn.Module):
         if self.plain_vit:
             feats = [op(f) for op, f in zip(self.pyramid, feats)]
         return list(feats)
+
+
+def block_count(backbone: nn.Module) -> int:
+    """How many blocks (ViT) or stages (CNN, Swin) timm's `forward_intermediates` can return; 0 for a model
+    without it."""
+    if not hasattr(backbone, "forward_intermediates"):
+        return 0
+    return len(getattr(backbone, "feature_info", None) or ())
+
+
+def pooled_block(block: Tensor) -> Tensor:
+    """A block's NCHW output averaged over positions and layer-normalised without weights: [B, C]. The blocks'
+    scales differ (a ViT's residual stream grows with depth), so each is put on one footing, as the backbone's own
+    features are by its final norm."""
+    return F.layer_norm(block.mean((2, 3)), block.shape[1:2])
+
+
+class BlockFeatures(nn.Module):
+    """The output of one block of `backbone` (1 = the first; ViT blocks, CNN stages) as `pooled_block` features,
+    in place of the backbone's own pooled features: how the representation builds up with depth.
+
+    Shape:
+        - Input: `(B, 3, H, W)`; output: `(B, C)`, C the block's channels.
+    """
+
+    def __init__(self, backbone: nn.Module, block: int, name: str):
+        super().__init__()
+        blocks = block_count(backbone)
+        if not blocks:
+            raise ParameterError(
+                f"--block reads the blocks through timm's forward_intermediates, which backbone '{name}' does not "
+                f"have; leave --block out to probe its pooled features."
+            )
+        if not 1 <= block <= blocks:
+            raise ParameterError(f"--block {block} is beyond backbone '{name}': it has {blocks}; give 1 to {blocks}.")
+        self.backbone, self.index, self.blocks = backbone, block - 1, blocks
+        self.num_features = backbone.feature_info[self.index]["num_chs"]
+
+    def forward(self, x: Tensor) -> Tensor:
+        (block,) = self.backbone.forward_intermediates(x, indices=[self.index], intermediates_only=True)
+        return pooled_block(block)

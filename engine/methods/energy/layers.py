@@ -4,9 +4,9 @@ that block's output averaged over positions and layer-normalised (no weights: th
 restoration gradient then reaches the lower blocks directly, not only through the ones above them."""
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pretexts.engine.modules.features import block_count, pooled_block
 from pretexts.errors import ParameterError
 
 
@@ -22,8 +22,8 @@ def energy_head(dim: int, init_std: float | None = None) -> nn.Linear:
 def read_indices(backbone: nn.Module, count: int, name: str) -> tuple[int, ...]:
     """The earlier blocks read beside the last, spread evenly over the backbone's depth: `count` - 1 indices into
     timm's `feature_info` (vit_tiny's 12 blocks with count 3: 3 and 7, i.e. after blocks 4 and 8)."""
-    blocks = len(getattr(backbone, "feature_info", None) or ())
-    if not blocks or not hasattr(backbone, "forward_intermediates"):
+    blocks = block_count(backbone)
+    if not blocks:
         raise ParameterError(
             f"--method-arg read_layers reads the blocks through timm's forward_intermediates, which backbone "
             f"'{name}' does not have; use read_layers=1."
@@ -49,8 +49,5 @@ class LayerReads(nn.Module):
     def forward(self, backbone: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
         last, earlier = backbone.forward_intermediates(x, indices=list(self.indices), output_fmt="NCHW")
         pooled = backbone.forward_head(last, pre_logits=True)
-        energies = [
-            head(F.layer_norm(block.mean((2, 3)), block.shape[1:2])).squeeze(-1)
-            for head, block in zip(self.heads, earlier, strict=True)
-        ]
+        energies = [head(pooled_block(block)).squeeze(-1) for head, block in zip(self.heads, earlier, strict=True)]
         return pooled, torch.stack(energies).sum(0)
