@@ -9,9 +9,11 @@ from torch import nn
 import pretexts
 from pretexts.backbones.factory import create_backbone
 from pretexts.engine import create_energy_model
+from pretexts.engine.evaluation.from_checkpoint import load_energy_model
 from pretexts.engine.methods.energy.layers import read_indices
 from pretexts.engine.methods.energy.method import EnergyMethod
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
+from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.errors import ParameterError
 
@@ -95,3 +97,15 @@ def test_a_training_step_and_the_monitor_read_every_head(real_images):
     with torch.no_grad():
         stats = method.monitor_scalars(real_images, method.features(real_images))
     assert -1 <= stats["energy_brightness_corr"] <= 1
+
+
+def test_restore_and_energy_rebuild_the_heads_from_the_checkpoint(tmp_path, real_images):
+    """`pretexts restore` and `pretexts energy` load the model through load_energy_model: its earlier heads too."""
+    cfg = PretrainConfig(backbone="vit_tiny", img_size=32, task="random-mask", method_args={"read_layers": 3})
+    torch.manual_seed(0)
+    trained = create_energy_model("vit_tiny", img_size=32, read_layers=3).eval()
+    save_checkpoint({"config": cfg.to_dict(), "model": trained.state_dict()}, tmp_path / "checkpoint.pt")
+    loaded, _ = load_energy_model(tmp_path / "checkpoint.pt")
+    assert len(loaded.layer_reads.heads) == 2
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.energy(real_images), trained.energy(real_images))

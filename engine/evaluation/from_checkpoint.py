@@ -25,6 +25,7 @@ def load_energy_model(path, device="cpu"):
         alpha=args["alpha"],
         head_init_std=args["head_init_std"],
         energy_scale=args["energy_scale"],
+        read_layers=args["read_layers"],
         global_pool=cfg.global_pool,
     )
     load_weights(
