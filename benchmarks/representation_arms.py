@@ -48,6 +48,9 @@ METHODS = {
     # the energy read from blocks 3, 6, 9 and 12 (--method-arg read_layers=4): the restoration gradient reaches
     # the lower blocks directly, not only through the ones above
     "energy-centred-read4": ("energy", {"loss": "patch-centred", "read_layers": 4}),
+    # two transformer blocks between the tokens and the head (--method-arg head_blocks=2), left behind by
+    # fine-tuning as MAE's decoder is: the backbone's top blocks need not do the restoration's last work
+    "energy-centred-head2": ("energy", {"loss": "patch-centred", "head_blocks": 2}),
 }
 # one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
 COLORS = {
@@ -79,6 +82,7 @@ COLORS = {
     "energy-centred-spread1e-4": "limegreen",
     "energy-centred-spread1e-5": "darkgreen",
     "energy-centred-read4": "sienna",
+    "energy-centred-head2": "goldenrod",
 }
 VIT_ONLY = {"mae", "mae-compiled", "mae-rawpix"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task

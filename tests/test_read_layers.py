@@ -4,6 +4,7 @@ them, and the refusals."""
 
 import pytest
 import torch
+from tiny_trainers import small_energy_method
 from torch import nn
 
 import pretexts
@@ -65,16 +66,9 @@ def test_the_restoration_gradient_reaches_the_blocks_read_directly(real_images):
         assert reached == ([True, True, False, False] if moves else [False] * 4), read_layers
 
 
-class SmallEnergy(EnergyMethod):
-    """The energy method on a four-block vit_tiny with 8-pixel patches, reading `read_layers` blocks."""
-
-    def build_model(self) -> nn.Module:
-        return model(self.args["read_layers"])
-
-
 def energy_method(task: str = "random-mask", **method_args) -> EnergyMethod:
-    cfg = PretrainConfig(backbone="vit_tiny", img_size=32, task=task, method_args=method_args)
-    return SmallEnergy(cfg, pretexts.create_pretext(task), torch.device("cpu"))
+    """The energy method on `model`'s small ViT, with `read_layers` from its arguments."""
+    return small_energy_method(lambda args: model(args["read_layers"]), task, **method_args)
 
 
 def test_the_option_is_parsed_in_its_range_and_the_paper_by_default():

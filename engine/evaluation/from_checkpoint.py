@@ -26,6 +26,7 @@ def load_energy_model(path, device="cpu"):
         head_init_std=args["head_init_std"],
         energy_scale=args["energy_scale"],
         read_layers=args["read_layers"],
+        head_blocks=args["head_blocks"],
         global_pool=cfg.global_pool,
     )
     load_weights(

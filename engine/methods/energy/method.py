@@ -108,6 +108,10 @@ class EnergyMethod(Method):
             help="Blocks the energy reads: 1 the last (the paper's); K adds a head on each of K - 1 earlier "
             "blocks spread over the depth.",
         ),
+        # not the paper's (head_blocks.py): a decoder's share of the work, left behind by fine-tuning
+        "head_blocks": Param(
+            0, int, 0, 32, help="Transformer blocks between a ViT's tokens and the energy's head; 0: the paper's."
+        ),
     }
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
@@ -132,6 +136,7 @@ class EnergyMethod(Method):
             head_init_std=args["head_init_std"],
             energy_scale=args["energy_scale"],
             read_layers=args["read_layers"],
+            head_blocks=args["head_blocks"],
             global_pool=cfg.global_pool,
         )
 
@@ -154,6 +159,8 @@ class EnergyMethod(Method):
             pixel_states_only(self.task, "spread", "measures features of the clean images", "spread=0")
         if args["read_layers"] > 1:
             pixel_states_only(self.task, "read_layers", "reads an image's forward", "read_layers=1")
+        if args["head_blocks"]:
+            pixel_states_only(self.task, "head_blocks", "reads an image's forward", "head_blocks=0")
         if args["grad_mode"] == "finite-difference":
             bad = unsupported_layers(model.backbone)
             if bad:
@@ -236,9 +243,10 @@ class EnergyMethod(Method):
 
     def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
         """The energy's correlation with mean brightness: near -1 when it has learnt "how dark is the image"."""
-        if getattr(self.model, "layer_reads", None) is None:  # a plugin's own model may have none
+        extra = [getattr(self.model, name, None) for name in ("layer_reads", "head_blocks")]  # a plugin's: none
+        if all(module is None for module in extra):
             energy = self.model.score(features.to(self.device)).float()  # the head lives on the model's device
-        else:  # the energy reads earlier blocks too: a forward of the images, in the monitor's chunks
+        else:  # the energy reads more than the features: a forward of the images, in the monitor's chunks
             energy = torch.cat([self.model.energy(c.to(self.device)).float().cpu() for c in images.split(128)])
         return {"energy_brightness_corr": correlation(energy.cpu(), brightness(images).cpu())}
 

@@ -9,7 +9,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
+from pretexts.errors import ParameterError
 
+from .head_blocks import HeadBlocks
 from .layers import LayerReads, energy_head
 
 
@@ -21,6 +23,8 @@ class EnergyModel(nn.Module):
     `head_init_std` None keeps PyTorch's default head init; a value draws N(0, std^2).
     `energy_scale` multiplies the energy; both scale the first restoration steps of a fresh model.
     `read_layers` > 1 adds heads on that many - 1 earlier blocks (layers.py; not the paper's).
+    `head_blocks` > 0 puts that many transformer blocks between a ViT's tokens and the head (head_blocks.py; not
+    the paper's).
     `name`, the backbone's alias or timm name, is kept as `backbone_name` for messages.
     """
 
@@ -34,6 +38,7 @@ class EnergyModel(nn.Module):
         energy_scale: float = 1.0,
         read_layers: int = 1,
         name: str | None = None,
+        head_blocks: int = 0,
     ):
         super().__init__()
         if alpha <= 0:
@@ -45,7 +50,12 @@ class EnergyModel(nn.Module):
         if name is not None:
             self.backbone_name = name
         label = name or type(backbone).__name__
+        if read_layers > 1 and head_blocks:
+            raise ParameterError(
+                "--method-arg read_layers and head_blocks each change what the energy reads; give one of them."
+            )
         self.layer_reads = LayerReads(backbone, read_layers, label, head_init_std) if read_layers > 1 else None
+        self.head_blocks = HeadBlocks(backbone, head_blocks, label) if head_blocks else None
         self.log_alpha = nn.Parameter(torch.tensor(math.log(alpha)))
         self.energy_scale = energy_scale
         self.math_attention = True  # the one SDPA kernel with a double backward; finite differences lift it
@@ -69,6 +79,8 @@ class EnergyModel(nn.Module):
         the one kernel with a double backward, unless `math_attention` is off."""
         with sdpa_kernel(SDPBackend.MATH) if self.math_attention else nullcontext():
             x = self.normalize(x)
+            if self.head_blocks is not None:
+                return self.score(self.head_blocks(self.backbone, x))
             if self.layer_reads is None:
                 return self.score(self.backbone(x))
             pooled, earlier = self.layer_reads(self.backbone, x)
@@ -85,6 +97,7 @@ def create_energy_model(
     head_init_std: float | None = None,
     energy_scale: float = 1.0,
     read_layers: int = 1,
+    head_blocks: int = 0,
     **backbone_kwargs,
 ) -> EnergyModel:
     """`create_backbone(name, img_size, **backbone_kwargs)` wrapped as an energy model.
@@ -104,6 +117,8 @@ def create_energy_model(
             restoration steps.
         read_layers: How many blocks the energy reads: 1 the last (the paper's); K adds a head on each of K - 1
             earlier blocks spread over the depth, on their position-averaged, layer-normalised outputs.
+        head_blocks: Transformer blocks between a ViT's tokens and the head, the energy's own (0: none, the
+            paper's); they take the restoration's last steps of work, as MAE's decoder does.
         **backbone_kwargs (Any): Passed on to timm (`depth=2`, `patch_size=8`, `drop_path_rate=0.1`, ...).
 
     Returns:
@@ -114,6 +129,7 @@ def create_energy_model(
         UnknownNameError: No alias or timm model has the name (close names are suggested).
         ParameterError: The backbone cannot be built with these arguments.
         ParameterError: `read_layers` is more than the backbone has blocks, or it has no `forward_intermediates`.
+        ParameterError: `head_blocks` on a backbone that is no plain ViT, or with `read_layers` > 1.
         ValueError: `alpha` is not > 0.
 
     Shape:
@@ -136,5 +152,6 @@ def create_energy_model(
         energy_scale=energy_scale,
         read_layers=read_layers,
         name=name,
+        head_blocks=head_blocks,
     )
     return model
