@@ -19,6 +19,17 @@ def sincos_pos_embed(grid: int | tuple[int, int], dim: int, device=None) -> Tens
     return build_sincos2d_pos_embed([rows, cols], dim=dim, device=device)
 
 
+def fix_sincos_positions(backbone: nn.Module, name: str, who: str) -> None:
+    """Set a timm ViT's patch position embeddings to the fixed 2D sin-cos table (its prefix rows to 0) and stop
+    their training, as MAE's and MoCo v3's encoders have them; fine-tuning trains them on from the table."""
+    grid = vit_geometry(backbone, name, who)["grid"]
+    with torch.no_grad():
+        own = backbone.pos_embed.shape[1] - grid[0] * grid[1]
+        backbone.pos_embed[:, own:] = sincos_pos_embed(grid, backbone.embed_dim).to(backbone.pos_embed.dtype)
+        backbone.pos_embed[:, :own] = 0
+    backbone.pos_embed.requires_grad_(False)
+
+
 def vit_geometry(backbone: nn.Module, name: str, task: str = "patch-sorting") -> dict:
     """Patch size, grid, embed dim and prefix tokens of a timm VisionTransformer, or ParameterError."""
     embed = getattr(backbone, "patch_embed", None)

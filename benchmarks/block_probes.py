@@ -10,19 +10,18 @@ cell equals `pretexts probe --checkpoint CKPT --block K --probe linear --probe k
         --random vit_tiny --data ../shared/data/cifar10-subset --out block_probes.json
 """
 
-import argparse
 import json
 import time
 from pathlib import Path
 
 import torch
+from pretrained_models import model_parser, models
 
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.data.labelled_data import LabelledImages, eval_transform
 from pretexts.engine.evaluation.pretrained import downstream_splits
 from pretexts.engine.evaluation.probe import extract_features, probe_head, train_head
 from pretexts.engine.evaluation.probe_config import HEAD_PARAMS
-from pretexts.engine.evaluation.weights import load_backbone
 from pretexts.engine.measures.health import standardise
 from pretexts.engine.measures.knn import knn_accuracy
 from pretexts.engine.modules.features import block_count, pooled_block
@@ -68,20 +67,12 @@ def scores(train, val, num_classes: int, seed: int) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", action="append", default=[], help="LABEL=CHECKPOINT, repeatable")
-    parser.add_argument("--random", action="append", default=[], help="a backbone at random init (seed 0)")
-    parser.add_argument("--img-size", type=int, default=32, help="of --random")
-    parser.add_argument("--data", default="../shared/data/cifar10-subset")
+    parser = model_parser(__doc__.split("\n\n")[0], "block_probes.json")
     parser.add_argument("--seed", type=int, default=0, help="the probe heads'")
-    parser.add_argument("--out", default="block_probes.json")
     args = parser.parse_args()
-    sources = [label.split("=", 1) for label in args.model]
-    sources += [(f"{name} random init", None, name) for name in args.random]
     table = {}
-    for label, checkpoint, *backbone in sources:
+    for label, weights in models(args):
         start = time.time()
-        weights = load_backbone(checkpoint, None, backbone[0] if backbone else None, args.img_size, 0)
         names, train, val = block_features(weights, args.data, args.seed)
         classes = int(train[0][1].max()) + 1
         table[label] = {name: scores(t, v, classes, args.seed) for name, t, v in zip(names, train, val)}

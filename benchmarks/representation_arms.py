@@ -51,6 +51,9 @@ METHODS = {
     # two transformer blocks between the tokens and the head (--method-arg head_blocks=2), left behind by
     # fine-tuning as MAE's decoder is: the backbone's top blocks need not do the restoration's last work
     "energy-centred-head2": ("energy", {"loss": "patch-centred", "head_blocks": 2}),
+    # MAE's encoder has fixed 2D sin-cos positions, the energy's ViT timm's learned ones from random: the
+    # energy's attention stayed uniform in every block at 250 steps while MAE's grew local heads
+    "energy-centred-sincos": ("energy", {"loss": "patch-centred", "positions": "sincos"}),
 }
 # one colour per row in every panel; grey is random init, as in `pretexts compare`'s plot
 COLORS = {
@@ -83,6 +86,7 @@ COLORS = {
     "energy-centred-spread1e-5": "darkgreen",
     "energy-centred-read4": "sienna",
     "energy-centred-head2": "goldenrod",
+    "energy-centred-sincos": "orangered",
 }
 VIT_ONLY = {"mae", "mae-compiled", "mae-rawpix"}
 OWN_MASKS = {"mae", "simmim"}  # they ignore --task

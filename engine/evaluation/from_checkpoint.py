@@ -2,6 +2,7 @@
 
 import pretexts
 from pretexts.engine.methods.energy import EnergyMethod, create_energy_model
+from pretexts.engine.methods.energy.params import SINCOS_POSITIONS
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.training.checkpoint import load_checkpoint, load_weights
 from pretexts.engine.training.config import PretrainConfig
@@ -27,6 +28,7 @@ def load_energy_model(path, device="cpu"):
         energy_scale=args["energy_scale"],
         read_layers=args["read_layers"],
         head_blocks=args["head_blocks"],
+        sincos_positions=args["positions"] == SINCOS_POSITIONS,
         global_pool=cfg.global_pool,
     )
     load_weights(

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.patches import patchify
-from pretexts.backbones.vit_tokens import sincos_pos_embed, vit_geometry, with_prefix
+from pretexts.backbones.vit_tokens import fix_sincos_positions, sincos_pos_embed, vit_geometry, with_prefix
 from pretexts.engine.modules.decoders import decoder_blocks
 
 
@@ -61,11 +61,7 @@ class MAEModel(nn.Module):
         self.decoder_blocks = decoder_blocks(dim, depth, heads)
         self.decoder_norm = nn.LayerNorm(dim)
         self.decoder_pred = nn.Linear(dim, self.patch * self.patch * 3)
-        with torch.no_grad():  # MAE's encoder positions are the fixed 2D sin-cos table, not learnt
-            own = backbone.pos_embed.shape[1] - self.grid[0] * self.grid[1]
-            backbone.pos_embed[:, own:] = sincos_pos_embed(self.grid, geo["dim"]).to(backbone.pos_embed.dtype)
-            backbone.pos_embed[:, :own] = 0
-        backbone.pos_embed.requires_grad_(False)
+        fix_sincos_positions(backbone, name, "MAE")  # MAE's encoder positions are the fixed table, not learnt
 
     def encode(self, images: Tensor, ids_keep: Tensor) -> Tensor:
         """Visible patch tokens only (plus prefix tokens) through the backbone's blocks and norm."""

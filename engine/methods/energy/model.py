@@ -9,6 +9,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
+from pretexts.backbones.vit_tokens import fix_sincos_positions
 from pretexts.errors import ParameterError
 
 from .head_blocks import HeadBlocks
@@ -98,6 +99,7 @@ def create_energy_model(
     energy_scale: float = 1.0,
     read_layers: int = 1,
     head_blocks: int = 0,
+    sincos_positions: bool = False,
     **backbone_kwargs,
 ) -> EnergyModel:
     """`create_backbone(name, img_size, **backbone_kwargs)` wrapped as an energy model.
@@ -119,6 +121,7 @@ def create_energy_model(
             earlier blocks spread over the depth, on their position-averaged, layer-normalised outputs.
         head_blocks: Transformer blocks between a ViT's tokens and the head, the energy's own (0: none, the
             paper's); they take the restoration's last steps of work, as MAE's decoder does.
+        sincos_positions: A ViT's patch positions fixed to the 2D sin-cos table (MAE's encoder's), not learned.
         **backbone_kwargs (Any): Passed on to timm (`depth=2`, `patch_size=8`, `drop_path_rate=0.1`, ...).
 
     Returns:
@@ -130,6 +133,7 @@ def create_energy_model(
         ParameterError: The backbone cannot be built with these arguments.
         ParameterError: `read_layers` is more than the backbone has blocks, or it has no `forward_intermediates`.
         ParameterError: `head_blocks` on a backbone that is no plain ViT, or with `read_layers` > 1.
+        ParameterError: `sincos_positions` on a backbone without a ViT's position embeddings.
         ValueError: `alpha` is not > 0.
 
     Shape:
@@ -145,6 +149,8 @@ def create_energy_model(
         (0.1, torch.Size([1, 3, 1, 1]))
     """
     backbone = create_backbone(name, img_size=img_size, **backbone_kwargs)
+    if sincos_positions:
+        fix_sincos_positions(backbone, name, "--method-arg positions=sincos")
     model = EnergyModel(
         backbone,
         alpha=alpha,

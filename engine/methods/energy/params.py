@@ -1,0 +1,86 @@
+"""The energy method's options (`--method-arg KEY=VALUE`, and each its own `train` flag): the paper's N, loss,
+step size and head, how dE/dx reaches the weights, and the options that are not the paper's, each off by default."""
+
+from pretexts.engine.methods.energy.grad_modes import FD_DELTA, GRAD_MODES
+from pretexts.engine.methods.energy.restore import LOSSES, PATCH_CENTRED
+from pretexts.engine.modules.second_order import DOUBLE_BACKWARDS
+from pretexts.params import Param
+
+LEARNED_POSITIONS, SINCOS_POSITIONS = "learned", "sincos"
+AUTO_LOSS = "auto"  # resolved at setup (resolved_loss), recorded in config.json as what ran
+
+ENERGY_PARAMS = {
+    # the paper's N is 2; 0 takes no step: the corrupted images are negatives (Fig. A). Each step keeps its graph
+    # for the backward, so time and memory grow with N: 64 is 32 times the paper's
+    "steps": Param(2, int, 0, 64, help="Restoration steps N (paper: 2); 0: the corrupted images as negatives."),
+    "loss": Param(
+        AUTO_LOSS,
+        str,
+        choices=(AUTO_LOSS, *LOSSES, PATCH_CENTRED),
+        help='"mse" (eq. 5), "smooth_l1" (appendix pseudo code), "patch-centred" (the error less its mean '
+        "over each patch: a colour shift earns nothing, as with MAE's per-patch normalised targets) or auto: "
+        "patch-centred for a ViT with a masking task, where it measured better, else mse.",
+    ),
+    # the positive ones below stop 0 (no step, no gradient) and typos of many orders of magnitude
+    "alpha": Param(0.1, float, 1e-6, 100.0, help="Initial restoration step size (Appendix A.1: 0.1)."),
+    "alpha_lr_scale": Param(
+        400.0,
+        float,
+        1e-6,
+        1e6,
+        help="alpha's lr relative to the network's; by --recipe: fast 400, paper 1 (Table A).",
+    ),
+    "head_init_std": Param(
+        None, float, 1e-6, 100.0, help="Std of the energy head's initial weights (default: PyTorch's Linear init)."
+    ),
+    # up to float32's largest: a huge scale overflows to a NaN loss, which the run stops on and keeps its checkpoint
+    "energy_scale": Param(1.0, float, 1e-6, 3e38, help="Multiplier of the energy."),
+    "grad_mode": Param(
+        "exact",
+        str,
+        choices=GRAD_MODES,
+        help="exact: double backward (paper). finite-difference: two first-order passes per step, "
+        "allows fused attention; smooth backbones only (ViT, Swin, ConvNeXt).",
+    ),
+    # images are in [0, 1]: a larger perturbation is no derivative
+    "fd_delta": Param(FD_DELTA, float, 1e-6, 1.0, help="Finite-difference perturbation (RMS per element)."),
+    "double_backward": Param(
+        "auto",
+        str,
+        choices=DOUBLE_BACKWARDS,
+        help="Exact mode's convolutions: rewritten (the same gradients on first-order kernels) or autograd's "
+        "own; auto: rewritten on CUDA, where measured faster, autograd's on the CPU (docs/performance.md).",
+    ),
+    # last: error messages list the arguments in this order
+    "loss_patch": Param(None, int, 1, 4096, help="patch-centred's patch in pixels (default: the ViT's patch, else 8)."),
+    # not the paper's; one extra forward and backward of the clean batch per step (spread.py)
+    "spread": Param(
+        0.0,
+        float,
+        0.0,
+        1000.0,
+        help="Weight of a term that spreads the clean images' pooled features over many directions (the "
+        "covariance's sum(l^2) / sum(l)^2: 1 on one direction); 0: off, the paper's loss.",
+    ),
+    # not the paper's (layers.py): the restoration gradient reaches the lower blocks directly
+    "read_layers": Param(
+        1,
+        int,
+        1,
+        64,
+        help="Blocks the energy reads: 1 the last (the paper's); K adds a head on each of K - 1 earlier "
+        "blocks spread over the depth.",
+    ),
+    # the paper fixes sin-cos positions for patch sorting (Appendix A.2); MAE's and MoCo v3's encoders have them
+    "positions": Param(
+        LEARNED_POSITIONS,
+        str,
+        choices=(LEARNED_POSITIONS, SINCOS_POSITIONS),
+        help='A ViT\'s patch positions: "learned" (timm\'s, from random) or "sincos" (the fixed 2D sin-cos table, '
+        "as MAE's encoder has them; fine-tuning trains them on).",
+    ),
+    # not the paper's (head_blocks.py): a decoder's share of the work, left behind by fine-tuning
+    "head_blocks": Param(
+        0, int, 0, 32, help="Transformer blocks between a ViT's tokens and the energy's head; 0: the paper's."
+    ),
+}
