@@ -1,6 +1,7 @@
 """CPU-side augmentation (albumentations) and the seeded, resumable, shardable sampler."""
 
 import signal
+import threading
 from contextlib import contextmanager
 
 import albumentations as A
@@ -99,11 +100,30 @@ def ignore_stop_signals(worker_id: int | None = None) -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextmanager
+def stop_signals_held():
+    """SIGINT and SIGTERM held back from the main thread while it starts workers (delivered when it is done, not
+    lost): a worker inherits them held, so one that a signal to the whole process group (Ctrl-C, a scheduler's
+    SIGTERM) reaches before `ignore_stop_signals` has run does not die and fail the batch. No-op where the
+    platform cannot hold signals or off the main thread."""
+    hold = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS) if hold else None
+    try:
+        yield
+    finally:
+        if hold:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 @contextmanager
 def batches(loader: DataLoader):
     """Iterate `loader`; its workers are shut down on any exit, an error included. They ignore SIGTERM
     (the main process saves first), so the exit-time terminate() would otherwise wait on them forever."""
-    iterator = iter(loader)
+    with stop_signals_held():  # the workers start here
+        iterator = iter(loader)
     try:
         yield iterator
     finally:
