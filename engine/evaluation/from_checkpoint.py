@@ -1,8 +1,8 @@
 """Rebuild the energy model and its task from a pretraining checkpoint."""
 
 import pretexts
-from pretexts.engine.methods.energy import EnergyMethod, create_energy_model
-from pretexts.engine.methods.energy.params import SINCOS_POSITIONS
+from pretexts.engine.methods.energy import EnergyMethod
+from pretexts.engine.methods.energy.method import energy_model_for
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.training.checkpoint import load_checkpoint, load_weights
 from pretexts.engine.training.config import PretrainConfig
@@ -20,17 +20,7 @@ def load_energy_model(path, device="cpu"):
             f"model; give a checkpoint of `pretexts train` (--method energy)."
         )
     args = EnergyMethod.parse_args(cfg)
-    model = create_energy_model(
-        cfg.backbone,
-        img_size=cfg.img_size,
-        alpha=args["alpha"],
-        head_init_std=args["head_init_std"],
-        energy_scale=args["energy_scale"],
-        read_layers=args["read_layers"],
-        head_blocks=args["head_blocks"],
-        sincos_positions=args["positions"] == SINCOS_POSITIONS,
-        global_pool=cfg.global_pool,
-    )
+    model = energy_model_for(cfg, args)
     load_weights(
         model,
         ckpt["model"],

@@ -5,6 +5,7 @@ They are the energy's, not the backbone's: fine-tuning, probes and export leave 
 from timm.models.vision_transformer import Block, init_weights_vit_timm
 from torch import Tensor, nn
 
+from pretexts.backbones.factory import set_fused_attention
 from pretexts.engine.modules.features import is_plain_vit
 from pretexts.errors import ParameterError
 
@@ -26,10 +27,8 @@ class HeadBlocks(nn.Module):
             *(Block(dim, first.attn.num_heads, first.mlp.fc1.out_features / dim, qkv_bias=True) for _ in range(count))
         )
         self.norm = nn.LayerNorm(dim, eps=1e-6)
-        for module in self.modules():
-            init_weights_vit_timm(module)  # the ViT's own init: truncated normal 0.02, zero biases
-            if hasattr(module, "fused_attn"):
-                module.fused_attn = False  # the restoration's double backward runs through them
+        self.apply(init_weights_vit_timm)  # the ViT's own init: truncated normal 0.02, zero biases
+        set_fused_attention(self, False)  # the restoration's double backward runs through them
 
     def forward(self, backbone: nn.Module, x: Tensor) -> Tensor:
         tokens = self.norm(self.blocks(backbone.forward_features(x)))

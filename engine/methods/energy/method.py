@@ -57,18 +57,7 @@ class EnergyMethod(Method):
     spread_value: torch.Tensor | None = None  # the last step's concentration, with --method-arg spread
 
     def build_model(self) -> torch.nn.Module:
-        cfg, args = self.cfg, self.args
-        return create_energy_model(
-            cfg.backbone,
-            img_size=cfg.img_size,
-            alpha=args["alpha"],
-            head_init_std=args["head_init_std"],
-            energy_scale=args["energy_scale"],
-            read_layers=args["read_layers"],
-            head_blocks=args["head_blocks"],
-            sincos_positions=args["positions"] == SINCOS_POSITIONS,
-            global_pool=cfg.global_pool,
-        )
+        return energy_model_for(self.cfg, self.args)
 
     def compiled_gain(self, model: torch.nn.Module) -> float | None:
         """The exact restoration step of a ViT: 0.85x its eager time compiled (vit_tiny, fp32, a quiet 2-core CPU,
@@ -187,6 +176,22 @@ class EnergyMethod(Method):
     def fine_tuning_positions(pos: torch.Tensor, backbone: torch.nn.Module) -> torch.Tensor:
         """The fixed sin-cos table the energy method fed patch sorting's tokens instead (Appendix A.2)."""
         return sincos_positions(pos, backbone)
+
+
+def energy_model_for(cfg, args: dict) -> torch.nn.Module:
+    """The energy model a run's config and parsed method arguments describe: what training builds and what
+    `restore` and `energy` rebuild from its checkpoint, from one list of the options that shape it."""
+    return create_energy_model(
+        cfg.backbone,
+        img_size=cfg.img_size,
+        alpha=args["alpha"],
+        head_init_std=args["head_init_std"],
+        energy_scale=args["energy_scale"],
+        read_layers=args["read_layers"],
+        head_blocks=args["head_blocks"],
+        sincos_positions=args["positions"] == SINCOS_POSITIONS,
+        global_pool=cfg.global_pool,
+    )
 
 
 def resolved_loss(loss: str, backbone: torch.nn.Module, task) -> str:
