@@ -30,16 +30,23 @@ def fix_sincos_positions(backbone: nn.Module, name: str, who: str) -> None:
     backbone.pos_embed.requires_grad_(False)
 
 
+def has_patch_positions(backbone: nn.Module) -> bool:
+    """A timm VisionTransformer with absolute position embeddings on a fixed patch grid (vit_tiny, deit_small, ...;
+    not Swin's relative ones, nor a ViT built with pos_embed off)."""
+    embed = getattr(backbone, "patch_embed", None)
+    needs = ("pos_embed", "blocks", "norm", "forward_head", "num_prefix_tokens")
+    return (
+        embed is not None
+        and getattr(embed, "grid_size", None) is not None
+        and getattr(backbone, "pos_embed", None) is not None
+        and all(hasattr(backbone, attr) for attr in needs)
+    )
+
+
 def vit_geometry(backbone: nn.Module, name: str, task: str = "patch-sorting") -> dict:
     """Patch size, grid, embed dim and prefix tokens of a timm VisionTransformer, or ParameterError."""
     embed = getattr(backbone, "patch_embed", None)
-    needs = ("pos_embed", "blocks", "norm", "forward_head", "num_prefix_tokens")
-    if (
-        embed is None
-        or getattr(embed, "grid_size", None) is None
-        or getattr(backbone, "pos_embed", None) is None
-        or not all(hasattr(backbone, attr) for attr in needs)
-    ):
+    if not has_patch_positions(backbone):
         raise ParameterError(
             f"{task} needs a ViT backbone with absolute position embeddings (vit_tiny, vit_small, ...); got {name}."
         )

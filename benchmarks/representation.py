@@ -47,11 +47,11 @@ RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # comm
 
 def arm(args, name: str) -> Arm:
     """A study row as a `pretexts compare` arm: the method, its overrides, and --task where the method reads it."""
-    if METHODS[name] is None:
-        return Arm(name, None)
+    if METHODS[name] is None:  # random init; its cells ran before positions=auto gave a ViT the sin-cos table
+        return Arm(name, None, {"positions": "learned"})
     method, overrides = METHODS[name]
-    if method == "energy":  # its rows ran before loss=auto made ViTs patch-centred: mse, unless the row says
-        overrides = {"loss": "mse", **overrides}
+    if method == "energy":  # its rows ran before loss=auto and positions=auto: mse and learned, unless the row says
+        overrides = {"loss": "mse", "positions": "learned", **overrides}
     return Arm(name, method, overrides if method in OWN_MASKS else {"task": args.task, **overrides})
 
 

@@ -145,7 +145,7 @@ def test_a_resumed_run_may_change_how_often_it_reports():
     from pretexts.engine.training.config import PretrainConfig
     from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
 
-    saved = PretrainConfig()
+    saved = PretrainConfig(method_args={"positions": "sincos"})  # a run's config records what its positions were
     check_resumable(
         saved.to_dict(),
         dataclasses.replace(saved, figure_every=50, log_every=100),

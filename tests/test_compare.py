@@ -110,7 +110,7 @@ def test_the_compare_probe_gives_the_numbers_of_pretexts_probe(tmp_path):
     copy_sample_images(data / "train", 16)
     copy_sample_images(data / "val", 8, split="val")
     study = CompareConfig(backbone="test_convnext", data=str(data), batch_size=8, out=str(tmp_path / "out"))
-    compare_cells.untrained(study, 3, tmp_path / "cell")
+    compare_cells.untrained(study, compare_cells.Arm(compare_cells.RANDOM, None), 3, tmp_path / "cell")
     checkpoint = tmp_path / "cell" / "m0" / "checkpoint.pt"
     forget()
     shared = [compare_cells.probe(study, checkpoint, 3) for _ in range(2)]  # the second from decoded images
@@ -317,24 +317,46 @@ def test_loader_workers_reach_the_pretraining_and_do_not_invalidate_cached_cells
     fails_cleanly([*BASE, "--workers", "65", "--out", tmp_path], "workers must be in [0, 64]")
 
 
-def test_a_vit_energy_cell_cached_before_the_patch_centred_default_is_measured_again(tmp_path):
-    """loss=auto made a ViT's masking arm patch-centred (2026-11-26): its cells cached before measured mse and are
-    refused; a CNN's, or an arm that names its loss, resolve as before and stay valid."""
+def test_a_vit_energy_cell_cached_before_the_auto_defaults_is_measured_again(tmp_path):
+    """loss=auto made a ViT's masking arm patch-centred (2026-11-26), positions=auto a ViT's positions the sin-cos
+    table (2026-11-27): cells cached before measured mse and learned positions and are refused; a CNN's, or an arm
+    that names both, resolve as before and stay valid."""
     from pretexts.engine.compare.config import CompareConfig
 
     def cached_before(study, arm) -> dict:
-        saved = {k: v for k, v in compare_cells.settings(study, arm).items() if k != "loss"}
+        saved = {k: v for k, v in compare_cells.settings(study, arm).items() if k not in ("loss", "positions")}
         (tmp_path / "cell.json").write_text(json.dumps({"points": {}, "settings": saved}))
         return compare_cells.settings(study, arm)
 
+    def refused(study, arm, changed: str) -> None:
+        cached_before(study, arm)
+        with pytest.raises(OutputError, match=rf"measured with other settings \({changed}\); give --force"):
+            compare_cells.load_cell(tmp_path / "cell.json", compare_cells.settings(study, arm))
+
     vit, cnn = CompareConfig(backbone="vit_tiny", img_size=32), CompareConfig(backbone="test_convnext")
     masking = compare_cells.Arm("energy", "energy", {"task": "random-mask"})
-    for study, arm in [
-        (cnn, masking),
-        (vit, compare_cells.Arm("energy", "energy", {"task": "colorization"})),
-        (vit, compare_cells.Arm("energy", "energy", {"task": "random-mask", "loss": "mse"})),
-    ]:
+    named = {"task": "random-mask", "loss": "mse", "positions": "learned"}
+    for study, arm in [(cnn, masking), (vit, compare_cells.Arm("energy", "energy", named))]:
         compare_cells.load_cell(tmp_path / "cell.json", cached_before(study, arm))
-    assert cached_before(vit, masking)["loss"] == "patch-centred"
-    with pytest.raises(OutputError, match=r"measured with other settings \(loss\); give --force"):
-        compare_cells.load_cell(tmp_path / "cell.json", compare_cells.settings(vit, masking))
+    assert {k: cached_before(vit, masking)[k] for k in ("loss", "positions")} == {
+        "loss": "patch-centred",
+        "positions": "sincos",
+    }
+    refused(vit, masking, "loss, positions")
+    refused(vit, compare_cells.Arm("energy", "energy", {"task": "colorization"}), "positions")
+    random_init = compare_cells.Arm(compare_cells.RANDOM, None)
+    refused(vit, random_init, "positions")  # random init starts from the table too: the row it is compared with
+    compare_cells.load_cell(tmp_path / "cell.json", cached_before(cnn, random_init))
+
+
+def test_a_vit_random_init_row_starts_from_the_sin_cos_table_unless_its_arm_says(tmp_path):
+    from pretexts.backbones.vit_tokens import sincos_pos_embed
+    from pretexts.engine.compare.config import CompareConfig
+
+    copy_sample_images(tmp_path / "data" / "train", 16)
+    study = CompareConfig(backbone="vit_tiny", img_size=32, data=str(tmp_path / "data"), batch_size=8)
+    for positions, table in (({}, True), ({"positions": "learned"}, False)):
+        arm = compare_cells.Arm(compare_cells.RANDOM, None, positions)
+        compare_cells.untrained(study, arm, 0, tmp_path / "cell")
+        saved = load_checkpoint(tmp_path / "cell" / "m0" / "checkpoint.pt")["model"]["backbone.pos_embed"]
+        assert torch.allclose(saved[0, 1:], sincos_pos_embed((8, 8), 192)) == table

@@ -44,7 +44,8 @@ def test_fast_recipe_differs_only_in_the_documented_fields():
 
 
 def test_an_explicit_value_wins_over_the_recipe_and_is_saved(tmp_path):
-    cfg = PretrainConfig(recipe="paper", base_lr=3e-3, method_args={"alpha": 0.5})
+    # a run's config.json records its positions (one saved before the option existed reads back as learned)
+    cfg = PretrainConfig(recipe="paper", base_lr=3e-3, method_args={"alpha": 0.5, "positions": "sincos"})
     args = EnergyMethod.parse_args(cfg)
     assert (cfg.base_lr, args["alpha"], args["alpha_lr_scale"]) == (3e-3, 0.5, 1.0)
     saved = json.loads(json.dumps(cfg.to_dict()))

@@ -23,7 +23,7 @@ from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.probe import extract_features
 from pretexts.engine.evaluation.probe_config import ProbeConfig
 from pretexts.engine.evaluation.weights import load_backbone
-from pretexts.engine.methods.energy.method import AUTO_LOSS, auto_loss
+from pretexts.engine.methods.energy.method import auto_settings
 from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
@@ -163,11 +163,13 @@ def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
     }
 
 
-def untrained(study, seed: int, folder: Path) -> dict:
-    """The random-init row: a checkpoint of the backbone before any step (the seed sets its initialisation)."""
+def untrained(study, arm: Arm, seed: int, folder: Path) -> dict:
+    """The random-init row: a checkpoint of the energy method's backbone before any step (the seed sets its
+    initialisation; a ViT's positions are what the arm's `positions` resolves to, the sin-cos table by default, as
+    the energy's and MAE's pretraining start from, so the row measures what pretraining adds to the table)."""
     path = folder / "m0" / "checkpoint.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
-    Pretrainer(pretrain_config(study, Arm(RANDOM, None), seed, folder / "run")).save(path)
+    Pretrainer(pretrain_config(study, arm, seed, folder / "run")).save(path)
     return {"snapshots": {"0": {"steps": 0, "seconds": 0.0}}, "held_out_ratio": None, "monitor": None}
 
 
@@ -255,20 +257,29 @@ def settings(study, arm: Arm) -> dict:
         "method": arm.method,
         "overrides": arm.overrides,
         **streamed,
-        **auto_loss_setting(study, arm),
+        **auto_setting(study, arm),
     }
 
 
-def auto_loss_setting(study, arm: Arm) -> dict:
-    """An energy arm's loss where it names none and auto resolves to other than mse, the default before 2026-11-26
-    (a ViT's masking arm: patch-centred): a cell cached before then measured mse and is refused, not taken for it."""
-    if arm.method != "energy":
+# what an energy run that names neither resolved to before loss=auto (2026-11-26) and positions=auto (2026-11-27)
+FORMER_ENERGY = {"loss": "mse", "positions": "learned"}
+
+
+def auto_setting(study, arm: Arm) -> dict:
+    """An energy arm's loss and positions, and the random-init row's positions, where it names none and auto
+    resolves to other than before (a ViT's masking arm: patch-centred; a ViT: the sin-cos positions): a cell
+    cached before then measured the former and is refused, not taken for it."""
+    if arm.method not in ("energy", None):
         return {}
     cfg = pretrain_config(study, arm, 0, Path("."))
-    if cfg.method_args.get("loss", AUTO_LOSS) != AUTO_LOSS:
-        return {}
-    loss = auto_loss(cfg.backbone, cfg.img_size, pretexts.create_pretext(cfg.task, **cfg.task_args))
-    return {} if loss == "mse" else {"loss": loss}
+    resolved = auto_settings(cfg.backbone, cfg.img_size, pretexts.create_pretext(cfg.task, **cfg.task_args))
+    return {
+        key: value
+        for key, value in resolved.items()
+        if (arm.method or key == "positions")  # random init has no loss
+        and cfg.method_args.get(key, "auto") == "auto"
+        and value != FORMER_ENERGY[key]
+    }
 
 
 def claim(folder: Path) -> bool:
@@ -326,7 +337,7 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
     start_steps = None  # of the checkpoint a fine-tune starts from
     if missing or (tune and not last.is_file()):
         pre = (
-            untrained(study, seed, folder)
+            untrained(study, arm, seed, folder)
             if arm.method is None
             else pretrain(study, arm, seed, folder, sorted({*(budgets[k] for k in missing), marks[-1]}))
         )

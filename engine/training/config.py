@@ -254,20 +254,34 @@ class PretrainConfig:
     @classmethod
     def from_dict(cls, values: dict) -> "PretrainConfig":
         """A saved config (config.json, a checkpoint's): one written before recipes existed ran the paper's, one
-        written before the method options moved into `method_args` holds them at the top level; other keys no
-        longer known are dropped."""
+        written before the method options moved into `method_args` holds them at the top level, one written
+        before a method's option existed ran with its former default (`Method.former_defaults`: the energy's
+        positions, learned); other keys no longer known are dropped."""
         values = with_method_args({"recipe": "paper", **values})
+        former = former_defaults(values.get("method", cls.method))
+        if former:
+            values = {**values, "method_args": {**former, **(values.get("method_args") or {})}}
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
 
 
-def method_param_names(method: str) -> tuple[str, ...]:
-    """The names of the options `method` declares (its `method_params`); () for a method that is not installed,
-    whose run then says so. Imports the method's module (and torch) on first use."""
+def method_attribute(method: str, name: str, empty):
+    """The class attribute `name` of `method` (its `method_params`, `former_defaults`); `empty` for a method that
+    is not installed, whose run then says so. Imports the method's module (and torch) on first use."""
     try:
-        return tuple(METHODS.get(method).method_params)
+        return getattr(METHODS.get(method), name)
     except UnknownNameError:
-        return ()
+        return empty
+
+
+def method_param_names(method: str) -> tuple[str, ...]:
+    """The names of the options `method` declares (its `method_params`)."""
+    return tuple(method_attribute(method, "method_params", {}))
+
+
+def former_defaults(method: str) -> dict:
+    """What `method`'s options were before their default changed (`Method.former_defaults`)."""
+    return dict(method_attribute(method, "former_defaults", {}))
 
 
 def with_method_args(values: dict) -> dict:

@@ -28,8 +28,8 @@ from pretexts.errors import ParameterError
 from pretexts.tasks.masking import MaskingTask
 
 from .compiled import CompiledRestore
-from .model import create_energy_model
-from .params import AUTO_LOSS, ENERGY_PARAMS, SINCOS_POSITIONS
+from .model import create_energy_model, resolved_positions
+from .params import AUTO_LOSS, AUTO_POSITIONS, ENERGY_PARAMS, LEARNED_POSITIONS
 from .spread import concentration
 
 # compiled / eager time of the exact step on vit_tiny, random-mask, batch 64 (benchmarks/throughput.py --compile
@@ -45,6 +45,7 @@ class EnergyMethod(Method):
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
     resume_may_change = frozenset({"grad_mode", "double_backward"})  # the same model (grad modes: to O(fd_delta^2))
+    former_defaults = {"positions": LEARNED_POSITIONS}  # before 2026-11-27 a ViT learned timm's positions
     # measured in docs/results/representation.md ("The fill"; "Why take one drifted")
     shortcut_advice = {
         "fill=black": "with black mask boxes the scalar energy learns the images' brightness (the representation "
@@ -180,8 +181,9 @@ class EnergyMethod(Method):
 
 def energy_model_for(cfg, args: dict) -> torch.nn.Module:
     """The energy model a run's config and parsed method arguments describe: what training builds and what
-    `restore` and `energy` rebuild from its checkpoint, from one list of the options that shape it."""
-    return create_energy_model(
+    `restore` and `energy` rebuild from its checkpoint, from one list of the options that shape it. `positions`
+    auto is resolved into `args` (config.json records what ran)."""
+    model = create_energy_model(
         cfg.backbone,
         img_size=cfg.img_size,
         alpha=args["alpha"],
@@ -189,9 +191,11 @@ def energy_model_for(cfg, args: dict) -> torch.nn.Module:
         energy_scale=args["energy_scale"],
         read_layers=args["read_layers"],
         head_blocks=args["head_blocks"],
-        sincos_positions=args["positions"] == SINCOS_POSITIONS,
+        positions=args["positions"],
         global_pool=cfg.global_pool,
     )
+    args["positions"] = model.positions
+    return model
 
 
 def resolved_loss(loss: str, backbone: torch.nn.Module, task) -> str:
@@ -204,10 +208,12 @@ def resolved_loss(loss: str, backbone: torch.nn.Module, task) -> str:
     return PATCH_CENTRED if isinstance(backbone, VisionTransformer) and isinstance(task, MaskingTask) else "mse"
 
 
-def auto_loss(backbone: str, img_size: int, task) -> str:
-    """What loss=auto resolves to for a run of `backbone` (a name) on `task`, without building its weights."""
+def auto_settings(backbone: str, img_size: int, task) -> dict:
+    """What loss=auto and positions=auto resolve to for a run of `backbone` (a name) on `task`, without building
+    its weights."""
     with torch.device("meta"):
-        return resolved_loss(AUTO_LOSS, create_backbone(backbone, img_size=img_size), task)
+        built = create_backbone(backbone, img_size=img_size)
+    return {"loss": resolved_loss(AUTO_LOSS, built, task), "positions": resolved_positions(AUTO_POSITIONS, built)}
 
 
 def pixel_states_only(task, option: str, what: str, instead: str) -> None:

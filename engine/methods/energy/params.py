@@ -6,7 +6,7 @@ from pretexts.engine.methods.energy.restore import LOSSES, PATCH_CENTRED
 from pretexts.engine.modules.second_order import DOUBLE_BACKWARDS
 from pretexts.params import Param
 
-LEARNED_POSITIONS, SINCOS_POSITIONS = "learned", "sincos"
+AUTO_POSITIONS, LEARNED_POSITIONS, SINCOS_POSITIONS = "auto", "learned", "sincos"  # auto: resolved at build
 AUTO_LOSS = "auto"  # resolved at setup (resolved_loss), recorded in config.json as what ran
 
 ENERGY_PARAMS = {
@@ -71,13 +71,15 @@ ENERGY_PARAMS = {
         help="Blocks the energy reads: 1 the last (the paper's); K adds a head on each of K - 1 earlier "
         "blocks spread over the depth.",
     ),
-    # the paper fixes sin-cos positions for patch sorting (Appendix A.2); MAE's and MoCo v3's encoders have them
+    # the paper fixes sin-cos positions for patch sorting (Appendix A.2); MAE's and MoCo v3's encoders have them.
+    # auto (sincos on a ViT) resolves when the model is built; config.json records what it resolved to
     "positions": Param(
-        LEARNED_POSITIONS,
+        AUTO_POSITIONS,
         str,
-        choices=(LEARNED_POSITIONS, SINCOS_POSITIONS),
-        help='A ViT\'s patch positions: "learned" (timm\'s, from random) or "sincos" (the fixed 2D sin-cos table, '
-        "as MAE's encoder has them; fine-tuning trains them on).",
+        choices=(AUTO_POSITIONS, LEARNED_POSITIONS, SINCOS_POSITIONS),
+        help="A ViT's patch positions: sincos (the fixed 2D sin-cos table, as MAE's encoder has them; fine-tuning "
+        "trains them on), learned (timm's, from random) or auto: sincos for a ViT with absolute positions, where "
+        "it measured better, else learned.",
     ),
     # not the paper's (head_blocks.py): a decoder's share of the work, left behind by fine-tuning
     "head_blocks": Param(
