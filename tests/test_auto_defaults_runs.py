@@ -34,6 +34,7 @@ def test_a_vit_run_that_trained_with_mse_resumes_with_mse(tmp_path):
     assert resumed.exit_code == 0, resumed.output
     saved = json.loads((out / "config.json").read_text())
     assert (saved["epochs"], saved["method_args"]["loss"]) == (2, "mse")
+    assert "energy: loss mse, positions sincos (" in resumed.output  # what auto gave a new ViT run
 
 
 def test_a_run_saved_before_positions_existed_resumes_with_learned_positions(tmp_path):
@@ -45,6 +46,7 @@ def test_a_run_saved_before_positions_existed_resumes_with_learned_positions(tmp
     save_checkpoint(checkpoint, out / "checkpoint.pt")
     resumed = CliRunner().invoke(main, [*RUN, "--out", str(out), "--epochs", "2", "--resume"])
     assert resumed.exit_code == 0, resumed.output
+    assert "energy: loss patch-centred, positions learned (--loss, --positions" in resumed.output  # the start line
     assert json.loads((out / "config.json").read_text())["method_args"]["positions"] == "learned"
     before = checkpoint["model"]["backbone.pos_embed"]
     after = load_checkpoint(out / "checkpoint.pt")["model"]["backbone.pos_embed"]

@@ -177,6 +177,10 @@ class Method:
         """
         return f"'{self.cfg.task}'" if self.uses_task else f"{self.cfg.method}'s own corruption (--task unused)"
 
+    def resolved_line(self) -> str | None:
+        """A start line saying what the method's `auto` options resolved to at setup (None: nothing to say)."""
+        return None
+
     def corrupt(self, images: torch.Tensor, generator: torch.Generator):
         """The step's sample from clean images [B,3,H,W] in [0,1]; the task's corruption unless the method
         has its own (MAE masks inside its model).

@@ -68,6 +68,8 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}"
     )
     echo(trainer.method.compile_choice.describe())
+    if trainer.method.resolved_line():
+        echo(trainer.method.resolved_line())
     try:
         results = trainer.run()
     finally:

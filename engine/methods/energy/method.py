@@ -8,7 +8,7 @@ from timm.models.vision_transformer import VisionTransformer
 from timm.optim import param_groups_weight_decay
 
 from pretexts.backbones.factory import create_backbone, set_fused_attention
-from pretexts.backbones.vit_tokens import sincos_positions
+from pretexts.backbones.vit_tokens import has_patch_positions, sincos_positions
 from pretexts.engine.measures.health import brightness, correlation
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
@@ -59,6 +59,13 @@ class EnergyMethod(Method):
 
     def build_model(self) -> torch.nn.Module:
         return energy_model_for(self.cfg, self.args)
+
+    def resolved_line(self) -> str:
+        """The loss, and a ViT's positions, as the run trains them (`auto` picks them per backbone and task)."""
+        if not has_patch_positions(self.model.backbone):
+            return f"energy: loss {self.args['loss']} (--loss; auto picks it by backbone and task)"
+        chosen = f"loss {self.args['loss']}, positions {self.args['positions']}"
+        return f"energy: {chosen} (--loss, --positions; auto picks them by backbone and task)"
 
     def compiled_gain(self, model: torch.nn.Module) -> float | None:
         """The exact restoration step of a ViT: 0.85x its eager time compiled (vit_tiny, fp32, a quiet 2-core CPU,
