@@ -68,8 +68,9 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}"
     )
     echo(trainer.method.compile_choice.describe())
-    if trainer.method.resolved_line():
-        echo(trainer.method.resolved_line())
+    resolved = trainer.method.resolved_line()
+    if resolved:
+        echo(resolved)
     try:
         results = trainer.run()
     finally:
