@@ -7,6 +7,10 @@ from torch import Tensor, nn
 
 from pretexts.errors import ParameterError
 
+# a ViT's patch positions at the start of a run: auto resolves by the backbone (`resolved_positions`)
+AUTO_POSITIONS, LEARNED_POSITIONS, SINCOS_POSITIONS = "auto", "learned", "sincos"
+POSITIONS = (AUTO_POSITIONS, LEARNED_POSITIONS, SINCOS_POSITIONS)
+
 
 def sincos_pos_embed(grid: int | tuple[int, int], dim: int, device=None) -> Tensor:
     """The fixed 2D sin-cos table [rows * cols, dim], row-major like timm's patch order (MoCo v3 style).
@@ -19,15 +23,38 @@ def sincos_pos_embed(grid: int | tuple[int, int], dim: int, device=None) -> Tens
     return build_sincos2d_pos_embed([rows, cols], dim=dim, device=device)
 
 
-def fix_sincos_positions(backbone: nn.Module, name: str, who: str) -> None:
-    """Set a timm ViT's patch position embeddings to the fixed 2D sin-cos table (its prefix rows to 0) and stop
-    their training, as MAE's and MoCo v3's encoders have them; fine-tuning trains them on from the table."""
+def fix_sincos_positions(backbone: nn.Module, name: str, who: str, frozen: bool = True) -> None:
+    """Set a timm ViT's patch position embeddings to the fixed 2D sin-cos table (its prefix rows to 0) and, when
+    `frozen`, stop their training, as MAE's and MoCo v3's encoders have them; fine-tuning trains them on from the
+    table."""
     grid = vit_geometry(backbone, name, who)["grid"]
     with torch.no_grad():
         own = backbone.pos_embed.shape[1] - grid[0] * grid[1]
         backbone.pos_embed[:, own:] = sincos_pos_embed(grid, backbone.embed_dim).to(backbone.pos_embed.dtype)
         backbone.pos_embed[:, :own] = 0
-    backbone.pos_embed.requires_grad_(False)
+    backbone.pos_embed.requires_grad_(not frozen)
+
+
+def resolved_positions(positions: str, backbone: nn.Module) -> str:
+    """`positions`, with auto resolved: the sin-cos table for a ViT with absolute positions (vit_tiny at 250 steps
+    fine-tuned 48.7 with it against 42.2 learned, and random init 47.9 against 41.4; docs/results/
+    representation.md), learned (nothing changed) for every other backbone."""
+    if positions not in POSITIONS:
+        raise ParameterError(f"positions must be {', '.join(POSITIONS[:-1])} or {POSITIONS[-1]}; got {positions!r}.")
+    if positions != AUTO_POSITIONS:
+        return positions
+    return SINCOS_POSITIONS if has_patch_positions(backbone) else LEARNED_POSITIONS
+
+
+def starting_positions(backbone: nn.Module) -> str | None:
+    """What a ViT's patch positions hold: sincos where they are exactly the table (a pretraining that kept it fixed,
+    as the energy's default and MAE's do), else learned; None for a backbone without a ViT's positions."""
+    if not has_patch_positions(backbone):
+        return None
+    grid = tuple(backbone.patch_embed.grid_size)
+    table = sincos_pos_embed(grid, backbone.pos_embed.shape[-1]).to(backbone.pos_embed)
+    rows = backbone.pos_embed.detach()[0, -grid[0] * grid[1] :]
+    return SINCOS_POSITIONS if torch.allclose(rows, table, atol=1e-6) else LEARNED_POSITIONS
 
 
 def has_patch_positions(backbone: nn.Module) -> bool:

@@ -29,10 +29,12 @@ from pretexts.engine.training.settings import (
     check_amp,
     check_field_types,
     check_optimizer,
+    check_positions,
     check_ranges,
     clip_grad_setting,
     log_every_setting,
     max_images_setting,
+    positions_setting,
     setting,
     skip_nonfinite_setting,
 )
@@ -63,6 +65,7 @@ class FinetuneConfig:
     backbone: str | None = setting(
         None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.", section="model"
     )
+    positions: str = positions_setting()
     img_size: int | None = setting(
         None, "With --from-scratch. Default 32; a checkpoint's own otherwise.", section="data", range=IMG_SIZE_RANGE
     )
@@ -174,6 +177,7 @@ class FinetuneConfig:
             )
         if self.from_scratch and not self.backbone:
             raise ParameterError("--from-scratch needs --backbone NAME (e.g. resnet18, convnext_atto, vit_tiny).")
+        check_positions(self)
         check_ranges(self)
         if self.batch_size % self.accum_iter:
             raise ParameterError(
@@ -190,8 +194,10 @@ class FinetuneConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "FinetuneConfig":
-        """A saved config (config.json, a checkpoint's): one written before recipes existed ran the paper's."""
-        return cls(**{"recipe": "paper", **values})
+        """A saved config (config.json, a checkpoint's): one written before recipes existed ran the paper's, one
+        written before --positions existed (2026-11-27) started a ViT from scratch with timm's learned positions."""
+        former = {"positions": "learned"} if values.get("from_scratch") else {}
+        return cls(**{"recipe": "paper", **former, **values})
 
     def check_resolved(self) -> None:
         """The checks that need the recipe's values filled in."""

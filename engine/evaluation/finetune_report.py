@@ -48,6 +48,11 @@ def finetune_reference(tuner: "Finetuner", final: float, best: float) -> dict:
         **reference.to_dict(),
         "ci95": {"final_top1": list(reference.interval(final)), "best_top1": list(reference.interval(best))},
         "random_init": random_init_note(
-            "finetune", tuner.cfg.from_scratch, tuner.backbone_name, tuner.cfg.data, tuner.img_size
+            "finetune",
+            tuner.cfg.from_scratch,
+            tuner.backbone_name,
+            tuner.cfg.data,
+            tuner.img_size,
+            tuner.start_positions,
         ),
     }

@@ -4,6 +4,12 @@ from torch import nn
 
 from pretexts import backbones
 from pretexts.backbones.factory import set_fused_attention
+from pretexts.backbones.vit_tokens import (
+    LEARNED_POSITIONS,
+    SINCOS_POSITIONS,
+    fix_sincos_positions,
+    resolved_positions,
+)
 from pretexts.engine.data.labelled_data import labelled_splits
 from pretexts.engine.training.checkpoint import check_shapes, load_checkpoint
 from pretexts.errors import CheckpointError, DataError, ParameterError, UnknownNameError
@@ -77,16 +83,26 @@ def load_pretrained(model: nn.Module, ckpt: dict, path) -> nn.Module:
 
 
 def create_classifier(
-    checkpoint: str | None, backbone: str | None = None, img_size: int | None = None, **kwargs
+    checkpoint: str | None,
+    backbone: str | None = None,
+    img_size: int | None = None,
+    positions: str = LEARNED_POSITIONS,
+    **kwargs,
 ) -> tuple[nn.Module, dict]:
     """A timm model (kwargs: num_classes, drop_path_rate, ...) and the pretraining config it came from.
 
     With a checkpoint, the backbone name and image size are the checkpoint's; without one, `backbone`
-    is built at random (the from-scratch baseline) and the config is {}. Fused attention is back on:
-    nothing downstream of pretraining needs a double backward.
+    is built at random (the from-scratch baseline), its ViT patch positions as `positions` says (learned,
+    sincos: the fixed 2D table, still trained on, or auto: sincos on a ViT, as pretraining starts it), and the
+    config is {}. Fused attention is back on: nothing downstream of pretraining needs a double backward.
     """
     if checkpoint is None:
-        return set_fused_attention(backbones.create_backbone(backbone, img_size=img_size or 32, **kwargs), True), {}
+        model = backbones.create_backbone(backbone, img_size=img_size or 32, **kwargs)
+        if resolved_positions(positions, model) == SINCOS_POSITIONS:
+            fix_sincos_positions(model, backbone, "--positions sincos", frozen=False)
+        return set_fused_attention(model, True), {}
+    if positions == SINCOS_POSITIONS:
+        raise ParameterError("positions='sincos' is for a backbone from scratch; a checkpoint's are its own.")
     return classifier_from(load_checkpoint(checkpoint, kinds=("pretrain",)), checkpoint, backbone, img_size, **kwargs)
 
 

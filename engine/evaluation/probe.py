@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
+from pretexts.backbones.vit_tokens import LEARNED_POSITIONS
 from pretexts.engine.data.labelled_data import (
     LabelledImages,
     class_names,
@@ -186,7 +187,9 @@ def probe_features(
     extraction, then every rank runs the probes on the whole gathered set (the same numbers everywhere, so no rank
     idles at the final barrier past a collective timeout while rank 0 trains a head) and rank 0 alone writes."""
     device = device or resolve_device(cfg.device)
-    weights = load_backbone(cfg.checkpoint, cfg.timm_model, cfg.backbone, cfg.img_size, cfg.seed)
+    weights = load_backbone(cfg.checkpoint, cfg.timm_model, cfg.backbone, cfg.img_size, cfg.seed, cfg.positions)
+    if cfg.from_scratch:  # config.json records what auto resolved to
+        cfg.positions = weights.positions or LEARNED_POSITIONS
     backbone = weights.model.to(device)
     if cfg.block is not None:
         backbone = BlockFeatures(backbone, cfg.block, weights.backbone)
@@ -228,7 +231,9 @@ def probe_features(
         results[name], line = PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))
         echo(line)
     results["reference"] = with_intervals(reference_of(val, len(classes)), {name: results[name] for name in cfg.probes})
-    random_init = random_init_note("probe", cfg.from_scratch, weights.backbone, cfg.data, weights.img_size)
+    random_init = random_init_note(
+        "probe", cfg.from_scratch, weights.backbone, cfg.data, weights.img_size, weights.positions
+    )
     results["reference"]["random_init"] = random_init
     echo(random_init)
     if rank == 0:

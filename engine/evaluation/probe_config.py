@@ -12,8 +12,10 @@ from pretexts.engine.training.settings import (
     SEED_RANGE,
     WORKERS_RANGE,
     check_field_types,
+    check_positions,
     check_ranges,
     max_images_setting,
+    positions_setting,
     setting,
 )
 from pretexts.errors import ParameterError, suggest
@@ -90,6 +92,7 @@ class ProbeConfig:
     backbone: str | None = setting(
         None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.", section="model"
     )
+    positions: str = positions_setting()
     block: int | None = setting(
         None,
         "Probe the output of block K (1 = the first; a ViT's blocks, a CNN's stages) averaged over positions, "
@@ -156,6 +159,7 @@ class ProbeConfig:
 
 def check_probe_source(cfg: ProbeConfig) -> None:
     """Exactly one backbone: a checkpoint or export, a timm model, or --from-scratch with --backbone."""
+    check_positions(cfg)
     if cfg.from_scratch:
         if cfg.checkpoint or cfg.timm_model:
             raise ParameterError("--from-scratch probes a random backbone; leave out --checkpoint and --timm-model.")

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from pretexts.backbones.factory import set_fused_attention
+from pretexts.backbones.vit_tokens import LEARNED_POSITIONS, SINCOS_POSITIONS, starting_positions
 from pretexts.engine.evaluation.pretrained import classifier_prefix, create_classifier
 from pretexts.engine.training.checkpoint import check_shapes
 from pretexts.errors import CheckpointError, ParameterError, UnknownNameError, suggest
@@ -33,6 +34,11 @@ class Weights:
     data: str | None = None  # the data they were trained on, where recorded
     pretraining: dict = field(default_factory=dict)
 
+    @property
+    def positions(self) -> str | None:
+        """A ViT's patch positions: sincos where they are the fixed table, else learned; None without any."""
+        return starting_positions(self.model)
+
 
 def load_backbone(
     checkpoint: str | None,
@@ -40,15 +46,18 @@ def load_backbone(
     backbone: str | None = None,
     img_size: int | None = None,
     seed: int = 0,
+    positions: str = LEARNED_POSITIONS,
 ) -> Weights:
     """`timm_model` (weights from `checkpoint` when given, else from disk), else `checkpoint` (a pretraining
-    checkpoint or an export), else `backbone` at random init, seeded by `seed`."""
+    checkpoint or an export), else `backbone` at random init, seeded by `seed`, its ViT patch positions as
+    `positions` says (`create_classifier`)."""
     if timm_model:
         weights = timm_weights(timm_model, checkpoint)
     elif checkpoint is None:
         torch.manual_seed(seed)
-        model, _ = create_classifier(None, backbone, img_size, num_classes=0)
-        return Weights(model, f"{backbone} at random init (seed {seed})", backbone, img_size or 32)
+        model, _ = create_classifier(None, backbone, img_size, positions, num_classes=0)
+        table = " with the sin-cos position table" if starting_positions(model) == SINCOS_POSITIONS else ""
+        return Weights(model, f"{backbone} at random init (seed {seed}){table}", backbone, img_size or 32)
     elif Path(checkpoint).is_dir():
         weights = export_folder(Path(checkpoint))
     elif exported_file(Path(checkpoint)):

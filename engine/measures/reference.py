@@ -101,15 +101,24 @@ class Reference:
 
 
 def random_init_note(
-    command: str, from_scratch: bool, backbone: str | None, data: str | None, img_size: int | None
+    command: str,
+    from_scratch: bool,
+    backbone: str | None,
+    data: str | None,
+    img_size: int | None,
+    positions: str | None = None,
 ) -> str:
     """The random-init reference of a `probe` or `finetune` run: this run where it is one (--from-scratch), else the
-    command that measures it (not run by default: it would cost as much as the run itself)."""
+    command that measures it (not run by default: it would cost as much as the run itself). `positions`: what the
+    weights' ViT patch positions started from (`starting_positions`); learned ones are named, since --positions
+    auto would give the reference the sin-cos table the weights never had."""
     if from_scratch:
         return "random init: this run (--from-scratch) is the reference"
     words = [f"pretexts {command} --from-scratch --backbone {backbone or 'NAME'}"]
     if img_size:
         words.append(f"--img-size {img_size}")
+    if positions == "learned":
+        words.append("--positions learned")
     if data:
         words.append(f"--data {shlex.quote(data)}")
     return f"random init not measured here: `{' '.join(words)}` (otherwise the same options) gives it"

@@ -138,6 +138,33 @@ def max_images_setting():
     )
 
 
+# a ViT's patch positions at random init: backbones/vit_tokens.POSITIONS, named here so settings need no torch
+POSITIONS = ("auto", "learned", "sincos")
+
+
+def positions_setting():
+    """`--positions` of finetune and probe --from-scratch: a ViT's patch positions at random init."""
+    return setting(
+        "auto",
+        "With --from-scratch: a ViT's patch positions. auto: the fixed 2D sin-cos table on a ViT with absolute "
+        "positions (where `pretexts train` starts it by default, so the baseline measures what pretraining adds "
+        "beyond the table), timm's elsewhere; sincos; learned (timm's random ones). Fine-tuning trains them on.",
+        section="model",
+        choices=POSITIONS,
+    )
+
+
+def check_positions(cfg) -> None:
+    """`--positions`: one of its choices, and only with --from-scratch (weights that are loaded bring theirs)."""
+    if cfg.positions not in POSITIONS:
+        raise ParameterError(f"--positions must be auto, learned or sincos; got {cfg.positions!r}.")
+    if cfg.positions != "auto" and not cfg.from_scratch:
+        raise ParameterError(
+            f"--positions {cfg.positions} sets a backbone's positions at random init: it goes with --from-scratch "
+            f"(loaded weights bring their own positions); leave it out."
+        )
+
+
 def check_amp(cfg) -> None:
     if cfg.amp not in ("auto", "bf16", "fp16", "off"):
         raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {cfg.amp!r}.")

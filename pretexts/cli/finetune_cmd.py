@@ -6,6 +6,12 @@ from . import main, rank_zero_echo, written_files
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand
 
+# a ViT from scratch: which positions it starts from, and the option that gives the other
+FROM_SCRATCH_POSITIONS = {
+    "sincos": " with the sin-cos position table (--positions learned: timm's)",
+    "learned": " with timm's learned positions (--positions sincos: the table)",
+}
+
 
 @main.command("finetune", cls=SectionedCommand)
 @options_from("pretexts.engine.evaluation.finetune_config:FinetuneConfig")
@@ -31,7 +37,7 @@ def finetune_command(config, sets, **options) -> None:
     )
     finetuner = Finetuner(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
     echo = rank_zero_echo(finetuner.rank)
-    source = cfg.checkpoint or f"{cfg.backbone} from scratch"
+    source = cfg.checkpoint or f"{cfg.backbone} from scratch{FROM_SCRATCH_POSITIONS.get(finetuner.start_positions, '')}"
     echo(
         f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
         f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "

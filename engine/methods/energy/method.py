@@ -8,7 +8,13 @@ from timm.models.vision_transformer import VisionTransformer
 from timm.optim import param_groups_weight_decay
 
 from pretexts.backbones.factory import create_backbone, set_fused_attention
-from pretexts.backbones.vit_tokens import has_patch_positions, sincos_positions
+from pretexts.backbones.vit_tokens import (
+    AUTO_POSITIONS,
+    LEARNED_POSITIONS,
+    has_patch_positions,
+    resolved_positions,
+    sincos_positions,
+)
 from pretexts.engine.measures.health import brightness, correlation
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
@@ -28,8 +34,8 @@ from pretexts.errors import ParameterError
 from pretexts.tasks.masking import MaskingTask
 
 from .compiled import CompiledRestore
-from .model import create_energy_model, resolved_positions
-from .params import AUTO_LOSS, AUTO_POSITIONS, ENERGY_PARAMS, LEARNED_POSITIONS
+from .model import create_energy_model
+from .params import AUTO_LOSS, ENERGY_PARAMS
 from .spread import concentration
 
 # compiled / eager time of the exact step on vit_tiny, random-mask, batch 64 (benchmarks/throughput.py --compile

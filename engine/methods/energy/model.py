@@ -9,12 +9,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
-from pretexts.backbones.vit_tokens import fix_sincos_positions, has_patch_positions
+from pretexts.backbones.vit_tokens import LEARNED_POSITIONS, SINCOS_POSITIONS, fix_sincos_positions, resolved_positions
 from pretexts.errors import ParameterError
 
 from .head_blocks import HeadBlocks
 from .layers import LayerReads, energy_head
-from .params import AUTO_POSITIONS, LEARNED_POSITIONS, SINCOS_POSITIONS
 
 
 class EnergyModel(nn.Module):
@@ -170,14 +169,3 @@ def create_energy_model(
     )
     model.positions = positions
     return model
-
-
-def resolved_positions(positions: str, backbone: nn.Module) -> str:
-    """`positions`, with auto resolved: the sin-cos table for a ViT with absolute positions (vit_tiny at 250 steps
-    fine-tuned 48.7 with it against 42.2 learned, linear probe 38.8 against 32.7; docs/results/representation.md),
-    learned (nothing changed) for every other backbone."""
-    if positions not in (AUTO_POSITIONS, LEARNED_POSITIONS, SINCOS_POSITIONS):
-        raise ParameterError(f"positions must be auto, learned or sincos; got {positions!r}.")
-    if positions != AUTO_POSITIONS:
-        return positions
-    return SINCOS_POSITIONS if has_patch_positions(backbone) else LEARNED_POSITIONS

@@ -1,12 +1,12 @@
 """The energy method's options (`--method-arg KEY=VALUE`, and each its own `train` flag): the paper's N, loss,
 step size and head, how dE/dx reaches the weights, and the options that are not the paper's, each off by default."""
 
+from pretexts.backbones.vit_tokens import AUTO_POSITIONS, POSITIONS
 from pretexts.engine.methods.energy.grad_modes import FD_DELTA, GRAD_MODES
 from pretexts.engine.methods.energy.restore import LOSSES, PATCH_CENTRED
 from pretexts.engine.modules.second_order import DOUBLE_BACKWARDS
 from pretexts.params import Param
 
-AUTO_POSITIONS, LEARNED_POSITIONS, SINCOS_POSITIONS = "auto", "learned", "sincos"  # auto: resolved at build
 AUTO_LOSS = "auto"  # resolved at setup (resolved_loss), recorded in config.json as what ran
 
 ENERGY_PARAMS = {
@@ -76,7 +76,7 @@ ENERGY_PARAMS = {
     "positions": Param(
         AUTO_POSITIONS,
         str,
-        choices=(AUTO_POSITIONS, LEARNED_POSITIONS, SINCOS_POSITIONS),
+        choices=POSITIONS,
         help="A ViT's patch positions: sincos (the fixed 2D sin-cos table, as MAE's encoder has them; fine-tuning "
         "trains them on), learned (timm's, from random) or auto: sincos for a ViT with absolute positions, where "
         "it measured better, else learned.",
