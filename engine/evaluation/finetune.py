@@ -23,7 +23,7 @@ from timm.scheduler import CosineLRScheduler
 from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
-from pretexts.backbones.vit_tokens import resolved_positions, starting_positions
+from pretexts.backbones.vit_tokens import LEARNED_POSITIONS, starting_positions
 from pretexts.engine.data.labelled_data import (
     LabelledImages,
     class_balanced_subset,
@@ -137,8 +137,8 @@ class Finetuner:
             else create_classifier(None, cfg.backbone, cfg.img_size, cfg.positions, **build)
         )
         self.start_positions = starting_positions(self.model)  # the table or not, before fine-tuning trains them
-        if cfg.from_scratch:  # config.json records what auto resolved to
-            cfg.positions = resolved_positions(cfg.positions, self.model)
+        if cfg.from_scratch:  # config.json records what auto resolved to (as probe's does)
+            cfg.positions = self.start_positions or LEARNED_POSITIONS
         self.model.to(self.device)
         self.backbone_name = self.pretraining.get("backbone") or cfg.backbone
         check_backbone_fits(self.model, self.backbone_name, self.img_size, self.device)
