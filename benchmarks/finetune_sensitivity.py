@@ -1,0 +1,89 @@
+"""How much of a checkpoint's fine-tuned score is the recipe? Fine-tune checkpoints under variants of a recipe.
+
+Each --model is fine-tuned with `pretexts finetune`'s small-data recipe (as benchmarks/representation.py's cells
+are: batch 64, no loader workers, fp32, the cell's seed), changed by each --variant's NAME=FIELD=VALUE[,FIELD=VALUE]
+(FinetuneConfig fields: base_lr, layer_decay, epochs, drop_path, ...; `small` alone is the recipe unchanged).
+Every fine-tune is cached as OUT/LABEL/VARIANT/seedS.json (committed), so several processes can fill one table and
+a finished one is never run again. Prints top-1 on val/ per model and variant (final epoch, best epoch) and the
+per-epoch curve. Asserts nothing.
+
+    python benchmarks/finetune_sensitivity.py --model steps544=runs/m544/checkpoint.pt \\
+        --variant small --variant lr-half=base_lr=2e-3 --seed 2 --out benchmarks/results/finetune-sensitivity
+"""
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from pretexts.engine.evaluation.finetune import Finetuner
+from pretexts.engine.evaluation.finetune_config import FinetuneConfig
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
+FIELDS = {f for f in FinetuneConfig.__dataclass_fields__}
+
+
+def variant(text: str) -> tuple[str, dict]:
+    """'lr-half=base_lr=2e-3,layer_decay=0.65' -> ('lr-half', {'base_lr': 0.002, 'layer_decay': 0.65})."""
+    name, _, rest = text.partition("=")
+    changes = {}
+    for item in filter(None, rest.split(",")):
+        field, _, value = item.partition("=")
+        if field not in FIELDS or field in ("checkpoint", "data", "seed", "out"):
+            raise argparse.ArgumentTypeError(f"{field!r} is not a FinetuneConfig field a variant may change")
+        changes[field] = json.loads(value) if value[:1].isdigit() or value[:1] in "-." else value
+    return name, changes
+
+
+def finetune(checkpoint: str, changes: dict, args) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        return tuned(checkpoint, changes, args, out)
+
+
+def tuned(checkpoint: str, changes: dict, args, out: str) -> dict:
+    cfg = FinetuneConfig(
+        checkpoint=checkpoint,
+        data=args.data,
+        recipe="small",
+        batch_size=64,
+        seed=args.seed,
+        workers=0,
+        device=args.device,
+        quiet=True,
+        force=True,
+        out=out,
+        **changes,
+    )
+    results = Finetuner(cfg, echo=lambda line: None).run()
+    return {"final": results["final_top1"], "best": results["best_top1"], "top1": results["top1"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", action="append", required=True, help="LABEL=CHECKPOINT, repeatable")
+    parser.add_argument("--variant", action="append", type=variant, required=True, help="NAME[=FIELD=VALUE,...]")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", default=str(SHARED_DATA) if SHARED_DATA.is_dir() else "sample")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "finetune-sensitivity"))
+    args = parser.parse_args()
+    rows = []
+    for label, checkpoint in (m.split("=", 1) for m in args.model):
+        for name, changes in args.variant:
+            folder = Path(args.out) / label / name
+            cell = folder / f"seed{args.seed}.json"
+            if not cell.is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                record = {"checkpoint": checkpoint, "changes": changes, **finetune(checkpoint, changes, args)}
+                cell.write_text(json.dumps(record, indent=2))
+            rows.append((label, name, json.loads(cell.read_text())))
+    print("| model | variant | changes | fine-tuned top-1 (final) | best epoch | per epoch |")
+    print("|---|---|---|---|---|---|")
+    for label, name, r in rows:
+        changes = ", ".join(f"{k}={v}" for k, v in r["changes"].items()) or "-"
+        curve = " ".join(f"{x:.1f}" for x in r["top1"])
+        print(f"| {label} | {name} | {changes} | {r['final']:.2f} | {r['best']:.2f} | {curve} |")
+
+
+if __name__ == "__main__":
+    main()
