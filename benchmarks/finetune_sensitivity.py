@@ -1,8 +1,9 @@
 """How much of a checkpoint's fine-tuned score is the recipe? Fine-tune checkpoints under variants of a recipe.
 
-Each --model is fine-tuned with `pretexts finetune`'s small-data recipe (as benchmarks/representation.py's cells
-are: batch 64, no loader workers, fp32, the cell's seed), changed by each --variant's NAME=FIELD=VALUE[,FIELD=VALUE]
-(FinetuneConfig fields: base_lr, layer_decay, epochs, drop_path, ...; `small` alone is the recipe unchanged).
+Each --model is fine-tuned with `pretexts finetune`'s small-data recipe as benchmarks/representation.py's cells are
+(batch 64, no loader workers, fp32, one torch thread, the cell's seed), changed by each --variant's
+NAME=FIELD=VALUE[,FIELD=VALUE] (FinetuneConfig fields: base_lr, layer_decay, epochs, drop_path, ...; `small` alone is
+the recipe unchanged).
 Every fine-tune is cached as OUT/LABEL/VARIANT/seedS.json (committed), so several processes can fill one table and
 a finished one is never run again. Prints top-1 on val/ per model and variant (final epoch, best epoch) and the
 per-epoch curve. Asserts nothing.
@@ -15,6 +16,8 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+
+import torch
 
 from pretexts.engine.evaluation.finetune import Finetuner
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
@@ -65,8 +68,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", default=str(SHARED_DATA) if SHARED_DATA.is_dir() else "sample")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1, as the study's cells: fine-tunes side by side)"
+    )
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "finetune-sensitivity"))
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     rows = []
     for label, checkpoint in (m.split("=", 1) for m in args.model):
         for name, changes in args.variant:
