@@ -26,6 +26,18 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10
 FIELDS = {f for f in FinetuneConfig.__dataclass_fields__}
 
 
+def number(value: str):
+    """'2e-3' -> 0.002, '.5' -> 0.5, '15' -> 15; anything else stays the string it is ('none')."""
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
 def variant(text: str) -> tuple[str, dict]:
     """'lr-half=base_lr=2e-3,layer_decay=0.65' -> ('lr-half', {'base_lr': 0.002, 'layer_decay': 0.65})."""
     name, _, rest = text.partition("=")
@@ -34,7 +46,7 @@ def variant(text: str) -> tuple[str, dict]:
         field, _, value = item.partition("=")
         if field not in FIELDS or field in ("checkpoint", "data", "seed", "out"):
             raise argparse.ArgumentTypeError(f"{field!r} is not a FinetuneConfig field a variant may change")
-        changes[field] = json.loads(value) if value[:1].isdigit() or value[:1] in "-." else value
+        changes[field] = number(value)
     return name, changes
 
 
