@@ -1,7 +1,7 @@
 """How much of a checkpoint's fine-tuned score is the recipe? Fine-tune checkpoints under variants of a recipe.
 
-Each --model is fine-tuned with `pretexts finetune`'s small-data recipe as benchmarks/representation.py's cells are
-(batch 64, no loader workers, fp32, one torch thread, the cell's seed), changed by each --variant's
+Each --model is fine-tuned as benchmarks/representation.py's cells are (`engine/compare/cells.finetune`: the small
+recipe, 15 epochs, batch 64, no loader workers, fp32, one torch thread, the cell's seed), changed by each --variant's
 NAME=FIELD=VALUE[,FIELD=VALUE] (FinetuneConfig fields: base_lr, layer_decay, epochs, drop_path, ...; `small` alone is
 the recipe unchanged).
 Every fine-tune is cached as OUT/LABEL/VARIANT/seedS.json (committed), so several processes can fill one table and
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from pretexts.engine.evaluation.finetune import Finetuner
+from pretexts.engine.compare import cells
+from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
@@ -51,26 +52,11 @@ def variant(text: str) -> tuple[str, dict]:
 
 
 def finetune(checkpoint: str, changes: dict, args) -> dict:
+    """The study's fine-tune (engine/compare/cells.finetune) of `checkpoint` with `changes`, in a folder thrown away."""
+    study = CompareConfig(data=args.data, finetune_epochs=15, finetune_amp="off", workers=0, device=args.device)
     with tempfile.TemporaryDirectory() as out:
-        return tuned(checkpoint, changes, args, out)
-
-
-def tuned(checkpoint: str, changes: dict, args, out: str) -> dict:
-    cfg = FinetuneConfig(
-        checkpoint=checkpoint,
-        data=args.data,
-        recipe="small",
-        batch_size=64,
-        seed=args.seed,
-        workers=0,
-        device=args.device,
-        quiet=True,
-        force=True,
-        out=out,
-        **changes,
-    )
-    results = Finetuner(cfg, echo=lambda line: None).run()
-    return {"final": results["final_top1"], "best": results["best_top1"], "top1": results["top1"]}
+        tuned = cells.finetune(study, Path(checkpoint), args.seed, Path(out), **changes)
+    return {key: tuned[key] for key in ("final", "best", "top1")}
 
 
 def main() -> None:

@@ -44,7 +44,8 @@ def shuffled(init: dict, trained: dict, seed: int) -> dict:
 
 def moved(init: dict, trained: dict) -> list[tuple[str, float]]:
     """(part, |update| / |initial weights|) for the patch embedding, each block and the final norm."""
-    parts = ["backbone.patch_embed."] + [f"backbone.blocks.{i}." for i in range(100)] + ["backbone.norm."]
+    blocks = sorted({int(k.split(".")[2]) for k in trained if k.startswith("backbone.blocks.")})
+    parts = ["backbone.patch_embed.", *(f"backbone.blocks.{i}." for i in blocks), "backbone.norm."]
     rows = []
     for part in parts:
         keys = [k for k in trained if k.startswith(part) and trained[k].is_floating_point()]

@@ -207,23 +207,27 @@ def probe(study, checkpoint: Path, seed: int) -> dict:
     }
 
 
-def finetune(study, checkpoint: Path, seed: int) -> dict:
+def finetune(study, checkpoint: Path, seed: int, out: Path | None = None, **changes) -> dict:
     """The small-data fine-tuning recipe (engine/evaluation/finetune_recipes.py) for the study's epochs; top-1 per
-    epoch shows whether it has settled."""
+    epoch shows whether it has settled. `changes`: FinetuneConfig fields over it (benchmarks/finetune_sensitivity.py);
+    `out`: the run's folder, beside the checkpoint unless given."""
     cfg = FinetuneConfig(
-        checkpoint=str(checkpoint),
-        data=study.data,
-        recipe="small",
-        max_images=study.max_images,
-        epochs=study.finetune_epochs,
-        batch_size=study.batch_size,
-        seed=seed,
-        workers=study.workers,  # 0 on a CPU; a GPU's fine-tune waits on one loader process otherwise
-        device=study.device,
-        amp=study.finetune_amp,
-        quiet=True,
-        force=True,
-        out=str(checkpoint.parent / "finetune"),
+        **{
+            "checkpoint": str(checkpoint),
+            "data": study.data,
+            "recipe": "small",
+            "max_images": study.max_images,
+            "epochs": study.finetune_epochs,
+            "batch_size": study.batch_size,
+            "seed": seed,
+            "workers": study.workers,  # 0 on a CPU; a GPU's fine-tune waits on one loader process otherwise
+            "device": study.device,
+            "amp": study.finetune_amp,
+            "quiet": True,
+            "force": True,
+            "out": str(out or checkpoint.parent / "finetune"),
+            **changes,
+        }
     )
     tuner = Finetuner(cfg, echo=lambda line: None)
     results = tuner.run()
