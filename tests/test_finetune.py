@@ -211,7 +211,7 @@ def test_a_stopped_fine_tune_resumes_to_the_same_weights(tmp_path):
     }
 
     def config(out, **extra):
-        return FinetuneConfig(from_scratch=True, backbone="convnext_atto", out=str(out), **recipe, **extra)
+        return FinetuneConfig(from_scratch=True, backbone="convnext_atto", out=str(out), **{**recipe, **extra})
 
     straight = Finetuner(config(tmp_path / "straight"), echo=lambda line: None)
     straight.run()
@@ -229,12 +229,26 @@ def test_a_stopped_fine_tune_resumes_to_the_same_weights(tmp_path):
     assert results["interrupted"] == "SIGTERM" and results["exit_code"] == 143 and results["epochs"] == 1
     assert torch.load(tmp_path / "stopped" / "checkpoint.pt", weights_only=False)["epoch"] == 1
 
-    resumed = Finetuner(config(tmp_path / "stopped", resume="auto"), echo=lambda line: None)
+    lines = []
+    resumed = Finetuner(config(tmp_path / "stopped", resume="auto"), echo=lines.append)
     assert resumed.run()["epochs"] == 2
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
         torch.testing.assert_close(a, b, msg=name)
     log = [json.loads(line)["epoch"] for line in (tmp_path / "stopped" / "log.jsonl").read_text().splitlines()]
     assert log == [1, 2]
+    assert not [line for line in lines if "other arithmetic" in line]  # same threads: an exact resume, said nothing
+
+    # continued with another thread count: it goes on, and says it will not repeat bit for bit
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
+    try:
+        lines.clear()
+        Finetuner(config(tmp_path / "stopped", resume="auto", epochs=3), echo=lines.append).run()
+    finally:
+        torch.set_num_threads(threads)
+    assert [line for line in lines if f"threads {threads} -> {threads + 1}" in line and "bit for bit" in line]
+    saved = json.loads((tmp_path / "stopped" / "results.json").read_text())["arithmetic"]
+    assert saved["threads"] == threads + 1 and saved["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
 
 
 def test_resume_refuses_a_pretraining_checkpoint(tmp_path):

@@ -1,5 +1,6 @@
 """Checkpoints: resume gives the same weights as an uninterrupted run; bad checkpoints are named."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,33 @@ def test_run_writes_checkpoint_log_figures_and_results(tmp_path):
         assert (tmp_path / name).stat().st_size > 0, name
     held = results["held_out"]
     assert held["images"] == 16 and len(held["restored_mse"]) == 2 and held["corrupted_mse"] > 0
+
+
+def test_runs_record_their_arithmetic_and_a_resume_on_other_arithmetic_says_it_is_not_exact(tmp_path, capsys):
+    results = Pretrainer(config(tmp_path, 1)).run()
+    threads = torch.get_num_threads()
+    expected = {
+        "torch": str(torch.__version__),
+        "processes": 1,
+        "threads": threads,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+    assert results["arithmetic"] == expected
+    assert json.loads((tmp_path / "results.json").read_text())["arithmetic"] == expected
+    assert load_checkpoint(tmp_path / "checkpoint.pt")["arithmetic"] == expected
+    capsys.readouterr()
+
+    Pretrainer(config(tmp_path, 2, resume="auto")).run()  # the same arithmetic: an exact resume, nothing said
+    assert "other arithmetic" not in capsys.readouterr().err
+
+    torch.set_num_threads(threads + 1)
+    try:
+        results = Pretrainer(config(tmp_path, 3, resume="auto")).run()
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert f"threads {threads} -> {threads + 1}" in err and "bit for bit" in err and "checkpoint.pt" in err
+    assert results["optimizer_steps"] == 6 and results["arithmetic"]["threads"] == threads + 1
 
 
 def test_resume_with_another_backbone_is_refused(tmp_path):

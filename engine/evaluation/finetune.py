@@ -51,6 +51,7 @@ from pretexts.engine.evaluation.pretrained import (
     timm_spec,
 )
 from pretexts.engine.training import distributed
+from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_note
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
@@ -344,6 +345,7 @@ class Finetuner:
                 "global_step": self.global_step,
                 "history": self.history,
                 "nonfinite_skipped": self.nonfinite.skipped,
+                "arithmetic": arithmetic(self.device, self.world),
             },
             path,
         )
@@ -355,6 +357,9 @@ class Finetuner:
         restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
+        note = resumed_arithmetic_note(ckpt.get("arithmetic"), arithmetic(self.device, self.world), path)
+        if note and self.rank == 0:
+            self.echo(note)
 
     def timm_spec(self) -> dict:
         """How timm rebuilds this classifier: `pretexts export` reads it from either checkpoint."""

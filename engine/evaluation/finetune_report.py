@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 from pretexts.engine.data.labelled_data import labels_of
 from pretexts.engine.measures.reference import Reference, random_init_note
+from pretexts.engine.training.arithmetic import arithmetic
 
 if TYPE_CHECKING:
     from pretexts.engine.evaluation.finetune import Finetuner
@@ -32,6 +33,7 @@ def finetune_results(tuner: "Finetuner", seconds: float) -> dict:
         "classes": len(tuner.classes),
         "reference": finetune_reference(tuner, history[-1]["top1"], best["top1"]),
         "processes": tuner.world,
+        "arithmetic": arithmetic(tuner.device, tuner.world),
         "backbone": tuner.backbone_name,
         "checkpoint": cfg.checkpoint,
         "pretraining": {k: tuner.pretraining.get(k) for k in ("method", "task", "task_args")}

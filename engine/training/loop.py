@@ -27,6 +27,7 @@ from pretexts.engine.data.stream_inputs import training_stream
 from pretexts.engine.data.streams import ImageStream, is_stream
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
+from pretexts.engine.training.arithmetic import arithmetic
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
@@ -212,6 +213,7 @@ class Pretrainer(PretrainCheckpoints):
             "optimizer_steps": self.global_step,
             "seconds": time.time() - start,
             "skipped_nonfinite_steps": self.nonfinite.skipped,
+            "arithmetic": arithmetic(self.device, self.world),
         }
         if self.stop_requested() and self.epoch < cfg.epochs:
             if self.rank == 0:

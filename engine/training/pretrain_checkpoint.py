@@ -5,6 +5,7 @@ import dataclasses
 from pathlib import Path
 
 import pretexts
+from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_note
 from pretexts.engine.training.checkpoint import FORMAT_VERSION, save_checkpoint
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.progress import stderr_line
@@ -19,8 +20,9 @@ from pretexts.errors import CheckpointError
 
 
 class PretrainCheckpoints:
-    """`Pretrainer`'s checkpoint methods. They read and set the trainer's run state (cfg, out, rank, method, task,
-    model, optimizer, scheduler, scaler, epoch, batch, global_step, history, nonfinite, monitor, monitor_state)."""
+    """`Pretrainer`'s checkpoint methods. They read and set the trainer's run state (cfg, out, rank, world, device,
+    method, task, model, optimizer, scheduler, scaler, epoch, batch, global_step, history, nonfinite, monitor,
+    monitor_state)."""
 
     def save(self, path: Path | None = None) -> Path:
         path = path or self.out / "checkpoint.pt"
@@ -38,6 +40,7 @@ class PretrainCheckpoints:
                 "nonfinite_skipped": self.nonfinite.skipped,
                 "monitor": self.monitor.state() if self.monitor else self.monitor_state,
                 "task_sizes": self.task_sizes(),
+                "arithmetic": arithmetic(self.device, self.world),
             },
             path,
         )
@@ -53,6 +56,9 @@ class PretrainCheckpoints:
         self.history = list(ckpt.get("history", []))
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
         self.monitor_state = ckpt.get("monitor")
+        note = resumed_arithmetic_note(ckpt.get("arithmetic"), arithmetic(self.device, self.world), path)
+        if note and self.rank == 0:
+            stderr_line(note)
 
     def task_sizes(self) -> dict:
         """The task's scaled parameters as they resolve at the run's image size (`Pretext.sizes`)."""

@@ -1,0 +1,40 @@
+"""What a run's numbers depend on besides its seed and settings: the arithmetic it ran on.
+
+A run repeats bit for bit, and a resumed run continues as if never stopped, only where these match. Elsewhere
+floating-point rounding differs in the last bit, and the energy method's training amplifies that: on vit_tiny a
+1e-7 difference in one step's loss grew to 1e-2 by step 30 (MAE's stayed at 1e-7). So results.json and every
+checkpoint record them, and a resume on other arithmetic says so."""
+
+import torch
+
+
+def arithmetic(device: torch.device, processes: int) -> dict:
+    """The torch build, processes, CPU threads and instruction set (and the GPU and cuDNN on CUDA) of this run."""
+    info = {
+        "torch": str(torch.__version__),  # a TorchVersion, which a weights-only load refuses
+        "processes": processes,
+        "threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["cudnn"] = torch.backends.cudnn.version()
+    return info
+
+
+def arithmetic_changes(saved: dict | None, now: dict) -> str:
+    """'threads 1 -> 2, cpu_capability AVX2 -> AVX512', or '' when nothing recorded in both differs."""
+    saved = saved or {}
+    return ", ".join(f"{key} {saved[key]} -> {now[key]}" for key in now if key in saved and saved[key] != now[key])
+
+
+def resumed_arithmetic_note(saved: dict | None, now: dict, path) -> str | None:
+    """One warning line when a checkpoint was written on other arithmetic than this process's, else None."""
+    changes = arithmetic_changes(saved, now)
+    if not changes:
+        return None
+    return (
+        f"warning: checkpoint '{path}' was written on other arithmetic ({changes}); the run continues, but will "
+        f"not repeat an uninterrupted run bit for bit. For an exact resume, match them (threads: torch.set_num_threads "
+        f"or OMP_NUM_THREADS; processes: torchrun --nproc-per-node)."
+    )
