@@ -131,15 +131,18 @@ def test_the_compare_probe_gives_the_numbers_of_pretexts_probe(tmp_path):
     assert shared[0] == shared[1] == {**expected, "val_images": 16}
 
 
-def test_a_new_cell_records_its_runs_held_out_ratio_and_monitor(comparison):
+def test_a_new_cell_records_its_runs_held_out_ratio_monitor_and_arithmetic(comparison):
     """Beside the probed points, a masking cell's first run leaves the held-out restored / corrupted ratio where it
-    ended and the monitor's history: the table's ratio column and the monitor figure read them."""
+    ended and the monitor's history: the table's ratio column and the monitor figure read them. It records the
+    arithmetic it ran on, the only place an energy cell repeats bit for bit."""
     _, out, _ = comparison
     cells = [json.loads(p.read_text()) for p in sorted(out.rglob("energy__random-mask/**/cell.json"))]
     assert len(cells) == 2
     for cell in cells:
         [point] = cell["points"].values()
         assert 0 < point["held_out_ratio"] < 10 and cell["monitor"] and cell["monitor"][0]["step"] >= 0
+        assert cell["arithmetic"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+        assert cell["arithmetic"]["processes"] == 1 and cell["arithmetic"]["threads"] >= 1
 
 
 def test_a_rerun_reads_every_cell_back_instead_of_pretraining(comparison, monkeypatch):

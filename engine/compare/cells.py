@@ -160,6 +160,7 @@ def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
         "snapshots": {budget_name(m): s for m, s in trainer.snapshots.items()},
         "held_out_ratio": ratio,
         "monitor": history or None,
+        "arithmetic": results["arithmetic"],
     }
 
 
@@ -354,6 +355,8 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
                 cell["points"][top]["held_out_ratio"] = pre["held_out_ratio"]
             if pre.get("monitor"):
                 cell["monitor"] = pre["monitor"]
+            if pre.get("arithmetic"):  # the energy's cells repeat only on the same (engine/training/arithmetic.py)
+                cell["arithmetic"] = pre["arithmetic"]
         done_file.write_text(json.dumps(cell, indent=2))
     if tune:  # from this run's checkpoint, a kept one, or (not kept) a second run at the same budget
         if start_steps is None:  # a checkpoint left on disk (kept, or by a run killed while fine-tuning)
