@@ -22,15 +22,11 @@ def arithmetic(device: torch.device, processes: int) -> dict:
     return info
 
 
-def arithmetic_changes(saved: dict | None, now: dict) -> str:
-    """'threads 1 -> 2, cpu_capability AVX2 -> AVX512', or '' when nothing recorded in both differs."""
-    saved = saved or {}
-    return ", ".join(f"{key} {saved[key]} -> {now[key]}" for key in now if key in saved and saved[key] != now[key])
-
-
 def resumed_arithmetic_note(saved: dict | None, now: dict, path) -> str | None:
-    """One warning line when a checkpoint was written on other arithmetic than this process's, else None."""
-    changes = arithmetic_changes(saved, now)
+    """One warning line naming what differs ('threads 1 -> 2') when a checkpoint was written on other arithmetic
+    than this process's; None when nothing recorded in both differs."""
+    saved = saved or {}
+    changes = ", ".join(f"{key} {saved[key]} -> {now[key]}" for key in now if key in saved and saved[key] != now[key])
     if not changes:
         return None
     return (
