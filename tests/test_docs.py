@@ -4,6 +4,7 @@ README's quick start runs end to end at tiny size."""
 
 import fnmatch
 import re
+import shlex
 import traceback
 from pathlib import Path
 
@@ -92,6 +93,32 @@ def test_command_parses(line):
     except ValueError as err:
         problem = f"the shell cannot split it into words ({err})"
     pytest.fail(f"`{line}` does not parse: {problem}", pytrace=False)
+
+
+# the benchmark and study scripts the docs and the studies' READMEs tell a reader to run
+SCRIPT_PAGES = [*PAGES, *sorted((ROOT / "studies").rglob("README.md"))]
+SCRIPT_COMMANDS = [
+    (f"{block.page}:{number}", words)
+    for page in SCRIPT_PAGES
+    for block in page_blocks(page, SHELL)
+    for number, line in shell_lines(block)
+    for words in [shlex.split(line, comments=True)]
+    if any(word.startswith(("benchmarks/", "studies/")) and word.endswith(".py") for word in words)
+]
+
+
+@pytest.mark.parametrize("words", [w for _, w in SCRIPT_COMMANDS], ids=[where for where, _ in SCRIPT_COMMANDS])
+def test_script_command_names_a_script_and_its_options(words):
+    """A reproduce command names a script that exists, and every --option it passes is one the script declares."""
+    script = next(w for w in words if w.startswith(("benchmarks/", "studies/")) and w.endswith(".py"))
+    assert (ROOT / script).is_file(), f"{script} does not exist"
+    source = (ROOT / script).read_text(encoding="utf-8")
+    for module in re.findall(r"^from (\w+) import", source, re.M):  # a sibling module's parser (pretrained_models)
+        sibling = (ROOT / script).parent / f"{module}.py"
+        source += sibling.read_text(encoding="utf-8") if sibling.is_file() else ""
+    after = words[words.index(script) + 1 :]
+    unknown = [w for w in after if w.startswith("--") and f'"{w.split("=")[0]}"' not in source]
+    assert not unknown, f"{script} declares no {', '.join(unknown)}"
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 names no method, and the three repository folders install under one namespace."""
 
 import ast
+import re
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parents[1] / "engine"
@@ -116,7 +117,7 @@ def test_no_module_imports_the_repository_folders_by_their_bare_names():
     """`import engine` would load a second copy beside pretexts.engine (or a user's engine.py)."""
     offenders = [
         f"{path.relative_to(REPO)}: {name}"
-        for top in ("pretexts", "engine", "backbones", "tests", "benchmarks", "examples")
+        for top in ("pretexts", "engine", "backbones", "tests", "benchmarks", "studies", "examples")
         for path in (REPO / top).rglob("*.py")
         for name in imported_modules(path)
         if name.split(".")[0] in ("engine", "backbones")
@@ -176,3 +177,15 @@ def test_architecture_names_only_files_that_exist():
     named = {m.group(0) for m in re.finditer(r"[\w.-]+(?:/[\w.-]+)+\.(?:py|md|toml)", text)}
     missing = sorted(path for path in named if not (REPO / path).exists())
     assert named and missing == []
+
+
+def test_the_package_uses_no_study():
+    """studies/ holds the research behind the defaults: the package neither imports a study nor points into one."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}"
+        for top in INSTALLED
+        for path in (REPO / top).rglob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if "studies/" in line or re.search(r"^\s*(from|import)\s+(representation|arms|length)\b", line)
+    ]
+    assert offenders == []

@@ -1,5 +1,5 @@
-"""benchmarks/representation.py: a study killed by a signal takes its running cells with it (Linux), so `timeout`
-or a scheduler's SIGTERM ends the whole study, not only the process that prints its table."""
+"""The representation study: a study killed by a signal takes its running cells with it (Linux), so `timeout` or
+a scheduler's SIGTERM ends the whole study, not only the process that prints its table."""
 
 import os
 import subprocess
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+STUDY_DIR = Path(__file__).resolve().parents[1] / "studies" / "representation"
 
 # the study's own pool, with a cell that writes its pid and sleeps for a minute
 STUDY = """
@@ -51,7 +51,7 @@ def wait_for(condition, seconds: float) -> bool:
 def test_a_killed_study_ends_its_running_cells(tmp_path):
     script, pid_file = tmp_path / "study.py", tmp_path / "cell.pid"
     script.write_text(STUDY)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCHMARKS), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(STUDY_DIR), os.environ.get("PYTHONPATH", "")])}
     study = subprocess.Popen([sys.executable, str(script), str(pid_file)], env=env)
     try:
         assert wait_for(lambda: pid_file.exists() and pid_file.read_text(), 120), "the cell never started"

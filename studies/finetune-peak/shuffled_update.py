@@ -4,10 +4,10 @@ Rebuilds the run's weights before its first step (a `Pretrainer` from the checkp
 study's random-init row does), prints how far each block moved from them (the update's norm over the weights'),
 and writes a control checkpoint: the initial weights plus the run's update with its elements shuffled within each
 tensor, so every tensor moved exactly as far, in no learned direction. Fine-tune both
-(benchmarks/finetune_sensitivity.py): what the control keeps of the run's fine-tuned score is what the update's
+(finetune_sensitivity.py): what the control keeps of the run's fine-tuned score is what the update's
 size alone gives, or takes. Asserts nothing.
 
-    python benchmarks/shuffled_update.py --checkpoint runs/energy/checkpoint.pt --out runs/energy-shuffled.pt
+    python studies/finetune-peak/shuffled_update.py --checkpoint runs/energy/checkpoint.pt --out runs/energy-shuffled.pt
 """
 
 import argparse

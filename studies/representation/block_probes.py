@@ -6,8 +6,9 @@ epochs, MAE's BatchNorm head) and the standardised kNN (k = 20) of `pretexts pro
 cell equals `pretexts probe --checkpoint CKPT --block K --probe linear --probe knn-std`. Prints one table per probe
 (rows: models, columns: blocks) and writes them to --out as JSON.
 
-    python benchmarks/block_probes.py --model mae=runs/mae/checkpoint.pt --model energy=runs/energy/checkpoint.pt \\
-        --random vit_tiny --data ../shared/data/cifar10-subset --out block_probes.json
+    python studies/representation/block_probes.py --model mae=runs/mae/checkpoint.pt \\
+        --model energy=runs/energy/checkpoint.pt --random vit_tiny \\
+        --data ../shared/data/cifar10-subset --out block_probes.json
 """
 
 import json

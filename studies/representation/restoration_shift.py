@@ -1,6 +1,6 @@
 """How much of an energy checkpoint's restoration of masked boxes is one colour shift per image.
 
-    python benchmarks/restoration_shift.py CHECKPOINT [CHECKPOINT ...] --data DIR --images 512
+    python studies/representation/restoration_shift.py CHECKPOINT [CHECKPOINT ...] --data DIR --images 512
 
 A feature that knows only an image's mean colour can still lower the restoration error: the energy's gradient
 then moves every masked pixel the same way, from the fill towards the image's colour. This splits each

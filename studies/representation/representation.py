@@ -4,7 +4,7 @@ pretraining, probes, fine-tune and cache, over several backbones and the study's
 
 `energy-paper` is the energy method with `--recipe paper`, to measure what the fast default costs downstream.
 
-    python benchmarks/representation.py --minutes 5 15 --seeds 0 1 2 --jobs 2
+    python studies/representation/representation.py --minutes 5 15 --seeds 0 1 2 --jobs 2
 
 For each backbone, method and seed, one pretraining run on the CIFAR-10 subset's train/ is stopped at each
 budget in --minutes (a snapshot checkpoint is written there); every snapshot is evaluated on val/ with
@@ -34,15 +34,15 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from representation_arms import COLORS, METHODS, OWN_MASKS, VIT_ONLY
+from arms import COLORS, METHODS, OWN_MASKS, VIT_ONLY
 
 from pretexts.engine.compare.cells import Arm, load_cell, run_cell
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.report import budget_text, cell_text
 from pretexts.engine.compare.report import summarise as summarise_cells
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
-RESULTS = Path(__file__).resolve().parent / "results" / "representation"  # committed: the study grows across sessions
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "cifar10-subset"
+RESULTS = Path(__file__).resolve().parent / "cells" / "minutes"  # committed: the study grows across sessions
 
 
 def arm(args, name: str) -> Arm:

@@ -5,7 +5,7 @@ For each block, the attention of every patch query over the patch keys (the clas
 rest renormalised), weighted by the distance in pixels between their centres, averaged over queries, images and
 heads; beside it the nearest head's (the most local). Prints one row per model.
 
-    python benchmarks/attention_distance.py --model mae=runs/mae/checkpoint.pt --random vit_tiny \\
+    python studies/representation/attention_distance.py --model mae=runs/mae/checkpoint.pt --random vit_tiny \\
         --data ../shared/data/cifar10-subset --images 256
 """
 

@@ -1,4 +1,4 @@
-"""The representation study's rows (benchmarks/representation.py): each named arm's method and overrides, and
+"""The representation study's rows (representation.py): each named arm's method and overrides, and
 its colour in the plots. Add a row here to add an arm to the study."""
 
 # energy-paper: the paper's optimiser recipe (Table A) instead of the fast default, to see what the default costs.
@@ -26,7 +26,7 @@ METHODS = {
     "energy-compiled": ("energy", {"compile": "inductor"}),
     "mae-compiled": ("mae", {"compile": "inductor"}),
     "energy-avgpool": ("energy", {"global_pool": "avg"}),
-    # does the raw-pixel loss reward a colour shift (benchmarks/restoration_shift.py)? The energy's loss without it,
+    # does the raw-pixel loss reward a colour shift (restoration_shift.py)? The energy's loss without it,
     # and MAE with it (MAE's default targets are normalised per patch)
     "energy-centred": ("energy", {"loss": "patch-centred"}),
     "mae-rawpix": ("mae", {"norm_pix_loss": False}),

@@ -1,12 +1,12 @@
 """Does a pretraining run amplify last-bit rounding? Its first steps again on other arithmetic, loss by loss.
 
-Takes a finished run's folder (its config.json and log.jsonl: the reference, e.g. a cell of
-benchmarks/representation.py with --keep-checkpoints) and runs its first --steps steps again, each variant in its own
+Takes a finished run's folder (its config.json and log.jsonl: the reference, e.g. a cell of the
+representation study kept with --keep-checkpoints) and runs its first --steps steps again, each variant in its own
 process: `threads=N` (torch threads) or `env=NAME=VALUE` (e.g. ATEN_CPU_CAPABILITY=avx2, the instruction set). A
 variant's losses are compared with the reference's step by step; the table gives, per ten steps, the largest
 relative difference and how many steps differ at all. Writes OUT/LABEL/VARIANT.json (committed). Asserts nothing.
 
-    python benchmarks/arithmetic_sensitivity.py --run runs/rerun/vit_tiny/energy-centred-sincos/seed2/run \\
+    python studies/arithmetic/arithmetic_sensitivity.py --run runs/rerun/vit_tiny/energy-centred-sincos/seed2/run \\
         --label energy-centred-sincos --steps 60 --variant threads=2 --variant env=ATEN_CPU_CAPABILITY=avx2
 """
 
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "arithmetic"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def losses(log: Path, steps: int) -> list[float]:

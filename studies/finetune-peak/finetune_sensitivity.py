@@ -1,6 +1,6 @@
 """How much of a checkpoint's fine-tuned score is the recipe? Fine-tune checkpoints under variants of a recipe.
 
-Each --model is fine-tuned as benchmarks/representation.py's cells are (`engine/compare/cells.finetune`: the small
+Each --model is fine-tuned as the representation study's cells are (`engine/compare/cells.finetune`: the small
 recipe, 15 epochs, batch 64, no loader workers, fp32, one torch thread, the cell's seed), changed by each --variant's
 NAME=FIELD=VALUE[,FIELD=VALUE] (FinetuneConfig fields: base_lr, layer_decay, epochs, drop_path, ...; `small` alone is
 the recipe unchanged).
@@ -8,8 +8,8 @@ Every fine-tune is cached as OUT/LABEL/VARIANT/seedS.json (committed), so severa
 a finished one is never run again. Prints top-1 on val/ per model and variant (final epoch, best epoch) and the
 per-epoch curve. Asserts nothing.
 
-    python benchmarks/finetune_sensitivity.py --model steps544=runs/m544/checkpoint.pt \\
-        --variant small --variant lr-half=base_lr=2e-3 --seed 2 --out benchmarks/results/finetune-sensitivity
+    python studies/finetune-peak/finetune_sensitivity.py --model steps544=runs/m544/checkpoint.pt \\
+        --variant small --variant lr-half=base_lr=2e-3 --seed 2 --out studies/finetune-peak/cells
 """
 
 import argparse
@@ -23,7 +23,7 @@ from pretexts.engine.compare import cells
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "cifar10-subset"
 FIELDS = {f for f in FinetuneConfig.__dataclass_fields__}
 
 
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads (1, as the study's cells: fine-tunes side by side)"
     )
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "finetune-sensitivity"))
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "cells"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     rows = []
