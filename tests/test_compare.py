@@ -363,3 +363,14 @@ def test_a_vit_random_init_row_starts_from_the_sin_cos_table_unless_its_arm_says
         compare_cells.untrained(study, arm, 0, tmp_path / "cell")
         saved = load_checkpoint(tmp_path / "cell" / "m0" / "checkpoint.pt")["model"]["backbone.pos_embed"]
         assert torch.allclose(saved[0, 1:], sincos_pos_embed((8, 8), 192)) == table
+
+
+def test_an_arms_override_wins_over_the_cells_own_values(tmp_path):
+    """An arm may plan its schedule to end at its budget: its `epochs` replaces the cell's open-ended one."""
+    from pretexts.engine.compare.config import CompareConfig
+
+    study = CompareConfig(backbone="test_convnext")
+    planned = compare_cells.Arm("cosine", "energy", {"task": "random-mask", "schedule": "cosine", "epochs": 9})
+    open_ended = compare_cells.Arm("energy", "energy", {"task": "random-mask"})
+    assert compare_cells.pretrain_config(study, planned, 0, tmp_path).epochs == 9
+    assert compare_cells.pretrain_config(study, open_ended, 0, tmp_path).epochs == 100000

@@ -69,3 +69,17 @@ def test_recipe_values_are_still_checked():
 def test_a_config_saved_before_recipes_reads_back_as_the_papers():
     old = {k: v for k, v in PretrainConfig(recipe="paper").to_dict().items() if k not in ("recipe", "schedule")}
     assert PretrainConfig.from_dict(old).schedule == "cosine"
+
+
+def test_alpha_lr_scale_zero_keeps_alpha_at_its_start(tmp_path):
+    """`--alpha-lr-scale 0`: the network trains, alpha stays at its initial value."""
+    from tiny_trainers import tiny_trainer
+
+    trainer = tiny_trainer(tmp_path, backbone="test_convnext", method_args={"alpha_lr_scale": 0.0})
+    model = trainer.method.model
+    before = [p.detach().clone() for p in model.backbone.parameters()]
+    images = torch.rand(4, 3, 32, 32)
+    for _ in range(3):
+        trainer.train_step(images)
+    assert model.alpha.item() == pytest.approx(0.1, abs=1e-7)
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.backbone.parameters()))

@@ -2,7 +2,7 @@
 with a snapshot at each budget, then scored by kNN, the linear probe and (if asked) fine-tuning on val/. A cell is
 cached as `cell.json` in its folder: a finished one is never run again, a new budget reruns its pretraining
 (snapshots are not kept) but probes only what is missing, and a cell being run holds a `claim` file, so several
-processes can share one cache (`pretexts compare`, benchmarks/representation.py)."""
+processes can share one cache (`pretexts compare`, and the studies that use its cells)."""
 
 import json
 import os
@@ -118,7 +118,8 @@ class BudgetedPretrainer(Pretrainer):
 
 
 def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
-    """The arm's run; a method's own options among its overrides (e.g. grad_mode) go into method_args."""
+    """The arm's run; a method's own options among its overrides (e.g. grad_mode) go into method_args. An override
+    wins over the cell's own values (`epochs`: a schedule planned to end at the budget)."""
     return PretrainConfig(
         **with_method_args(
             dict(
@@ -137,8 +138,9 @@ def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
                 quiet=True,
                 force=True,
                 # eager unless the arm compiles: at the study's minutes compiling did not pay (docs/performance.md)
-                **{"compile": None, **arm.overrides},
+                compile=None,
             )
+            | arm.overrides
         )
     )
 
@@ -210,8 +212,8 @@ def probe(study, checkpoint: Path, seed: int) -> dict:
 
 def finetune(study, checkpoint: Path, seed: int, out: Path | None = None, **changes) -> dict:
     """The small-data fine-tuning recipe (engine/evaluation/finetune_recipes.py) for the study's epochs; top-1 per
-    epoch shows whether it has settled. `changes`: FinetuneConfig fields over it (benchmarks/finetune_sensitivity.py);
-    `out`: the run's folder, beside the checkpoint unless given."""
+    epoch shows whether it has settled. `changes`: FinetuneConfig fields over it; `out`: the run's folder, beside
+    the checkpoint unless given."""
     cfg = FinetuneConfig(
         **{
             "checkpoint": str(checkpoint),

@@ -26,9 +26,10 @@ ENERGY_PARAMS = {
     "alpha_lr_scale": Param(
         400.0,
         float,
-        1e-6,
+        0.0,
         1e6,
-        help="alpha's lr relative to the network's; by --recipe: fast 400, paper 1 (Table A).",
+        help="alpha's lr relative to the network's; by --recipe: fast 400, paper 1 (Table A); 0 keeps alpha "
+        "at its initial value.",
     ),
     "head_init_std": Param(
         None, float, 1e-6, 100.0, help="Std of the energy head's initial weights (default: PyTorch's Linear init)."

@@ -1,0 +1,114 @@
+"""Does longer pretraining fine-tune better? The energy method's recipe arms against steps, on vit_tiny and
+convnext_atto, scored as `pretexts compare` scores a cell (kNN, linear probe, the 15-epoch small-recipe fine-tune).
+
+    python studies/length/length.py --backbones vit_tiny --arms paper fast-cosine --steps 567 --seeds 0
+
+Each arm is one change from the default (`fast` recipe: base lr 1e-3, constant after one warm-up epoch, alpha's
+lr x400). An arm whose lr schedule ends where the run is planned to end (cosine) is pretrained once per budget,
+planned to that budget; an arm with a constant lr is pretrained once to its largest budget with a snapshot at
+each. Budgets are whole epochs (63 steps at batch 64 on the 4,068 training images), so a planned end is exact.
+Every energy arm names its loss and positions (what auto resolves to today), so a cached cell reads back
+without help from the package. Cells are cached in studies/length/cells/ (committed).
+"""
+
+import argparse
+from pathlib import Path
+
+from pretexts.engine.compare.cells import Arm, load_cell, run_cell
+from pretexts.engine.compare.config import CompareConfig
+from pretexts.engine.compare.report import summarise
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE.parents[2] / "shared" / "data" / "cifar10-subset"
+STEPS_PER_EPOCH = 63  # 4068 // 64
+
+# what auto resolves to on each backbone for random-mask (stated, so a cell says what ran)
+RESOLVED = {
+    "vit_tiny": {"loss": "patch-centred", "positions": "sincos"},
+    "convnext_atto": {"loss": "mse", "positions": "learned"},
+}
+# name -> (overrides over the default, whether the lr schedule is planned to the budget)
+ARMS = {
+    "default": ({}, False),
+    "paper": ({"recipe": "paper"}, True),
+    "fast-cosine": ({"schedule": "cosine"}, True),
+    "alpha-lr1": ({"alpha_lr_scale": 1.0}, False),
+    "alpha-fixed": ({"alpha_lr_scale": 0.0}, False),
+}
+
+
+def cells(args) -> list:
+    """(backbone, arm, seed, budgets, folder name) for every pretraining run the arguments ask for."""
+    runs = []
+    for backbone in args.backbones:
+        for name in args.arms:
+            planned = ARMS[name][1]
+            groups = [(b,) for b in args.steps] if planned else [tuple(args.steps)]
+            for seed in args.seeds:
+                for budgets in groups:
+                    folder = f"{name}-e{budgets[0] // STEPS_PER_EPOCH}" if planned else name
+                    runs.append((backbone, name, seed, budgets, folder))
+    return runs
+
+
+def arm(backbone: str, name: str, budgets: tuple) -> Arm:
+    overrides, planned = ARMS[name]
+    full = {"task": "random-mask", **RESOLVED[backbone], "epochs": 100000, **overrides}
+    if planned:  # the schedule ends at the budget: a planned run of that many epochs
+        full["epochs"] = budgets[-1] // STEPS_PER_EPOCH
+    return Arm(name, "energy", full)
+
+
+def study(args, backbone: str, budgets: tuple) -> CompareConfig:
+    return CompareConfig(
+        backbone=backbone,
+        data=args.data,
+        steps=budgets,
+        finetune_epochs=args.finetune_epochs,
+        threads=args.threads,
+        workers=0,
+        device="cpu",
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--backbones", nargs="+", default=["vit_tiny", "convnext_atto"], choices=list(RESOLVED))
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--steps", nargs="+", type=int, default=[126, 252, 567, 1008])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--finetune-epochs", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cached-only", action="store_true", help="run nothing: report the cells already cached")
+    parser.add_argument("--out", default=str(HERE / "cells"))
+    args = parser.parse_args()
+    if any(s % STEPS_PER_EPOCH for s in args.steps):
+        parser.error(f"--steps must be whole epochs of {STEPS_PER_EPOCH} steps")
+    results = {}
+    for backbone, name, seed, budgets, folder_name in cells(args):
+        folder = Path(args.out) / backbone / folder_name / f"seed{seed}"
+        if args.cached_only:
+            if (folder / "cell.json").is_file():
+                results[(backbone, folder_name, seed)] = load_cell(folder / "cell.json")
+            continue
+        cell = run_cell(study(args, backbone, budgets), arm(backbone, name, budgets), seed, folder)
+        if cell is None:
+            print(f"skipped {folder}: another process runs it", flush=True)
+            continue
+        results[(backbone, folder_name, seed)] = cell
+        print(f"done {folder}", flush=True)
+    for backbone in args.backbones:
+        mine = {(n, s): c for (b, n, s), c in results.items() if b == backbone}
+        for row in summarise(mine, None, args.finetune_epochs, "steps"):
+            tuned = row["finetune"]
+            print(
+                f"{backbone} {row['arm']:<16} {row['steps']:>5.0f} steps  seeds {row['seeds']}  "
+                f"linear {row['linear'][0]:.1f}  fine-tuned "
+                + ("-" if tuned is None else f"{tuned[0]:.1f} +- {tuned[1]:.1f}"),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
