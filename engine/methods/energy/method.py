@@ -36,7 +36,6 @@ from pretexts.tasks.masking import MaskingTask
 from .compiled import CompiledRestore
 from .model import create_energy_model
 from .params import AUTO_LOSS, ENERGY_PARAMS
-from .spread import concentration
 
 # compiled / eager time of the exact step on vit_tiny, random-mask, batch 64 (benchmarks/throughput.py --compile
 # inductor on a quiet CPU, docs/performance.md)
@@ -61,7 +60,6 @@ class EnergyMethod(Method):
     }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
     loss_patch: int | None = None  # the patch-centred loss's patch, set in apply_speedups
-    spread_value: torch.Tensor | None = None  # the last step's concentration, with --method-arg spread
 
     def build_model(self) -> torch.nn.Module:
         return energy_model_for(self.cfg, self.args)
@@ -88,12 +86,6 @@ class EnergyMethod(Method):
         backbone = getattr(model, "backbone", model)
         args["loss"] = resolved_loss(args["loss"], backbone, self.task)
         self.loss_patch = loss_patch(args, backbone, self.task, cfg.img_size)
-        if args["spread"]:
-            pixel_states_only(self.task, "spread", "measures features of the clean images", "spread=0")
-        if args["read_layers"] > 1:
-            pixel_states_only(self.task, "read_layers", "reads an image's forward", "read_layers=1")
-        if args["head_blocks"]:
-            pixel_states_only(self.task, "head_blocks", "reads an image's forward", "head_blocks=0")
         if args["grad_mode"] == "finite-difference":
             bad = unsupported_layers(model.backbone)
             if bad:
@@ -120,22 +112,7 @@ class EnergyMethod(Method):
         return model
 
     def loss(self, sample) -> torch.Tensor:
-        """The restoration loss of one corrupted batch (paper, eq. 5), plus `spread` x the concentration of the clean
-        images' features where that is on."""
-        loss = self.paper_loss(sample)
-        if self.args["spread"]:
-            if sample.target.shape[0] < 2:  # a spread needs two images; each process sees its share of the batch
-                raise ParameterError(
-                    f"--method-arg spread measures how the batch's features spread, but this process got "
-                    f"{sample.target.shape[0]} image per step; give a --batch-size of at least 2 per process, or "
-                    f"spread=0."
-                )
-            value = concentration(self.features(sample.target))
-            self.spread_value = value.detach()  # for step_stats, without keeping the graph
-            loss = loss + self.args["spread"] * value
-        return loss
-
-    def paper_loss(self, sample) -> torch.Tensor:
+        """The restoration loss of one corrupted batch (paper, eq. 5)."""
         args = self.args
         if args["steps"] == 0:  # the paper's N = 0 point: corrupted images as negatives
             return contrastive_loss(self.model, self.task, sample)
@@ -169,18 +146,11 @@ class EnergyMethod(Method):
         return [*groups, {"params": [alpha], "weight_decay": 0.0, "lr_scale": self.args["alpha_lr_scale"]}]
 
     def step_stats(self) -> dict:
-        stats = {"alpha": self.model.alpha.item()}
-        if self.spread_value is not None:  # the spread term's concentration, 1: one direction
-            stats["concentration"] = self.spread_value.item()
-        return stats
+        return {"alpha": self.model.alpha.item()}
 
     def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
         """The energy's correlation with mean brightness: near -1 when it has learnt "how dark is the image"."""
-        extra = [getattr(self.model, name, None) for name in ("layer_reads", "head_blocks")]  # a plugin's: none
-        if all(module is None for module in extra):
-            energy = self.model.score(features.to(self.device)).float()  # the head lives on the model's device
-        else:  # the energy reads more than the features: a forward of the images, in the monitor's chunks
-            energy = torch.cat([self.model.energy(c.to(self.device)).float().cpu() for c in images.split(128)])
+        energy = self.model.score(features.to(self.device)).float()  # the head lives on the model's device
         return {"energy_brightness_corr": correlation(energy.cpu(), brightness(images).cpu())}
 
     def probe_forward(self, images: torch.Tensor) -> None:
@@ -202,8 +172,6 @@ def energy_model_for(cfg, args: dict) -> torch.nn.Module:
         alpha=args["alpha"],
         head_init_std=args["head_init_std"],
         energy_scale=args["energy_scale"],
-        read_layers=args["read_layers"],
-        head_blocks=args["head_blocks"],
         positions=args["positions"],
         global_pool=cfg.global_pool,
     )

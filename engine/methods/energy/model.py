@@ -10,10 +10,6 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.vit_tokens import LEARNED_POSITIONS, SINCOS_POSITIONS, fix_sincos_positions, resolved_positions
-from pretexts.errors import ParameterError
-
-from .head_blocks import HeadBlocks
-from .layers import LayerReads, energy_head
 
 
 class EnergyModel(nn.Module):
@@ -23,9 +19,6 @@ class EnergyModel(nn.Module):
     (the paper initialises it at 0.1 and "imposes a positive constraint", Appendix A.1).
     `head_init_std` None keeps PyTorch's default head init; a value draws N(0, std^2).
     `energy_scale` multiplies the energy; both scale the first restoration steps of a fresh model.
-    `read_layers` > 1 adds heads on that many - 1 earlier blocks (layers.py; not the paper's).
-    `head_blocks` > 0 puts that many transformer blocks between a ViT's tokens and the head (head_blocks.py; not
-    the paper's).
     `name`, the backbone's alias or timm name, is kept as `backbone_name` for messages.
     `positions` says whether a ViT's patch positions are timm's learned ones or the fixed sin-cos table
     (`create_energy_model` sets it).
@@ -41,9 +34,7 @@ class EnergyModel(nn.Module):
         alpha: float = 0.1,
         head_init_std: float | None = None,
         energy_scale: float = 1.0,
-        read_layers: int = 1,
         name: str | None = None,
-        head_blocks: int = 0,
     ):
         super().__init__()
         if alpha <= 0:
@@ -54,13 +45,6 @@ class EnergyModel(nn.Module):
         self.head = energy_head(backbone.num_features, head_init_std)
         if name is not None:
             self.backbone_name = name
-        label = name or type(backbone).__name__
-        if read_layers > 1 and head_blocks:
-            raise ParameterError(
-                "--method-arg read_layers and head_blocks each change what the energy reads; give one of them."
-            )
-        self.layer_reads = LayerReads(backbone, read_layers, label, head_init_std) if read_layers > 1 else None
-        self.head_blocks = HeadBlocks(backbone, head_blocks, label) if head_blocks else None
         self.log_alpha = nn.Parameter(torch.tensor(math.log(alpha)))
         self.energy_scale = energy_scale
         self.math_attention = True  # the one SDPA kernel with a double backward; finite differences lift it
@@ -83,13 +67,7 @@ class EnergyModel(nn.Module):
         """Energies [B] of images [B,3,H,W] in [0,1]. Runs attention on the MATH SDPA backend,
         the one kernel with a double backward, unless `math_attention` is off."""
         with sdpa_kernel(SDPBackend.MATH) if self.math_attention else nullcontext():
-            x = self.normalize(x)
-            if self.head_blocks is not None:
-                return self.score(self.head_blocks(self.backbone, x))
-            if self.layer_reads is None:
-                return self.score(self.backbone(x))
-            pooled, earlier = self.layer_reads(self.backbone, x)
-            return self.score(pooled) + earlier * self.energy_scale
+            return self.score(self.backbone(self.normalize(x)))
 
     def forward(self, x: Tensor) -> Tensor:
         return self.energy(x)
@@ -101,8 +79,6 @@ def create_energy_model(
     alpha: float = 0.1,
     head_init_std: float | None = None,
     energy_scale: float = 1.0,
-    read_layers: int = 1,
-    head_blocks: int = 0,
     positions: str = LEARNED_POSITIONS,
     **backbone_kwargs,
 ) -> EnergyModel:
@@ -121,10 +97,6 @@ def create_energy_model(
         head_init_std: Draw the head's initial weights from N(0, std^2); None keeps PyTorch's Linear init.
         energy_scale: Multiplies the energy; with `head_init_std` it sets the size of a fresh model's first
             restoration steps.
-        read_layers: How many blocks the energy reads: 1 the last (the paper's); K adds a head on each of K - 1
-            earlier blocks spread over the depth, on their position-averaged, layer-normalised outputs.
-        head_blocks: Transformer blocks between a ViT's tokens and the head, the energy's own (0: none, the
-            paper's); they take the restoration's last steps of work, as MAE's decoder does.
         positions: A ViT's patch positions: "learned" (timm's, from random), "sincos" (the fixed 2D sin-cos table,
             MAE's encoder's) or "auto" (sincos where the backbone has a ViT's positions, else learned);
             `model.positions` says which.
@@ -137,8 +109,6 @@ def create_energy_model(
     Raises:
         UnknownNameError: No alias or timm model has the name (close names are suggested).
         ParameterError: The backbone cannot be built with these arguments.
-        ParameterError: `read_layers` is more than the backbone has blocks, or it has no `forward_intermediates`.
-        ParameterError: `head_blocks` on a backbone that is no plain ViT, or with `read_layers` > 1.
         ParameterError: `positions="sincos"` on a backbone without a ViT's position embeddings.
         ValueError: `alpha` is not > 0.
 
@@ -163,9 +133,16 @@ def create_energy_model(
         alpha=alpha,
         head_init_std=head_init_std,
         energy_scale=energy_scale,
-        read_layers=read_layers,
         name=name,
-        head_blocks=head_blocks,
     )
     model.positions = positions
     return model
+
+
+def energy_head(dim: int, init_std: float | None = None) -> nn.Linear:
+    """A one-output linear head without bias (paper, Section 3.2); `init_std` draws N(0, std^2), None keeps
+    PyTorch's Linear init."""
+    head = nn.Linear(dim, 1, bias=False)
+    if init_std is not None:
+        nn.init.normal_(head.weight, std=init_std)
+    return head

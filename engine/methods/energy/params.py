@@ -1,5 +1,5 @@
 """The energy method's options (`--method-arg KEY=VALUE`, and each its own `train` flag): the paper's N, loss,
-step size and head, how dE/dx reaches the weights, and the options that are not the paper's, each off by default."""
+step size and head, how dE/dx reaches the weights, and a ViT's positions."""
 
 from pretexts.backbones.vit_tokens import AUTO_POSITIONS, POSITIONS
 from pretexts.engine.methods.energy.grad_modes import FD_DELTA, GRAD_MODES
@@ -54,24 +54,6 @@ ENERGY_PARAMS = {
     ),
     # last: error messages list the arguments in this order
     "loss_patch": Param(None, int, 1, 4096, help="patch-centred's patch in pixels (default: the ViT's patch, else 8)."),
-    # not the paper's; one extra forward and backward of the clean batch per step (spread.py)
-    "spread": Param(
-        0.0,
-        float,
-        0.0,
-        1000.0,
-        help="Weight of a term that spreads the clean images' pooled features over many directions (the "
-        "covariance's sum(l^2) / sum(l)^2: 1 on one direction); 0: off, the paper's loss.",
-    ),
-    # not the paper's (layers.py): the restoration gradient reaches the lower blocks directly
-    "read_layers": Param(
-        1,
-        int,
-        1,
-        64,
-        help="Blocks the energy reads: 1 the last (the paper's); K adds a head on each of K - 1 earlier "
-        "blocks spread over the depth.",
-    ),
     # the paper fixes sin-cos positions for patch sorting (Appendix A.2); MAE's and MoCo v3's encoders have them.
     # auto (sincos on a ViT) resolves when the model is built; config.json records what it resolved to
     "positions": Param(
@@ -81,9 +63,5 @@ ENERGY_PARAMS = {
         help="A ViT's patch positions: sincos (the fixed 2D sin-cos table, as MAE's encoder has them; fine-tuning "
         "trains them on), learned (timm's, from random) or auto: sincos for a ViT with absolute positions, where "
         "it measured better, else learned.",
-    ),
-    # not the paper's (head_blocks.py): a decoder's share of the work, left behind by fine-tuning
-    "head_blocks": Param(
-        0, int, 0, 32, help="Transformer blocks between a ViT's tokens and the energy's head; 0: the paper's."
     ),
 }
