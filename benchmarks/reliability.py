@@ -115,7 +115,6 @@ def bad_inputs(f: dict) -> list[list]:
         ["segment", "--data", "generated", "--out", w / "bad-seg"],
         ["segment", "--from-scratch", "--backbone", "resnet18", "--data", f["data"], "--out", w / "bad-seg"],
         ["segment", "--checkpoint", f["pre"], "--data", "generated", "--out", f["seg"].parent],
-        ["upgrade-checkpoint", f["pre"], f["pre"]],
         ["list", "--nope"],
         ["nope"],
     ]

@@ -11,7 +11,6 @@ from test_resume import assert_resume_is_exact, config
 from pretexts.backbones.vit_tokens import sincos_pos_embed
 from pretexts.cli import main
 from pretexts.engine import load_checkpoint
-from pretexts.engine.training.checkpoint import save_checkpoint
 
 RUN = ["train", "--backbone", "vit_tiny", "--img-size", "32", "--batch-size", "16", "--max-steps-per-epoch", "1"]
 RUN += ["--workers", "0", "--eval-images", "16", "--figure-images", "2"]
@@ -35,19 +34,3 @@ def test_a_vit_run_that_trained_with_mse_resumes_with_mse(tmp_path):
     saved = json.loads((out / "config.json").read_text())
     assert (saved["epochs"], saved["method_args"]["loss"]) == (2, "mse")
     assert "energy: loss mse, positions sincos (" in resumed.output  # what auto gave a new ViT run
-
-
-def test_a_run_saved_before_positions_existed_resumes_with_learned_positions(tmp_path):
-    out = tmp_path / "run"
-    first = CliRunner().invoke(main, [*RUN, "--out", str(out), "--epochs", "1", "--positions", "learned"])
-    assert first.exit_code == 0, first.output
-    checkpoint = load_checkpoint(out / "checkpoint.pt")
-    del checkpoint["config"]["method_args"]["positions"]  # as a checkpoint written before 2026-11-27 is
-    save_checkpoint(checkpoint, out / "checkpoint.pt")
-    resumed = CliRunner().invoke(main, [*RUN, "--out", str(out), "--epochs", "2", "--resume"])
-    assert resumed.exit_code == 0, resumed.output
-    assert "energy: loss patch-centred, positions learned (--loss, --positions" in resumed.output  # the start line
-    assert json.loads((out / "config.json").read_text())["method_args"]["positions"] == "learned"
-    before = checkpoint["model"]["backbone.pos_embed"]
-    after = load_checkpoint(out / "checkpoint.pt")["model"]["backbone.pos_embed"]
-    assert not torch.equal(after, before)  # still learned: the resumed step trained them

@@ -2,17 +2,15 @@
 and a checkpoint of the wrong kind or shape are one line each, for every command that reads one."""
 
 import os
-import random
 import shutil
 import struct
 import zipfile
 
-import numpy as np
 import pytest
 import torch
 from cli_runs import TRAIN, fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
 
-from pretexts.engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint, set_rng_states
+from pretexts.engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
 
 FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]
 
@@ -123,7 +121,6 @@ READERS = {
         "--out",
         "{out}.png",
     ],
-    "upgrade-checkpoint": ["upgrade-checkpoint", "{ckpt}", "{out}.pt"],
 }
 
 
@@ -145,35 +142,16 @@ def test_a_payload_is_refused_before_it_runs(runs, tmp_path, name):
     assert not marker.exists(), f"{name} ran the payload"
 
 
-def old_format(ckpt: dict) -> dict:
-    """`ckpt` as pretexts wrote it before version 2: numpy's and Python's RNG states as their own objects."""
-    rng = {**ckpt["rng"], "numpy": np.random.get_state(), "python": random.getstate()}
-    return {k: v for k, v in ckpt.items() if k != "checksum"} | {"format_version": 1, "rng": rng}
-
-
-def test_an_old_checkpoint_names_its_conversion_which_loads_and_resumes(runs, tmp_path):
-    old = tmp_path / "old.pt"
-    v1 = old_format(load_checkpoint(runs["pre"]))
-    torch.save(v1, old)
+def test_a_checkpoint_of_another_format_version_is_refused_in_one_line(runs, tmp_path):
+    """No conversion of formats: a checkpoint whose format version is not this pretexts' is named and refused."""
+    other = tmp_path / "other.pt"
+    ckpt = {k: v for k, v in load_checkpoint(runs["pre"]).items() if k != "checksum"}
+    torch.save({**ckpt, "format_version": FORMAT_VERSION - 1}, other)
     fails_cleanly(
-        command("train --resume", old, runs, tmp_path / "r"),
-        "old format (version 1)",
-        f"pretexts upgrade-checkpoint {old} NEW.pt",
+        command("train --resume", other, runs, tmp_path / "r"),
+        f"format version {FORMAT_VERSION - 1}",
+        f"reads version {FORMAT_VERSION}",
     )
-    fails_cleanly(["upgrade-checkpoint", old, old], "would overwrite the old one")
-    before = old.read_bytes()
-    result, _ = run_cli(["upgrade-checkpoint", old, tmp_path / "new.pt"])
-    assert result.exit_code == 0, result.output
-    new = load_checkpoint(tmp_path / "new.pt")
-    assert new["format_version"] == FORMAT_VERSION and old.read_bytes() == before
-    assert new["config"]["task_args"]["fill"] == "black"  # version 1 masked in black, before the fill parameter
-    set_rng_states(new["rng"])  # the converted states are the old ones exactly
-    saved_numpy, now = v1["rng"]["numpy"], np.random.get_state()
-    assert saved_numpy[0] == now[0] and np.array_equal(saved_numpy[1], now[1]) and saved_numpy[2:] == now[2:]
-    assert random.getstate() == v1["rng"]["python"]
-    result, _ = run_cli(command("train --resume", tmp_path / "new.pt", runs, tmp_path / "resumed"))
-    assert result.exit_code == 0, result.output
-    fails_cleanly(["upgrade-checkpoint", tmp_path / "new.pt", tmp_path / "again.pt"], "already in format version")
 
 
 def flip_a_byte(src, dst) -> None:

@@ -320,36 +320,31 @@ def test_loader_workers_reach_the_pretraining_and_do_not_invalidate_cached_cells
     fails_cleanly([*BASE, "--workers", "65", "--out", tmp_path], "workers must be in [0, 64]")
 
 
-def test_a_vit_energy_cell_cached_before_the_auto_defaults_is_measured_again(tmp_path):
-    """loss=auto made a ViT's masking arm patch-centred (2026-11-26), positions=auto a ViT's positions the sin-cos
-    table (2026-11-27): cells cached before measured mse and learned positions and are refused; a CNN's, or an arm
-    that names both, resolve as before and stay valid."""
+def test_a_cell_records_what_auto_resolved_to_and_another_resolution_is_refused(tmp_path):
+    """An energy arm that names no loss or positions (auto) records what they resolved to, as random init its
+    positions; a cell cached under another resolution is measured again, not taken for this one."""
     from pretexts.engine.compare.config import CompareConfig
-
-    def cached_before(study, arm) -> dict:
-        saved = {k: v for k, v in compare_cells.settings(study, arm).items() if k not in ("loss", "positions")}
-        (tmp_path / "cell.json").write_text(json.dumps({"points": {}, "settings": saved}))
-        return compare_cells.settings(study, arm)
-
-    def refused(study, arm, changed: str) -> None:
-        cached_before(study, arm)
-        with pytest.raises(OutputError, match=rf"measured with other settings \({changed}\); give --force"):
-            compare_cells.load_cell(tmp_path / "cell.json", compare_cells.settings(study, arm))
 
     vit, cnn = CompareConfig(backbone="vit_tiny", img_size=32), CompareConfig(backbone="test_convnext")
     masking = compare_cells.Arm("energy", "energy", {"task": "random-mask"})
-    named = {"task": "random-mask", "loss": "mse", "positions": "learned"}
-    for study, arm in [(cnn, masking), (vit, compare_cells.Arm("energy", "energy", named))]:
-        compare_cells.load_cell(tmp_path / "cell.json", cached_before(study, arm))
-    assert {k: cached_before(vit, masking)[k] for k in ("loss", "positions")} == {
-        "loss": "patch-centred",
-        "positions": "sincos",
-    }
-    refused(vit, masking, "loss, positions")
-    refused(vit, compare_cells.Arm("energy", "energy", {"task": "colorization"}), "positions")
     random_init = compare_cells.Arm(compare_cells.RANDOM, None)
-    refused(vit, random_init, "positions")  # random init starts from the table too: the row it is compared with
-    compare_cells.load_cell(tmp_path / "cell.json", cached_before(cnn, random_init))
+    named = compare_cells.Arm("energy", "energy", {"task": "random-mask", "loss": "mse", "positions": "learned"})
+
+    def resolved(study, arm) -> dict:
+        return {k: v for k, v in compare_cells.settings(study, arm).items() if k in ("loss", "positions")}
+
+    assert resolved(vit, masking) == {"loss": "patch-centred", "positions": "sincos"}
+    assert resolved(cnn, masking) == {"loss": "mse", "positions": "learned"}
+    assert resolved(vit, random_init) == {"positions": "sincos"}
+    assert resolved(vit, named) == {}  # named in its overrides, which the settings hold
+    for study, arm, changed in [(vit, masking, "loss"), (vit, random_init, "positions")]:
+        cached = {**compare_cells.settings(study, arm), changed: "mse" if changed == "loss" else "learned"}
+        (tmp_path / "cell.json").write_text(json.dumps({"points": {}, "settings": cached}))
+        with pytest.raises(OutputError, match=rf"measured with other settings \({changed}\); give --force"):
+            compare_cells.load_cell(tmp_path / "cell.json", compare_cells.settings(study, arm))
+    (tmp_path / "cell.json").write_text(json.dumps({"points": {}}))  # no settings: nothing says what it measured
+    with pytest.raises(OutputError, match="measured with other settings"):
+        compare_cells.load_cell(tmp_path / "cell.json", compare_cells.settings(cnn, masking))
 
 
 def test_a_vit_random_init_row_starts_from_the_sin_cos_table_unless_its_arm_says(tmp_path):

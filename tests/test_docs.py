@@ -209,7 +209,6 @@ TINY = {
     "restore": ["--images", "2", "--device", "cpu"],
     "energy": ["--images", "8", "--workers", "0", "--device", "cpu"],
     "export": [],
-    "upgrade-checkpoint": [],
 }
 # what each command must leave (file names, matched among the files it wrote or rewrote)
 WRITES = {"train": ["checkpoint.pt"], "finetune": ["finetuned.pt"], "probe": ["results.json"], "restore": ["*.png"]}

@@ -95,11 +95,6 @@ def test_recipe_errors_are_one_line():
     assert FinetuneConfig(from_scratch=True, backbone="resnet18", recipe="small", batch_size=15).batch_size == 15
 
 
-def test_a_config_saved_before_recipes_reads_back_as_table_a():
-    saved = {**FINETUNE_RECIPES["paper"], "from_scratch": True, "backbone": "resnet18"}
-    assert FinetuneConfig.from_dict(saved).recipe == "paper"
-
-
 def test_compare_fine_tunes_with_the_small_recipe(tmp_path, monkeypatch):
     from pretexts.engine.compare import cells
 

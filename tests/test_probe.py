@@ -201,8 +201,8 @@ def test_probe_parameters_are_checked_by_the_probes_that_declare_them():
 
 
 def test_a_probe_parameter_given_as_a_config_field_moves_into_probe_args(tmp_path):
-    """`--set epochs=3`, and a config.json written before the probes declared their parameters (top-level
-    epochs, knn_k), still run: those keys become probe arguments."""
+    """`--set epochs=3`, and a --config file that gives probe parameters beside the fields (epochs, knn_k): those
+    keys become probe arguments."""
     from pretexts.cli.config_file import build_config
     from pretexts.engine.evaluation.probe_config import with_probe_args
 

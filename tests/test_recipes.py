@@ -44,7 +44,6 @@ def test_fast_recipe_differs_only_in_the_documented_fields():
 
 
 def test_an_explicit_value_wins_over_the_recipe_and_is_saved(tmp_path):
-    # a run's config.json records its positions (one saved before the option existed reads back as learned)
     cfg = PretrainConfig(recipe="paper", base_lr=3e-3, method_args={"alpha": 0.5, "positions": "sincos"})
     args = EnergyMethod.parse_args(cfg)
     assert (cfg.base_lr, args["alpha"], args["alpha_lr_scale"]) == (3e-3, 0.5, 1.0)
@@ -64,11 +63,6 @@ def test_recipe_values_are_still_checked():
         PretrainConfig(recipe="paper", base_lr=-1.0)
     with pytest.raises(ParameterError, match="schedule must be one of cosine, constant"):
         PretrainConfig(schedule="step")
-
-
-def test_a_config_saved_before_recipes_reads_back_as_the_papers():
-    old = {k: v for k, v in PretrainConfig(recipe="paper").to_dict().items() if k not in ("recipe", "schedule")}
-    assert PretrainConfig.from_dict(old).schedule == "cosine"
 
 
 def test_alpha_lr_scale_zero_keeps_alpha_at_its_start(tmp_path):

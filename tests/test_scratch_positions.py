@@ -58,15 +58,6 @@ def test_positions_go_with_from_scratch_only(tmp_path):
         FinetuneConfig(from_scratch=True, backbone="vit_tiny", positions="table")
 
 
-def test_a_config_saved_before_the_option_started_from_scratch_with_learned_positions():
-    old = FinetuneConfig(from_scratch=True, backbone="vit_tiny").to_dict()
-    del old["positions"]
-    assert FinetuneConfig.from_dict(old).positions == "learned"
-    pretrained = FinetuneConfig(checkpoint="ckpt.pt").to_dict()
-    del pretrained["positions"]
-    assert FinetuneConfig.from_dict(pretrained).positions == "auto"  # a checkpoint's run never read it
-
-
 def test_a_random_init_probe_of_a_vit_has_the_table_unless_asked():
     table = load_backbone(None, backbone="vit_tiny", img_size=32, positions="auto")
     assert table.positions == "sincos" and "with the sin-cos position table" in table.source

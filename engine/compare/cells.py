@@ -244,15 +244,14 @@ def finetune(study, checkpoint: Path, seed: int, out: Path | None = None, **chan
 
 
 def tuned_as_asked(record: dict, study) -> bool:
-    """A cached fine-tune counts if it has the asked epochs and precision (one cached before precision was
-    recorded ran in fp32 on the CPU)."""
+    """A cached fine-tune counts if it has the asked epochs and precision."""
     wanted = precision_name(amp_dtype(study.finetune_amp, resolve_device(study.device)))
-    return record.get("epochs") == study.finetune_epochs and record.get("precision", "fp32") == wanted
+    return record.get("epochs") == study.finetune_epochs and record.get("precision") == wanted
 
 
 def settings(study, arm: Arm) -> dict:
-    """What a cached cell's numbers depend on besides its budgets, seed and fine-tune epochs (of shards, also the
-    images read of each split: a folder's cells cached before shards were read stay valid)."""
+    """What a cached cell's numbers depend on besides its budgets, seed and fine-tune epochs: of shards also the
+    images read of each split, of a budget in steps its unit (minutes, the other, is named by no key)."""
     streamed = {"max_images": study.max_images} if is_stream(study.data) else {}
     return {
         "backbone": study.backbone,
@@ -260,7 +259,7 @@ def settings(study, arm: Arm) -> dict:
         "img_size": study.img_size,
         "batch_size": study.batch_size,
         "clock": clock_kind(study),
-        **({"budget": "steps"} if study.unit == "steps" else {}),  # a cell of minutes, cached before, stays valid
+        **({"budget": "steps"} if study.unit == "steps" else {}),
         "method": arm.method,
         "overrides": arm.overrides,
         **streamed,
@@ -268,25 +267,15 @@ def settings(study, arm: Arm) -> dict:
     }
 
 
-# what an energy run that names neither resolved to before loss=auto (2026-11-26) and positions=auto (2026-11-27)
-FORMER_ENERGY = {"loss": "mse", "positions": "learned"}
-
-
 def auto_setting(study, arm: Arm) -> dict:
-    """An energy arm's loss and positions, and the random-init row's positions, where it names none and auto
-    resolves to other than before (a ViT's masking arm: patch-centred; a ViT: the sin-cos positions): a cell
-    cached before then measured the former and is refused, not taken for it."""
+    """What an energy arm's loss and positions, and the random-init row's positions, resolve to where the arm names
+    none (`auto`): a cell records what it measured, so one cached under another resolution is refused."""
     if arm.method not in ("energy", None):
         return {}
     cfg = pretrain_config(study, arm, 0, Path("."))
     resolved = auto_settings(cfg.backbone, cfg.img_size, pretexts.create_pretext(cfg.task, **cfg.task_args))
-    return {
-        key: value
-        for key, value in resolved.items()
-        if (arm.method or key == "positions")  # random init has no loss
-        and cfg.method_args.get(key, "auto") == "auto"
-        and value != FORMER_ENERGY[key]
-    }
+    keys = ("loss", "positions") if arm.method else ("positions",)  # random init has no loss
+    return {key: resolved[key] for key in keys if cfg.method_args.get(key, "auto") == "auto"}
 
 
 def claim(folder: Path) -> bool:
@@ -315,13 +304,13 @@ def run_cell(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool = 
 
 
 def load_cell(path: Path, expected: dict | None = None) -> dict:
-    """A cached cell; one measured under other settings is refused (a cell written before settings were recorded
-    is taken as it is)."""
+    """A cached cell; one measured under other settings is refused."""
     cell = json.loads(path.read_text())
     cell.setdefault("finetunes", {})
     saved = cell.get("settings")
     wanted = None if expected is None else json.loads(json.dumps(expected))
-    if wanted is not None and saved is not None and saved != wanted:
+    if wanted is not None and saved != wanted:
+        saved = saved or {}
         changed = sorted(k for k in {*wanted, *saved} if saved.get(k) != wanted.get(k))  # one either lacks too
         raise OutputError(
             f"{path} was measured with other settings ({', '.join(changed)}); give --force to "

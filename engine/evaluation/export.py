@@ -19,7 +19,7 @@ from pretexts.engine.evaluation.pretrained import create_classifier, timm_spec
 from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
 from pretexts.engine.training.preflight import check_output_dir
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, claim_output_file, write_json
-from pretexts.errors import CheckpointError, OutputError
+from pretexts.errors import OutputError
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 # the architecture's own pretrained tag (e.g. augreg_in21k) and licence (timm's weights are mostly apache-2.0)
@@ -40,12 +40,7 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
     (the classifier with its head; best.pt, the best epoch's, alike)."""
     ckpt = load_checkpoint(checkpoint, kinds=("pretrain", "finetune", "finetuned"))
     if ckpt.get("kind") in ("finetune", "finetuned"):
-        spec = ckpt.get("timm")
-        if spec is None:
-            raise CheckpointError(
-                f"fine-tuning checkpoint '{checkpoint}' predates export support (no 'timm' "
-                f"entry); export its pretraining checkpoint, or fine-tune again."
-            )
+        spec = ckpt["timm"]
         model = timm.create_model(spec["name"], pretrained=False, **spec["kwargs"])
         load_weights(model, ckpt["model"], checkpoint, spec["name"], "was it written by another version?")
         provenance = {

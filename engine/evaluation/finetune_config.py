@@ -194,10 +194,8 @@ class FinetuneConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "FinetuneConfig":
-        """A saved config (config.json, a checkpoint's): one written before recipes existed ran the paper's, one
-        written before --positions existed (2026-11-27) started a ViT from scratch with timm's learned positions."""
-        former = {"positions": "learned"} if values.get("from_scratch") else {}
-        return cls(**{"recipe": "paper", **former, **values})
+        """A saved config (config.json, a checkpoint's)."""
+        return cls(**values)
 
     def check_resolved(self) -> None:
         """The checks that need the recipe's values filled in."""

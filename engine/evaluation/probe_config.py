@@ -202,8 +202,8 @@ def check_probe_args(args: dict) -> None:
 
 
 def with_probe_args(values: dict) -> dict:
-    """`values` with the top-level keys that are no config field but a probe's parameter (`--set epochs=10`, a
-    config.json written before the probes declared them) moved into 'probe_args', over what it held."""
+    """`values` with the top-level keys that are no config field but a probe's parameter (`--set epochs=10`) moved
+    into 'probe_args', over what it held."""
     known = set(ProbeConfig.__dataclass_fields__)
     declared = declared_probe_params()
     moved = {k: v for k, v in values.items() if k not in known and k in declared}

@@ -38,8 +38,6 @@ class Method:
             `self.args`.
         recipe_defaults: Recipe name -> {param: default}, where a recipe changes a param's default.
         resume_may_change: The params a `--resume` may change (they do not change the run).
-        former_defaults: What a run saved before a param existed ran with, where its default is now another: a
-            saved config (config.json, a checkpoint's) that lacks the param reads it as this.
         figure_name: The epoch figures are `FIGURE_NAME_epochNNN.png`.
         uses_task: False for a method that corrupts its own way and ignores `--task` (MAE's and SimMIM's
             masks); `pretexts compare` then trains it once, not once per task, and `pretexts train` names no task.
@@ -72,7 +70,6 @@ class Method:
     method_params: dict = {}
     recipe_defaults: dict = {}  # recipe name -> {param: default} where a recipe changes a param's default
     resume_may_change: frozenset = frozenset()  # params a `--resume` may change (they do not change the run)
-    former_defaults: dict = {}  # param -> what a config saved before it existed ran with (from_dict reads it so)
     figure_name = "restoration"  # the epoch figures are FIGURE_NAME_epochNNN.png
     uses_task = True  # False: it corrupts its own way (MAE's, SimMIM's masks) and ignores --task
     shortcut_advice: dict = {}  # "ARG=VALUE" of the task (or "*") -> a known shortcut and the way out

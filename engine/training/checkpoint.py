@@ -11,10 +11,10 @@ import torch
 from pretexts.engine.training.checksum import KEY as CHECKSUM
 from pretexts.engine.training.checksum import checksum
 from pretexts.engine.training.run_folder import replace_file
-from pretexts.engine.training.safe_load import old_format, read_weights
+from pretexts.engine.training.safe_load import read_weights
 from pretexts.errors import CheckpointError
 
-FORMAT_VERSION = 2  # 2: RNG states as tensors and plain values (weights-only loadable), a checksum
+FORMAT_VERSION = 2  # RNG states as tensors and plain values (weights-only loadable), a checksum
 
 
 def atomic_save(obj, path: str | os.PathLike, write=None) -> None:
@@ -42,11 +42,10 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
     if not isinstance(ckpt, dict) or "model" not in ckpt or not isinstance(ckpt.get("config"), dict):
         raise CheckpointError(f"'{path}' is not a pretexts checkpoint (no model or config inside).")
     version = ckpt.get("format_version")
-    if version == 1:
-        raise old_format(path)
     if version != FORMAT_VERSION:
         raise CheckpointError(
-            f"checkpoint '{path}' has format version {version}; this pretexts reads version {FORMAT_VERSION}."
+            f"checkpoint '{path}' has format version {version}; this pretexts reads version {FORMAT_VERSION}: "
+            f"use the pretexts that wrote it, or train again."
         )
     if ckpt.get(CHECKSUM) != checksum(ckpt):
         what = "has no checksum" if CHECKSUM not in ckpt else "is corrupted (checksum mismatch)"

@@ -39,10 +39,6 @@ from pretexts.registry import METHODS
 # the monitored metrics --keep-best takes, and whether higher is better (engine/training/monitor.py)
 KEEP_BEST = {"knn_cosine": True, "knn_standardised": True, "rankme": True, "top_pc_share": False}
 
-# fields a PretrainConfig had before they became the energy method's own options (its method_args): a config saved
-# then holds them at the top level, a run of another method too, unused (`with_method_args` reads both)
-FORMER_FIELDS = ("steps", "loss", "alpha", "alpha_lr_scale", "head_init_std", "energy_scale", "grad_mode", "fd_delta")
-
 
 @dataclass
 class PretrainConfig:
@@ -253,20 +249,12 @@ class PretrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "PretrainConfig":
-        """A saved config (config.json, a checkpoint's): one written before recipes existed ran the paper's, one
-        written before the method options moved into `method_args` holds them at the top level, one written
-        before a method's option existed ran with its former default (`Method.former_defaults`: the energy's
-        positions, learned); other keys no longer known are dropped."""
-        values = with_method_args({"recipe": "paper", **values})
-        former = former_defaults(values.get("method", cls.method))
-        if former:
-            values = {**values, "method_args": {**former, **(values.get("method_args") or {})}}
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+        """A saved config (config.json, a checkpoint's)."""
+        return cls(**values)
 
 
 def method_attribute(method: str, name: str, empty):
-    """The class attribute `name` of `method` (its `method_params`, `former_defaults`); `empty` for a method that
+    """The class attribute `name` of `method` (its `method_params`); `empty` for a method that
     is not installed, whose run then says so. Imports the method's module (and torch) on first use."""
     try:
         return getattr(METHODS.get(method), name)
@@ -279,20 +267,14 @@ def method_param_names(method: str) -> tuple[str, ...]:
     return tuple(method_attribute(method, "method_params", {}))
 
 
-def former_defaults(method: str) -> dict:
-    """What `method`'s options were before their default changed (`Method.former_defaults`)."""
-    return dict(method_attribute(method, "former_defaults", {}))
-
-
 def with_method_args(values: dict) -> dict:
-    """`values` with the top-level keys that are no config field but an option of its method (the energy method's
-    steps, alpha, ... in a config written before they moved; `--set steps=1`) moved into 'method_args', over
-    what it held; a former field its method does not declare (an old MAE run's `alpha`) is dropped."""
+    """`values` with the top-level keys that are no config field but an option of its method (`--set steps=1`)
+    moved into 'method_args', over what it held."""
     known = {f.name for f in fields(PretrainConfig)}
     loose = [k for k in values if k not in known]
     if not loose:
         return values
     declared = set(method_param_names(values.get("method", PretrainConfig.method)))
     moved = {k: values[k] for k in loose if k in declared}
-    rest = {k: v for k, v in values.items() if k not in moved and (k in declared or k not in FORMER_FIELDS)}
+    rest = {k: v for k, v in values.items() if k not in moved}
     return {**rest, "method_args": {**(values.get("method_args") or {}), **moved}} if moved else rest

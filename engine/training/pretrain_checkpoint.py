@@ -65,19 +65,9 @@ class PretrainCheckpoints:
         return pretexts.create_pretext(self.cfg.task, **self.cfg.task_args).sizes(self.cfg.img_size)
 
     def check_task_sizes(self, saved: dict | None, path: Path, version: str | None) -> None:
-        """A checkpoint's scaled task parameters must resolve as they did when it was written; one written before
-        they were recorded (2026-11-24) is resumed with today's values, said in one line, since runs before
-        2026-11-23 took the paper's 224-px values at any size."""
+        """A checkpoint's scaled task parameters must resolve as they did when it was written."""
         now = self.task_sizes()
-        if saved is None:
-            if now and self.rank == 0:
-                stderr_line(
-                    f"warning: {path} does not record its task's scaled parameters; it continues with {now} "
-                    f"at {self.cfg.img_size} px (a run started before 2026-11-23 used the paper's 224-px "
-                    f"values; start such a run again with them given as --task-arg KEY=VALUE)."
-                )
-            return
-        if saved != now:
+        if saved is not None and saved != now:
             raise CheckpointError(
                 f"checkpoint '{path}' was trained with the task's scaled parameters {saved}; "
                 f"this version resolves them to {now} at {self.cfg.img_size} px, so it cannot "

@@ -165,5 +165,4 @@ from . import (  # noqa: E402, F401 (subcommands register on import)
     segment_cmd,
     shard_cmd,
     train_cmd,
-    upgrade_cmd,
 )

@@ -10,7 +10,6 @@ from timm.optim import param_groups_weight_decay
 from pretexts.backbones.factory import create_backbone, set_fused_attention
 from pretexts.backbones.vit_tokens import (
     AUTO_POSITIONS,
-    LEARNED_POSITIONS,
     has_patch_positions,
     resolved_positions,
     sincos_positions,
@@ -50,7 +49,6 @@ class EnergyMethod(Method):
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
     resume_may_change = frozenset({"grad_mode", "double_backward"})  # the same model (grad modes: to O(fd_delta^2))
-    former_defaults = {"positions": LEARNED_POSITIONS}  # before 2026-11-27 a ViT learned timm's positions
     # measured in docs/results/representation.md ("The fill"; "Why take one drifted")
     shortcut_advice = {
         "fill=black": "with black mask boxes the scalar energy learns the images' brightness (the representation "
