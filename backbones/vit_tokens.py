@@ -36,9 +36,9 @@ def fix_sincos_positions(backbone: nn.Module, name: str, who: str, frozen: bool 
 
 
 def resolved_positions(positions: str, backbone: nn.Module) -> str:
-    """`positions`, with auto resolved: the sin-cos table for a ViT with absolute positions (vit_tiny at 250 steps
-    fine-tuned 48.7 with it against 42.2 learned, and random init 47.9 against 41.4; docs/results/
-    representation.md), learned (nothing changed) for every other backbone."""
+    """`positions`, with auto resolved: the sin-cos table for a ViT with absolute positions (the energy's attention
+    turns local with it, as MAE's encoder's does; docs/results/representation.md), learned (nothing changed) for
+    every other backbone."""
     if positions not in POSITIONS:
         raise ParameterError(f"positions must be {', '.join(POSITIONS[:-1])} or {POSITIONS[-1]}; got {positions!r}.")
     if positions != AUTO_POSITIONS:

@@ -189,3 +189,17 @@ def test_the_package_uses_no_study():
         if "studies/" in line or re.search(r"^\s*(from|import)\s+(representation|arms|length)\b", line)
     ]
     assert offenders == []
+
+
+def test_the_package_says_what_it_does_not_when_it_was_found():
+    """No issue numbers or dates in the package's code, comments, docstrings or help: what was measured, when and
+    in which study belongs in docs/results (a comment may point there)."""
+    history = re.compile(r"\bissue\s+#?\d+|\b20\d\d-[01]\d-[0-3]\d\b", re.IGNORECASE)
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for top in INSTALLED
+        for path in (REPO / top).rglob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if history.search(line)
+    ]
+    assert offenders == []

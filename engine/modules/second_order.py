@@ -103,9 +103,8 @@ def restore_convolutions(model: nn.Module) -> int:
 
 def rewritten_double_backward(choice: str, device: torch.device, compiled: str | None) -> bool:
     """Whether `--double-backward choice` swaps the rewritten convolutions in. "auto": on CUDA, where it measured
-    faster (docs/performance.md: ConvNeXt-T 8.8x and ResNet-50 1.4-2.4x on an H100; ViTs and Swin level), not under
-    --compile, whose torch.func step traces autograd's; not on the CPU, where it measured no faster (fp32:
-    convnext_atto 1.00x, vit_tiny 1.02x, resnet18 1.32x slower; under bf16 autocast 1.6x slower)."""
+    faster, not under --compile, whose torch.func step traces autograd's; not on the CPU, where it measured no
+    faster (docs/performance.md)."""
     if choice != "auto":
         return choice == "rewritten"
     return not compiled and device.type == "cuda"

@@ -83,8 +83,8 @@ class PretrainConfig:
     img_size: int = setting(32, "Training resolution.", section="data", range=IMG_SIZE_RANGE)
     epochs: int = setting(
         40,
-        "Passes over the training images (40: 200 optimiser steps of batch 64 on the 320 embedded images, 4.9 "
-        "minutes measured on a 2-core CPU with another job on the second core).",
+        "Passes over the training images (40: 200 optimiser steps of batch 64 on the 320 embedded images, a few "
+        "minutes on a laptop CPU).",
         section="optimisation",
         range=EPOCHS_RANGE,
     )
@@ -138,8 +138,8 @@ class PretrainConfig:
         range=BETAS_RANGE,
     )
     amp: str = amp_setting(
-        '"bf16" (on a CPU too: the same held-out error; with native bf16 faster on larger steps, 7-9 % slower on '
-        "convnext_atto at 32 px, docs/results/cpu-speed.md)"
+        '"bf16" (on a CPU too: the same held-out error; faster on larger steps where the CPU has native bf16, '
+        "docs/results/cpu-speed.md)"
     )
     compile: str | None = setting(
         "auto",

@@ -103,8 +103,7 @@ class Monitor:
 
     def warn_on_collapse(self) -> None:
         """One line, once: what a dominant top component usually means. It must persist over the last two
-        measurements: a fresh network passes through a short spike (58 % at step 25 of the first command, 33 %
-        after)."""
+        measurements: a fresh network passes through a short spike in its first steps."""
         recent = self.history[-2:]
         if len(recent) == 2 and all(row["top_pc_share"] > COLLAPSE_SHARE for row in recent) and not self.warned:
             self.warned = True

@@ -7,8 +7,8 @@ import click
 
 # family, its timm names, the methods that take it (engine/methods: MAE needs a plain ViT; SimMIM a patch embedding,
 # a stem or conv1 + max-pool; finite differences a smooth energy: no BatchNorm, ReLU or max-pool), and the energy
-# method's exact step (N=2) against a supervised step: on one H100 in bf16 at 224 px (docs/results/gpu-h100.md,
-# 2026-11-24) and on a CPU in fp32 (docs/results/cpu-speed.md, 2026-11-22: AMD EPYC, 1 thread, batch 32)
+# method's exact step (N=2) against a supervised step: on one H100 in bf16 at 224 px (docs/results/gpu-h100.md)
+# and on a CPU in fp32 (docs/results/cpu-speed.md: 1 thread, batch 32)
 FAMILIES = (
     ("ViT (vit_*)", "vit_*", "energy ae mae simmim", "ViT-B/16 2.06x, ViT-S/16 3.23x", "vit_tiny at 32 px 5.98x"),
     ("Swin (swin*)", "swin*", "energy ae simmim", "Swin-T 4.74x", ""),

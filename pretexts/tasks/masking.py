@@ -10,9 +10,9 @@ from ..errors import ParameterError
 from ..params import Param
 from ..registry import register
 
-# What the masked pixels hold. The paper blanks them (zeros, i.e. black before normalisation), but measured
-# on 32 px CIFAR-10 black boxes over ~55 % of the image are a shortcut: the scalar energy learns how dark the
-# image is (energy-brightness correlation -0.91) and kNN falls; a mid-gray fill reversed it in one seed.
+# What the masked pixels hold. The paper blanks them (zeros, i.e. black before normalisation), but on small images
+# black boxes are a shortcut: the scalar energy learns how dark the image is; a mid-gray fill removes it
+# (docs/results/representation.md, "The fill").
 FILLS = ("gray", "black", "noise", "mean")
 GRAY = 0.5  # a constant, kept off the normalisation mean (see NEAR_MEAN)
 NEAR_MEAN = 0.02  # a gray or mean fill whose every channel is closer than this to the normalisation mean is moved off
@@ -52,7 +52,7 @@ class MaskingTask(Pretext):
     moved to exactly 0.02 from it, on its own side (up on a tie); so gray is 0.52 for a backbone normalised with
     mean 0.5 (timm's Inception-style configs). A box of the normalisation mean itself is all zeros after
     normalisation: ConvNeXt's post-stem LayerNorm then sees zero-variance tokens, and the loss at init
-    explodes (2e8 measured on convnext_atto; 0.02 off it, the loss is that of gray).
+    explodes (0.02 off it, the loss is that of gray).
     """
 
     trivial_restorer = "visible-mean fill"

@@ -53,7 +53,7 @@ class EnergyMethod(Method):
     shortcut_advice = {
         "fill=black": "with black mask boxes the scalar energy learns the images' brightness (the representation "
         "study, docs/results/representation.md); --task-arg fill=gray removed that shortcut there",
-        "fill=noise": "noise boxes collapsed two of three convnext_atto seeds in the representation study "
+        "fill=noise": "noise boxes collapsed most convnext_atto runs in the representation study "
         "(docs/results/representation.md), gray boxes none; try --task-arg fill=gray",
     }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
@@ -70,8 +70,8 @@ class EnergyMethod(Method):
         return f"energy: {chosen} (--loss, --positions; auto picks them by backbone and task)"
 
     def compiled_gain(self, model: torch.nn.Module) -> float | None:
-        """The exact restoration step of a ViT: 0.85x its eager time compiled (vit_tiny, fp32, a quiet 2-core CPU,
-        docs/performance.md). Finite differences and the convolutional backbones were not measured faster."""
+        """The exact restoration step of a ViT: compiled, faster than eager (COMPILED_VIT_GAIN, docs/performance.md).
+        Finite differences and the convolutional backbones were not measured faster."""
         exact = self.args["steps"] and self.args["grad_mode"] == "exact"
         return COMPILED_VIT_GAIN if exact and isinstance(model.backbone, VisionTransformer) else None
 
@@ -178,9 +178,9 @@ def energy_model_for(cfg, args: dict) -> torch.nn.Module:
 
 
 def resolved_loss(loss: str, backbone: torch.nn.Module, task) -> str:
-    """`loss`, with auto resolved: patch-centred for a ViT restoring a masking task's boxes (vit_tiny's linear probe
-    +3.5 over mse, ViT-S/16's +3.3; docs/results/representation.md), mse for the rest: convnext_atto fell to random
-    init's level with it (its energy learnt the images' brightness), and colorization's error is the colour that
+    """`loss`, with auto resolved: patch-centred for a ViT restoring a masking task's boxes (a colour shift of a
+    patch earns nothing, as with MAE's normalised targets; docs/results/representation.md), mse for the rest: on a
+    CNN the centred loss let the energy learn the images' brightness, and colorization's error is the colour that
     centring drops."""
     if loss != AUTO_LOSS:
         return loss
