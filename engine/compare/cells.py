@@ -23,7 +23,7 @@ from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.probe import extract_features
 from pretexts.engine.evaluation.probe_config import ProbeConfig
 from pretexts.engine.evaluation.weights import load_backbone
-from pretexts.engine.methods.energy.method import auto_settings
+from pretexts.engine.methods.energy.method import resolve_auto
 from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
@@ -263,17 +263,17 @@ def settings(study, arm: Arm) -> dict:
         "method": arm.method,
         "overrides": arm.overrides,
         **streamed,
-        **auto_setting(study, arm),
+        **recorded_auto(study, arm),
     }
 
 
-def auto_setting(study, arm: Arm) -> dict:
+def recorded_auto(study, arm: Arm) -> dict:
     """What an energy arm's loss and positions, and the random-init row's positions, resolve to where the arm names
     none (`auto`): a cell records what it measured, so one cached under another resolution is refused."""
     if arm.method not in ("energy", None):
         return {}
     cfg = pretrain_config(study, arm, 0, Path("."))
-    resolved = auto_settings(cfg.backbone, cfg.img_size, pretexts.create_pretext(cfg.task, **cfg.task_args))
+    resolved = resolve_auto(cfg.backbone, cfg.img_size, pretexts.create_pretext(cfg.task, **cfg.task_args))
     keys = ("loss", "positions") if arm.method else ("positions",)  # random init has no loss
     return {key: resolved[key] for key in keys if cfg.method_args.get(key, "auto") == "auto"}
 

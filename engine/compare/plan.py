@@ -8,7 +8,6 @@ over train/ and val/ (and the monitor's and held-out images), and its fine-tune'
 step and one timed forward batch. After each cell the ETA is the pace so far: the mean wall time of the cells of
 each kind (pretrained, random init) already run, times the cells of that kind left."""
 
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -96,14 +95,6 @@ class Pace:
             left * (sum(self.spent[kind]) / len(self.spent[kind]) if self.spent.get(kind) else self.modelled[kind])
             for kind, left in self.left.items()
         )
-
-
-def duration(seconds: float) -> str:
-    """'45 s', '12 min', '3 h 20 min'."""
-    if seconds < 90:
-        return f"{math.ceil(seconds):.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def clock_time(seconds_from_now: float) -> str:

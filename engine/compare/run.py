@@ -18,7 +18,7 @@ from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.compare.cells import arms_for, clock_kind, run_cell, tuned_as_asked
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.inputs import forget, probe_inputs
-from pretexts.engine.compare.plan import Pace, clock_time, duration, fixed_seconds, measure_costs
+from pretexts.engine.compare.plan import Pace, clock_time, fixed_seconds, measure_costs
 from pretexts.engine.compare.report import UNIT_WORDS, budget_name, plot, summarise, table, write_csv
 from pretexts.engine.compare.terminal import WIDTH, terminal_table
 from pretexts.engine.data.labelled_data import describe_sizes, split_sizes
@@ -26,6 +26,7 @@ from pretexts.engine.data.streams import is_stream, stream_shards
 from pretexts.engine.evaluation.pretrained import GIVEN, downstream_splits
 from pretexts.engine.evaluation.probe_config import ProbeConfig
 from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.progress import duration
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
 
 OUTPUTS = ("compare.json", "compare.md", "compare.csv", "compare.png")

@@ -145,21 +145,3 @@ def check_output_dir(out: Path, needed: int) -> None:
             f"output folder '{out}' has {free / 2**20:.0f} MB free, but a checkpoint needs "
             f"about {needed / 2**20:.0f} MB; free some space or choose another --out."
         )
-
-
-RUN_FILES = ("checkpoint.pt", "log.jsonl")
-
-
-def claim_output_dir(out: Path, resume: str | None, force: bool) -> None:
-    """A new run never writes over another one: a folder holding a run's checkpoint or log needs --resume
-    (continue it) or --force (start over: its checkpoint and log are removed now)."""
-    if resume:
-        return
-    found = [name for name in RUN_FILES if (Path(out) / name).exists()]
-    if found and not force:
-        raise OutputError(
-            f"output folder '{out}' already holds a run ({', '.join(found)}); continue it with "
-            f"--resume, start it over with --force, or choose another --out."
-        )
-    for name in found:
-        (Path(out) / name).unlink()

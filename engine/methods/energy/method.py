@@ -187,7 +187,7 @@ def resolved_loss(loss: str, backbone: torch.nn.Module, task) -> str:
     return PATCH_CENTRED if isinstance(backbone, VisionTransformer) and isinstance(task, MaskingTask) else "mse"
 
 
-def auto_settings(backbone: str, img_size: int, task) -> dict:
+def resolve_auto(backbone: str, img_size: int, task) -> dict:
     """What loss=auto and positions=auto resolve to for a run of `backbone` (a name) on `task`, without building
     its weights."""
     with torch.device("meta"):
