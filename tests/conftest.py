@@ -1,9 +1,19 @@
 """Shared fixtures: real CIFAR-10 images from the embedded sample, and tiny energy models."""
 
+import os
+
+# pytest-xdist runs one worker per core (`-n auto`): each worker, and every process it starts (the CLI in a
+# subprocess, torchrun's ranks), computes on one thread; two OpenMP threads per worker spin-wait on each other's core
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+
 import numpy as np
 import pytest
 import torch
 from PIL import Image
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 from pretexts.engine.data.datasets import SAMPLE_DIR
 
