@@ -351,3 +351,28 @@ def test_every_task_draws_and_applies_on_the_device(name):
     drawn = [v for v in params.values() if isinstance(v, torch.Tensor)]
     returned = [t for t in (sample.state, sample.target, sample.context) if t is not None]
     assert devices(drawn + returned) == {KIND}
+
+
+def test_finite_differences_keep_their_accuracy_under_tf32():
+    """TF32 is on by default on CUDA; the finite-difference estimate of the restoration's gradient still points
+    where the exact double backward's does (tests/test_grad_modes.py's bar, in float32 on the CPU)."""
+    from pretexts.engine.methods.energy.restore import restoration_loss, restore
+    from pretexts.engine.training.arithmetic import use_cuda_arithmetic
+
+    saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    use_cuda_arithmetic(torch.device(DEVICE), tf32=True, cudnn_benchmark=True)
+    try:
+        model = tiny_vit().to(DEVICE)
+        task = create_pretext("denoising")
+        sample = task(cifar_batch(8).to(DEVICE), torch.Generator(DEVICE).manual_seed(0))
+        grads = []
+        for mode in ("exact", "finite-difference"):
+            model.zero_grad(set_to_none=True)
+            restoration_loss(restore(model, task, sample, steps=2, grad_mode=mode), sample.target).backward()
+            named = [(n, p) for n, p in model.named_parameters() if n != "log_alpha"]
+            grads.append(torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).flatten() for _, p in named]))
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.cudnn.allow_tf32 = saved[1]
+    assert grads[0].norm() > 0
+    assert torch.nn.functional.cosine_similarity(*grads, dim=0) >= 0.99

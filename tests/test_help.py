@@ -34,7 +34,7 @@ def sections(text: str) -> dict[str, list[str]]:
         if re.fullmatch(r"[A-Z][^:]*:", line):
             heading = line[:-1]
             listed[heading] = []
-        elif heading and (match := re.match(r"  (-h, )?(--[a-z-]+)", line)):
+        elif heading and (match := re.match(r"  (-h, )?(--[a-z0-9-]+)", line)):
             listed[heading].append(match[2])
     return listed
 

@@ -51,7 +51,7 @@ from pretexts.engine.evaluation.pretrained import (
     timm_spec,
 )
 from pretexts.engine.training import distributed
-from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_note
+from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_note, use_cuda_arithmetic
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
@@ -111,6 +111,7 @@ class Finetuner:
         self.rank, self.world, self.device = distributed.setup(
             resolve_device(cfg.device), cfg.batch_size, cfg.accum_iter
         )
+        use_cuda_arithmetic(self.device, cfg.tf32, cfg.cudnn_benchmark)
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,

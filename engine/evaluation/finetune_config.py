@@ -32,11 +32,13 @@ from pretexts.engine.training.settings import (
     check_positions,
     check_ranges,
     clip_grad_setting,
+    cudnn_benchmark_setting,
     log_every_setting,
     max_images_setting,
     positions_setting,
     setting,
     skip_nonfinite_setting,
+    tf32_setting,
 )
 from pretexts.errors import ParameterError
 
@@ -143,6 +145,8 @@ class FinetuneConfig:
     clip_grad: float | None = clip_grad_setting()
     skip_nonfinite: bool = skip_nonfinite_setting()
     amp: str = amp_setting()
+    tf32: bool = tf32_setting()
+    cudnn_benchmark: bool = cudnn_benchmark_setting()
     seed: int = setting(
         0, "Seeds the data order, the augmentation and the head.", section="optimisation", range=SEED_RANGE
     )

@@ -1,9 +1,9 @@
 """What a run's numbers depend on besides its seed and settings: the arithmetic it ran on.
 
 A run repeats bit for bit, and a resumed run continues as if never stopped, only where these match. Elsewhere
-floating-point rounding differs in the last bit, and the energy method's training amplifies that: on vit_tiny a
-1e-7 difference in one step's loss grew to 1e-2 by step 30 (MAE's stayed at 1e-7). So results.json and every
-checkpoint record them, and a resume on other arithmetic says so."""
+floating-point rounding differs in the last bit, and the energy method's training amplifies that
+(docs/results/representation.md). So results.json and every checkpoint record them, and a resume on other
+arithmetic says so. On CUDA a run also chooses its arithmetic: TF32 and cuDNN's autotuning (`use_cuda_arithmetic`)."""
 
 import torch
 
@@ -19,7 +19,20 @@ def arithmetic(device: torch.device, processes: int) -> dict:
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
         info["cudnn"] = torch.backends.cudnn.version()
+        info["tf32"] = torch.get_float32_matmul_precision() != "highest" and torch.backends.cudnn.allow_tf32
+        info["cudnn_benchmark"] = torch.backends.cudnn.benchmark
     return info
+
+
+def use_cuda_arithmetic(device: torch.device, tf32: bool, cudnn_benchmark: bool) -> None:
+    """On CUDA, what timm's and MAE's training scripts set: float32 matmuls and convolutions in TF32 (Ampere and
+    later; float32's range, a 10-bit mantissa), and cuDNN's autotuning of each convolution for the run's fixed
+    shapes. Nothing on other devices."""
+    if device.type != "cuda":
+        return
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = cudnn_benchmark
 
 
 def resumed_arithmetic_note(saved: dict | None, now: dict, path) -> str | None:

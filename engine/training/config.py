@@ -29,9 +29,11 @@ from pretexts.engine.training.settings import (
     check_optimizer,
     check_ranges,
     clip_grad_setting,
+    cudnn_benchmark_setting,
     log_every_setting,
     setting,
     skip_nonfinite_setting,
+    tf32_setting,
 )
 from pretexts.errors import ParameterError, UnknownNameError
 from pretexts.registry import METHODS
@@ -155,6 +157,8 @@ class PretrainConfig:
         False, "Recompute activations in the backward (non-reentrant): less memory, more time.", section="speed"
     )
     channels_last: bool = setting(False, "NHWC memory format (convolutional backbones).", section="speed")
+    tf32: bool = tf32_setting()
+    cudnn_benchmark: bool = cudnn_benchmark_setting()
     clip_grad: float | None = clip_grad_setting()
     seed: int = setting(
         0, "Seeds the crops, the corruptions and the initialisation.", section="optimisation", range=SEED_RANGE

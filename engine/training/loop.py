@@ -27,7 +27,7 @@ from pretexts.engine.data.stream_inputs import training_stream
 from pretexts.engine.data.streams import ImageStream, is_stream
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
-from pretexts.engine.training.arithmetic import arithmetic
+from pretexts.engine.training.arithmetic import arithmetic, use_cuda_arithmetic
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
@@ -73,6 +73,7 @@ class Pretrainer(PretrainCheckpoints):
         self.rank, self.world, self.device = distributed.setup(
             resolve_device(cfg.device), cfg.batch_size, cfg.accum_iter
         )
+        use_cuda_arithmetic(self.device, cfg.tf32, cfg.cudnn_benchmark)
         self.out = Path(cfg.out)
         torch.manual_seed(cfg.seed)
         self.method = (method or METHODS.get(cfg.method))(

@@ -26,6 +26,8 @@ PRETRAIN_MAY_CHANGE = frozenset(
         "grad_checkpointing",
         "channels_last",
         "compile",
+        "tf32",
+        "cudnn_benchmark",
         "monitor_every",
         "monitor_images",
         "keep_best",
@@ -34,7 +36,8 @@ PRETRAIN_MAY_CHANGE = frozenset(
     }
 )
 FINETUNE_MAY_CHANGE = frozenset(
-    {"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter", "skip_nonfinite"}
+    {"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter", "skip_nonfinite", "tf32"}
+    | {"cudnn_benchmark"}
 )
 
 

@@ -103,6 +103,26 @@ def amp_setting(bf16: str = '"bf16"'):
     )
 
 
+def tf32_setting():
+    """`--tf32/--no-tf32`, shared by every training command."""
+    return setting(
+        True,
+        "On CUDA: float32 matmuls and convolutions in TF32 (Ampere and later), as timm's and MAE's scripts run; "
+        "--no-tf32: full float32. Recorded in results.json's arithmetic.",
+        section="speed",
+    )
+
+
+def cudnn_benchmark_setting():
+    """`--cudnn-benchmark/--no-cudnn-benchmark`, shared by every training command."""
+    return setting(
+        True,
+        "On CUDA: cuDNN times each convolution's kernels once and keeps the fastest for the run's fixed shapes; "
+        "--no-cudnn-benchmark: its default kernels.",
+        section="speed",
+    )
+
+
 def clip_grad_setting():
     """`--clip-grad`, shared by every training command (they share `OptimizerStep`)."""
     return setting(None, "Clip the gradient norm to this value.", section="optimisation", range=CLIP_GRAD_RANGE)

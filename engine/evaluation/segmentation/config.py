@@ -19,9 +19,11 @@ from pretexts.engine.training.settings import (
     check_optimizer,
     check_ranges,
     clip_grad_setting,
+    cudnn_benchmark_setting,
     log_every_setting,
     setting,
     skip_nonfinite_setting,
+    tf32_setting,
 )
 
 
@@ -66,6 +68,8 @@ class SegmentConfig:
         "whole", "Evaluate on whole images or by sliding window.", choices=("whole", "slide"), section="output"
     )
     amp: str = amp_setting()
+    tf32: bool = tf32_setting()
+    cudnn_benchmark: bool = cudnn_benchmark_setting()
     device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
     seed: int = setting(0, "Seeds the crops, the order and the head.", section="optimisation", range=SEED_RANGE)
     workers: int = setting(0, "Data loader worker processes.", section="speed", range=WORKERS_RANGE)

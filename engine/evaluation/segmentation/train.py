@@ -16,6 +16,7 @@ from timm.scheduler import PolyLRScheduler
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.engine.training import distributed
+from pretexts.engine.training.arithmetic import use_cuda_arithmetic
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
 from pretexts.engine.training.optimizer_step import OptimizerStep
@@ -75,6 +76,7 @@ def run(cfg: SegmentConfig, log=stderr_line) -> dict:
     Under torchrun rank 0 alone claims and writes; the others wait for it before reading the data."""
     refuse_shards(cfg.data)  # before OUT is claimed: a refused run leaves nothing behind
     rank, world, device = distributed.setup(resolve_device(cfg.device), cfg.batch_size)
+    use_cuda_arithmetic(device, cfg.tf32, cfg.cudnn_benchmark)
     with RunLock(cfg.out, "segment") if rank == 0 else nullcontext():
         if rank == 0:
             claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data], resumable=False)
