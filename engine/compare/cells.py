@@ -4,6 +4,7 @@ cached as `cell.json` in its folder: a finished one is never run again, a new bu
 (snapshots are not kept) but probes only what is missing, and a cell being run holds a `claim` file, so several
 processes can share one cache (`pretexts compare`, and the studies that use its cells)."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -75,10 +76,20 @@ def clock(kind: str) -> float:
     return time.process_time() if kind == "process" else time.time()
 
 
+class Interrupted(Exception):
+    """SIGTERM or Ctrl-C stopped a cell in `phase` (pretraining, scoring or fine-tuning) after saving what the phase
+    had; the same command continues it. `exit_code` is the shell's for the signal (130, 143)."""
+
+    def __init__(self, signal_name: str, exit_code: int, phase: str):
+        super().__init__(f"stopped by {signal_name} while {phase}")
+        self.signal_name, self.exit_code, self.phase = signal_name, exit_code, phase
+
+
 class BudgetedPretrainer(Pretrainer):
     """A pretraining run that writes a snapshot checkpoint at each budget (minutes of training steps, or a count of
     them) and ends at the last. Only the steps are timed: the end-of-epoch figures are skipped, checkpoint writes
-    not counted."""
+    not counted. Each epoch's checkpoint carries the budget's state beside it (budget.json), so a stopped run
+    resumes with its clock and the snapshots it took."""
 
     def start_clock(self, budgets: list, folder: Path, kind: str, unit: str) -> None:
         self.marks, self.folder, self.kind, self.spent, self.snapshots = sorted(budgets), folder, kind, 0.0, {}
@@ -107,10 +118,22 @@ class BudgetedPretrainer(Pretrainer):
     def end_of_epoch_outputs(self) -> None:
         pass
 
-    def save(self, path: Path | None = None) -> Path | None:
-        """Only the snapshots: the run's own checkpoint.pt would be the last snapshot again, and a cell is never
-        resumed part-way (it is run again)."""
-        return None if path is None else super().save(path)
+    def save(self, path: Path | None = None) -> Path:
+        """A snapshot at `path`; else the run's checkpoint, its budget's state written first (a kill between the two
+        leaves a state a step ahead, whose snapshots are on disk already)."""
+        if path is None:
+            snapshots = {budget_name(m): s for m, s in self.snapshots.items()}
+            write_json(self.out / "budget.json", {"spent": self.spent, "snapshots": snapshots})
+        return super().save(path)
+
+    def load(self, path: Path) -> None:
+        super().load(path)
+        state = json.loads((self.out / "budget.json").read_text())
+        self.spent = state["spent"]
+        self.snapshots = {
+            m: state["snapshots"][budget_name(m)] for m in self.marks if budget_name(m) in state["snapshots"]
+        }
+        self.marks = [m for m in self.marks if m not in self.snapshots]
 
     def write_results(self, results: dict) -> None:
         """results.json without the loss-curve figure (the cell's folder is removed once it is scored)."""
@@ -147,10 +170,16 @@ def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
 
 def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
     """Pretrain to the largest of `budgets` (the study's unit), leaving a snapshot at each; their steps and
-    seconds, the held-out restored / baseline ratio where the run ended, and the monitor's history."""
-    trainer = BudgetedPretrainer(pretrain_config(study, arm, seed, folder / "run"))
+    seconds, the held-out restored / baseline ratio where the run ended, and the monitor's history. A run stopped
+    before continues from its checkpoint; one stopped now raises `Interrupted`."""
+    cfg = pretrain_config(study, arm, seed, folder / "run")
+    if (folder / "run" / "checkpoint.pt").is_file() and (folder / "run" / "budget.json").is_file():
+        cfg = dataclasses.replace(cfg, resume="auto")
+    trainer = BudgetedPretrainer(cfg)
     trainer.start_clock(budgets, folder, clock_kind(study), study.unit)
     results = trainer.run()
+    if "interrupted" in results:
+        raise Interrupted(results["interrupted"], results["exit_code"], "pretraining")
     held = results.get("held_out") or {}
     ratio = (
         held["restored_mse"][-1] / held["corrupted_mse"]
@@ -213,7 +242,10 @@ def probe(study, checkpoint: Path, seed: int) -> dict:
 def finetune(study, checkpoint: Path, seed: int, out: Path | None = None, **changes) -> dict:
     """The small-data fine-tuning recipe (engine/evaluation/finetune_recipes.py) for the study's epochs; top-1 per
     epoch shows whether it has settled. `changes`: FinetuneConfig fields over it; `out`: the run's folder, beside
-    the checkpoint unless given."""
+    the checkpoint unless given. A fine-tune stopped before (a checkpoint, no results.json) continues; one stopped
+    now raises `Interrupted`."""
+    out = Path(out or checkpoint.parent / "finetune")
+    stopped = (out / "checkpoint.pt").is_file() and not (out / "results.json").is_file()
     cfg = FinetuneConfig(
         **{
             "checkpoint": str(checkpoint),
@@ -228,12 +260,15 @@ def finetune(study, checkpoint: Path, seed: int, out: Path | None = None, **chan
             "amp": study.finetune_amp,
             "quiet": True,
             "force": True,
-            "out": str(out or checkpoint.parent / "finetune"),
+            "out": str(out),
+            "resume": "auto" if stopped else None,
             **changes,
         }
     )
     tuner = Finetuner(cfg, echo=lambda line: None)
     results = tuner.run()
+    if "interrupted" in results:
+        raise Interrupted(results["interrupted"], results["exit_code"], "fine-tuning")
     return {
         "final": results["final_top1"],
         "best": results["best_top1"],
@@ -290,15 +325,16 @@ def claim(folder: Path) -> bool:
         return True
 
 
-def run_cell(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool = False) -> dict | None:
+def run_cell(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool = False, stop=None) -> dict | None:
     """The cell's record (pretraining points, probes, fine-tunes), read from `folder` where done before; None when
-    another process is running it."""
+    another process is running it. A cell stopped by a signal raises `Interrupted` and keeps what it had on disk:
+    the same call continues it."""
     if study.threads:
         torch.set_num_threads(study.threads)
     if not claim(folder):
         return None
     try:
-        return cell_results(study, arm, seed, folder, keep_checkpoints)
+        return cell_results(study, arm, seed, folder, keep_checkpoints, stop)
     finally:
         (folder / "claim").unlink(missing_ok=True)
 
@@ -319,7 +355,9 @@ def load_cell(path: Path, expected: dict | None = None) -> dict:
     return cell
 
 
-def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool) -> dict:
+def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool, stop=None) -> dict:
+    """Pretrain (or continue a stopped pretraining), score each budget's snapshot and fine-tune the last, writing
+    cell.json after each phase; `stop` (a `StopSignals`) raises `Interrupted` between points when it was asked."""
     done_file = folder / "cell.json"
     wanted = settings(study, arm)
     cell = load_cell(done_file, wanted) if done_file.is_file() else {"points": {}, "finetunes": {}}
@@ -327,19 +365,19 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
     marks = [0.0] if arm.method is None else sorted(study.budgets)
     budgets = {budget_name(m): m for m in marks}  # a point's name in cell.json: its minutes (or steps)
     top = budget_name(marks[-1])
-    last = folder / f"m{top}" / "checkpoint.pt"
+    snapshot = {key: folder / f"m{key}" / "checkpoint.pt" for key in budgets}
     tune = study.finetune_epochs and not tuned_as_asked(cell["finetunes"].get(top, {}), study)
     missing = [key for key in budgets if "knn_std" not in cell["points"].get(key, {})]
-    start_steps = None  # of the checkpoint a fine-tune starts from
-    if missing or (tune and not last.is_file()):
+    # a point pretrained before a stop has its steps in cell.json and its snapshot on disk: it is only scored now
+    unsnapped = [key for key in missing if not ("steps" in cell["points"].get(key, {}) and snapshot[key].is_file())]
+    if unsnapped or (tune and not snapshot[top].is_file()):
         pre = (
             untrained(study, arm, seed, folder)
             if arm.method is None
-            else pretrain(study, arm, seed, folder, sorted({*(budgets[k] for k in missing), marks[-1]}))
+            else pretrain(study, arm, seed, folder, sorted({*(budgets[k] for k in unsnapped), marks[-1]}))
         )
-        start_steps = pre["snapshots"][top]["steps"]
         for key in missing:
-            cell["points"][key] = {**pre["snapshots"][key], **probe(study, folder / f"m{key}" / "checkpoint.pt", seed)}
+            cell["points"][key] = dict(pre["snapshots"][key])
         cell["points"] = dict(sorted(cell["points"].items(), key=lambda kv: float(kv[0])))
         if top in missing:  # the held-out ratio and the monitor belong beside the points of the run that made them
             if pre["held_out_ratio"] is not None:  # measured where the run ended
@@ -348,12 +386,16 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
                 cell["monitor"] = pre["monitor"]
             if pre.get("arithmetic"):  # the energy's cells repeat only on the same (engine/training/arithmetic.py)
                 cell["arithmetic"] = pre["arithmetic"]
-        done_file.write_text(json.dumps(cell, indent=2))
-    if tune:  # from this run's checkpoint, a kept one, or (not kept) a second run at the same budget
-        if start_steps is None:  # a checkpoint left on disk (kept, or by a run killed while fine-tuning)
-            start_steps = load_checkpoint(last, kinds=("pretrain",))["global_step"]
-        cell["finetunes"][top] = {**finetune(study, last, seed), "start_steps": start_steps}
-        done_file.write_text(json.dumps(cell, indent=2))
+        write_json(done_file, cell)
+    for key in missing:
+        cell["points"][key].update(probe(study, snapshot[key], seed))
+        write_json(done_file, cell)
+        if stop is not None and stop.requested:
+            raise Interrupted(stop.signal.name, stop.exit_code, "scoring")
+    if tune:  # from this run's snapshot, a kept one, or (not kept) a second run at the same budget
+        start_steps = load_checkpoint(snapshot[top], kinds=("pretrain",))["global_step"]
+        cell["finetunes"][top] = {**finetune(study, snapshot[top], seed), "start_steps": start_steps}
+        write_json(done_file, cell)
     if not keep_checkpoints:  # the record is cell.json; the rest is tens of MB a cell
         for path in [*folder.glob("m*"), folder / "run"]:
             shutil.rmtree(path, ignore_errors=True)

@@ -15,7 +15,7 @@ import torch
 
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
-from pretexts.engine.compare.cells import arms_for, clock_kind, run_cell, tuned_as_asked
+from pretexts.engine.compare.cells import Interrupted, arms_for, clock_kind, run_cell, tuned_as_asked
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.inputs import forget, probe_inputs
 from pretexts.engine.compare.plan import Pace, clock_time, fixed_seconds, measure_costs
@@ -25,6 +25,7 @@ from pretexts.engine.data.labelled_data import describe_sizes, split_sizes
 from pretexts.engine.data.streams import is_stream, stream_shards
 from pretexts.engine.evaluation.pretrained import GIVEN, downstream_splits
 from pretexts.engine.evaluation.probe_config import ProbeConfig
+from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.progress import duration
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
@@ -142,6 +143,34 @@ def probe_sizes(cfg: CompareConfig) -> dict:
     return {**{split: min(count, cfg.max_images) for split, count in of.items()}, "of": of}
 
 
+def run_cells(cfg: CompareConfig, todo: list, cached: set, pace: Pace, stop, say: Callable[[str], None]) -> dict:
+    """Every cell in turn (cached ones read back), with a line and an ETA after each. SIGTERM or Ctrl-C (`stop`)
+    ends the comparison at the next point where what the cell has is saved (engine/compare/cells.Interrupted)."""
+    cells = {}
+    for i, (arm, seed) in enumerate(todo, 1):
+        start = time.time()
+        cell = run_cell(cfg, arm, seed, cell_folder(cfg, arm, seed), stop=stop)
+        if cell is None:
+            say(f"[{i}/{len(todo)}] {arm.name}, seed {seed}: another process is running it; skipped")
+            continue
+        cells[(arm.name, seed)] = cell
+        top = cell["points"][max(cell["points"], key=float)]
+        line = f"[{i}/{len(todo)}] {arm.name}, seed {seed}: kNN {top['knn']:.2f}, linear {top['linear']:.2f}"
+        if (arm.name, seed) in cached:
+            line += " (cached)"
+        else:
+            pace.done("pretrained" if arm.method else "random", time.time() - start)
+            eta = pace.eta()
+            line += f"; {duration(time.time() - start)}" + (
+                f"; ETA {duration(eta)} ({clock_time(eta)})" if eta > 0 else ""
+            )
+        for part in wrapped(line):
+            say(part)
+        if stop.requested:
+            raise Interrupted(stop.signal.name, stop.exit_code, "between cells")
+    return cells
+
+
 def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
     """The plan and its estimate, every cell of the comparison (cached ones read back) with an ETA, then the ranked
     table (the terminal's within 100 columns; compare.md and compare.csv with every column), the plot and
@@ -157,26 +186,8 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
         say = (lambda line: None) if cfg.quiet else echo
         pace = plan(cfg, todo, cached, arms, say)
         estimate = pace.total()
-        cells = {}
-        for i, (arm, seed) in enumerate(todo, 1):
-            start = time.time()
-            cell = run_cell(cfg, arm, seed, cell_folder(cfg, arm, seed))
-            if cell is None:
-                say(f"[{i}/{len(todo)}] {arm.name}, seed {seed}: another process is running it; skipped")
-                continue
-            cells[(arm.name, seed)] = cell
-            top = cell["points"][max(cell["points"], key=float)]
-            line = f"[{i}/{len(todo)}] {arm.name}, seed {seed}: kNN {top['knn']:.2f}, linear {top['linear']:.2f}"
-            if (arm.name, seed) in cached:
-                line += " (cached)"
-            else:
-                pace.done("pretrained" if arm.method else "random", time.time() - start)
-                eta = pace.eta()
-                line += f"; {duration(time.time() - start)}" + (
-                    f"; ETA {duration(eta)} ({clock_time(eta)})" if eta > 0 else ""
-                )
-            for part in wrapped(line):
-                say(part)
+        with StopSignals() as stop:
+            cells = run_cells(cfg, todo, cached, pace, stop, say)
         val_images = val_count(cfg, cells)
         images = probe_sizes(cfg) if is_stream(cfg.data) else None  # a folder's splits are read whole
         rows = summarise(cells, cfg.budgets, cfg.finetune_epochs, cfg.unit)

@@ -2,6 +2,8 @@
 pretrained for the same budget, scored by kNN, the linear probe and (if asked) fine-tuning, beside random init;
 one ranked table (mean +- std over seeds, ties marked) and one plot, after a plan and an estimate of the time."""
 
+import sys
+
 import click
 
 from . import main
@@ -41,8 +43,16 @@ def compare_command(config, sets, **options) -> None:
     Prints the plan and an estimate of the total time first, an ETA after each cell, and a table within 100
     columns; writes OUT/compare.md and OUT/compare.csv (every column), OUT/compare.png, OUT/compare.json and a
     cached cell per pair and seed (a rerun resumes)."""
+    from pretexts.engine.compare.cells import Interrupted
     from pretexts.engine.compare.config import CompareConfig
     from pretexts.engine.compare.run import compare
 
     cfg = build_config(CompareConfig, options, config, sets)
-    compare(cfg, echo=click.echo)
+    try:
+        compare(cfg, echo=click.echo)
+    except Interrupted as stopped:
+        click.echo(
+            f"{stopped}; saved what the cell had in {cfg.out}/cells/. Run the same command again to continue.",
+            err=True,
+        )
+        sys.exit(stopped.exit_code)
