@@ -28,6 +28,9 @@ def test_pretraining_with_accumulation_equals_the_larger_batch(tmp_path):
         workers=0,
         warmup_epochs=0.0,
         lr=1e-3,
+        monitor_every=0,
+        eval_images=16,
+        figure_images=2,
     )
     whole = Pretrainer(PretrainConfig(**common, out=str(tmp_path / "whole")))
     whole.run()

@@ -116,6 +116,7 @@ def rank_process(parent: int, rank: int) -> int | None:
     return None
 
 
+@pytest.mark.slow
 def test_case_08_a_lost_rank_is_one_line_on_the_survivor_naming_it_and_the_resume_command(tmp_path):
     out, logs = tmp_path / "run", tmp_path / "logs"
     settings = RUN[1:] + ["--data", "sample", "--epochs", "100000", "--figure-every", "0", "--quiet", "--out", out]

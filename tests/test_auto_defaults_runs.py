@@ -4,6 +4,7 @@ those defaults) resumes with them from the command line."""
 
 import json
 
+import pytest
 import torch
 from click.testing import CliRunner
 from test_resume import assert_resume_is_exact, config
@@ -16,6 +17,7 @@ RUN = ["train", "--backbone", "vit_tiny", "--img-size", "32", "--batch-size", "1
 RUN += ["--workers", "0", "--eval-images", "16", "--figure-images", "2"]
 
 
+@pytest.mark.slow
 def test_a_vit_run_records_the_resolved_defaults_and_resumes_exactly(tmp_path):
     assert_resume_is_exact(lambda name, **extra: config(tmp_path / name, 2, "vit_tiny", img_size=32, **extra))
     for run in ("straight", "split"):
@@ -25,6 +27,7 @@ def test_a_vit_run_records_the_resolved_defaults_and_resumes_exactly(tmp_path):
         torch.testing.assert_close(positions[0, 1:], sincos_pos_embed((8, 8), 192))  # frozen for two epochs
 
 
+@pytest.mark.slow
 def test_a_vit_run_that_trained_with_mse_resumes_with_mse(tmp_path):
     out = tmp_path / "run"
     first = CliRunner().invoke(main, [*RUN, "--out", str(out), "--epochs", "1", "--method-arg", "loss=mse"])

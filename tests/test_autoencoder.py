@@ -62,6 +62,7 @@ def test_reconstruction_loss_falls_on_a_fixed_batch(tmp_path, real_images):
     assert losses[-1] < 0.5 * losses[0], losses
 
 
+@pytest.mark.slow
 def test_cnn_decoder_reads_the_stages_and_beats_its_input_after_a_short_overfit(real_images):
     """At 32 px a ConvNeXt's last map is 1 x 1; the pyramid decoder's reconstruction must still beat the
     grayscale input it was given (a decoder of the last map alone stayed 3-5x worse)."""

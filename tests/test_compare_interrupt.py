@@ -80,6 +80,7 @@ def stopped_once(args: list[str], phase: str, sig: signal.Signals, ready) -> Non
     assert "Traceback" not in err, err
 
 
+@pytest.mark.slow
 def test_a_stopped_cell_says_how_to_continue_and_the_reruns_equal_an_uninterrupted_one(tmp_path, data):
     """SIGTERM part-way through the pretraining (after its first epoch's checkpoint: 4 steps of 32 images), then
     Ctrl-C after the first of 6 fine-tuning epochs; each rerun continues where the last stopped."""

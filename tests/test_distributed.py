@@ -60,6 +60,7 @@ def one_process(out, epochs: int, **extra) -> None:
     Pretrainer(PretrainConfig(**SETTINGS, epochs=epochs, out=str(out), **extra)).run()
 
 
+@pytest.mark.slow
 def test_two_ranks_equal_one_process_through_both_grad_modes_and_a_resume(tmp_path):
     # epoch 1 in finite-difference mode, then a resumed epoch 2 in the exact mode (double backward): the gradient
     # mode is one of the settings a resumed run may change
@@ -137,6 +138,7 @@ def both(command: str, tmp_path, *options: str) -> list[dict]:
     return [json.loads((tmp_path / name / "results.json").read_text()) for name in ("ddp", "single")]
 
 
+@pytest.mark.slow
 def test_finetune_on_two_ranks_takes_one_process_steps(tmp_path):
     # RandAugment and the crops are seeded per image, so they stay on; mixup/cutmix mix within a rank's share and
     # drop-path draws per rank, so they are off
@@ -171,6 +173,7 @@ def test_finetune_on_two_ranks_takes_one_process_steps(tmp_path):
     assert [row["loss"] for row in logs[0]] == pytest.approx([row["loss"] for row in logs[1]], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_probe_on_two_ranks_gathers_every_feature(tmp_path):
     ddp, single = both(
         "probe",
@@ -190,6 +193,7 @@ def test_probe_on_two_ranks_gathers_every_feature(tmp_path):
     assert ddp["linear"]["top1"] == pytest.approx(single["linear"]["top1"], abs=1e-9)
 
 
+@pytest.mark.slow
 def test_segment_on_two_ranks_scores_every_validation_image_once(tmp_path):
     # PyTorch's SyncBatchNorm runs on GPUs only, and the heads hold BatchNorm: on gloo each rank normalises over its
     # own 4 crops, so the weights are not one process's; what must be exact is the data and the scoring

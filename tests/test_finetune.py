@@ -39,6 +39,7 @@ SMALL_DATA = dict(
 )
 
 
+@pytest.mark.slow
 def test_finetuning_a_tiny_backbone_on_the_real_sample_beats_chance(tmp_path):
     cfg = FinetuneConfig(from_scratch=True, backbone="convnext_atto", epochs=4, seed=0, out=str(tmp_path), **SMALL_DATA)
     results = Finetuner(cfg, echo=lambda line: None).run()

@@ -17,7 +17,8 @@ from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.errors import ParameterError
 
-TINY = ["--backbone", "vit_tiny", "--batch-size", "4", "--workers", "0", "--epochs", "1"]
+TINY = ["--backbone", "vit_tiny", "--batch-size", "4", "--workers", "0", "--epochs", "1", "--monitor-every", "0"]
+TINY += ["--eval-images", "4", "--figure-images", "2"]
 
 
 def vit_run(tmp_path, pool: str | None) -> Pretrainer:

@@ -1,5 +1,6 @@
 """The method learns: on real images, colorization steps lower the loss and restore colour."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -8,6 +9,7 @@ from pretexts.engine import restoration_loss, restore
 from pretexts.engine.methods.energy.model import create_energy_model
 
 
+@pytest.mark.slow
 def test_colorization_steps_lower_the_loss_and_restore_colour(real_images):
     torch.manual_seed(0)
     model = create_energy_model("convnext_atto", img_size=32)
@@ -30,6 +32,7 @@ def test_colorization_steps_lower_the_loss_and_restore_colour(real_images):
     assert F.mse_loss(restored, sample.target) < 0.9 * corrupted_error
 
 
+@pytest.mark.slow
 def test_the_default_recipe_and_task_beat_the_corrupted_input_on_held_out_images(tmp_path):
     """The README's first command (recipe "fast", random-mask, convnext_atto), shortened to 80 steps of batch 32:
     restored beats corrupted on held-out real images, and alpha has grown past 0.5 (measured: beats from step

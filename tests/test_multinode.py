@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 
+import pytest
 import torch
 from test_distributed import assert_trained_alike
 
@@ -88,6 +89,7 @@ def sigterm_after_two_steps(agents, out) -> list[tuple[int, str, str]]:
     return finished
 
 
+@pytest.mark.slow
 def test_two_agents_stopped_by_sigterm_hold_one_process_weights(tmp_path):
     out = tmp_path / "nodes"
     agents = sigterm_after_two_steps(start_two_agents(out), out)

@@ -49,6 +49,7 @@ def test_the_patch_is_the_vits_else_8_pixels_and_the_loss_reaches_the_backbone(b
     assert first.grad is not None and first.grad.abs().sum() > 0
 
 
+@pytest.mark.slow
 def test_the_loss_falls_on_real_images(real_images):
     torch.manual_seed(0)
     method = energy_method("convnext_atto")

@@ -22,7 +22,7 @@ from pretexts.engine.training.loop import Pretrainer
 # (stride, padding, dilation, groups, in, out, kernel, size): depthwise 7x7 (ConvNeXt), a strided 3x3 whose input
 # size needs output_padding, grouped and dilated, a 1x1, a stem-like 4x4 stride 4, asymmetric stride and padding
 SHAPES = [
-    ((1, 1), (3, 3), (1, 1), 8, 8, 8, 7, 9),
+    ((1, 1), (3, 3), (1, 1), 8, 8, 8, 7, 7),  # ConvNeXt's depthwise 7x7
     ((2, 2), (1, 1), (1, 1), 1, 4, 6, 3, 9),
     ((2, 2), (2, 2), (2, 2), 2, 4, 6, 3, 10),
     ((1, 1), (0, 0), (1, 1), 1, 3, 5, 1, 6),

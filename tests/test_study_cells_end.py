@@ -47,6 +47,7 @@ def wait_for(condition, seconds: float) -> bool:
     return condition()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_killed_study_ends_its_running_cells(tmp_path):
     script, pid_file = tmp_path / "study.py", tmp_path / "cell.pid"
