@@ -4,9 +4,9 @@ convnext_atto, scored as `pretexts compare` scores a cell (kNN, linear probe, th
     python studies/length/length.py --backbones vit_tiny --arms paper fast-cosine --steps 567 --seeds 0
 
 Each arm is one change from the default (`fast` recipe: base lr 1e-3, constant after one warm-up epoch, alpha's
-lr x400). An arm whose lr schedule ends where the run is planned to end (cosine) is pretrained once per budget,
-planned to that budget; an arm with a constant lr is pretrained once to its largest budget with a snapshot at
-each. Budgets are whole epochs (63 steps at batch 64 on the 4,068 training images), so a planned end is exact.
+lr x400). Every arm is pretrained once per budget, so each budget is fine-tuned; an arm whose lr schedule ends
+where the run is planned to end (cosine) is planned to that budget. Budgets are whole epochs (63 steps at batch 64
+on the 4,068 training images), so a planned end is exact.
 Every energy arm names its loss and positions (what auto resolves to today), so a cached cell reads back
 without help from the package. Cells are cached in studies/length/cells/ (committed).
 """
@@ -42,12 +42,9 @@ def cells(args) -> list:
     runs = []
     for backbone in args.backbones:
         for name in args.arms:
-            planned = ARMS[name][1]
-            groups = [(b,) for b in args.steps] if planned else [tuple(args.steps)]
             for seed in args.seeds:
-                for budgets in groups:
-                    folder = f"{name}-e{budgets[0] // STEPS_PER_EPOCH}" if planned else name
-                    runs.append((backbone, name, seed, budgets, folder))
+                for budget in args.steps:
+                    runs.append((backbone, name, seed, (budget,), f"{name}-{budget}"))
     return runs
 
 
