@@ -96,7 +96,7 @@ def test_recipe_errors_are_one_line():
 
 
 def test_compare_fine_tunes_with_the_small_recipe(tmp_path, monkeypatch):
-    from pretexts.engine.compare import cells
+    from pretexts.engine.compare import scoring
 
     built = []
 
@@ -108,11 +108,11 @@ def test_compare_fine_tunes_with_the_small_recipe(tmp_path, monkeypatch):
         def run(self):
             return {"final_top1": 1.0, "best_top1": 1.0, "top1": [1.0]}
 
-    monkeypatch.setattr(cells, "Finetuner", Recorded)
+    monkeypatch.setattr(scoring, "Finetuner", Recorded)
     study = SimpleNamespace(
         data="sample", finetune_epochs=15, batch_size=64, device="cpu", finetune_amp="off", max_images=10_000, workers=0
     )
-    cells.finetune(study, tmp_path / "checkpoint.pt", seed=0)
+    scoring.finetune(study, tmp_path / "checkpoint.pt", seed=0)
     assert built[0].recipe == "small" and recipe_values(built[0]) == FINETUNE_RECIPES["small"]
 
 

@@ -15,11 +15,12 @@ import torch
 
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
-from pretexts.engine.compare.cells import Interrupted, arms_for, clock_kind, run_cell, tuned_as_asked
+from pretexts.engine.compare.cells import arms_for, clock_kind, run_cell
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.inputs import forget, probe_inputs
 from pretexts.engine.compare.plan import Pace, clock_time, fixed_seconds, measure_costs
 from pretexts.engine.compare.report import UNIT_WORDS, budget_name, plot, summarise, table, write_csv
+from pretexts.engine.compare.scoring import Interrupted, tuned_as_asked
 from pretexts.engine.compare.terminal import WIDTH, terminal_table
 from pretexts.engine.data.labelled_data import describe_sizes, split_sizes
 from pretexts.engine.data.streams import is_stream, stream_shards

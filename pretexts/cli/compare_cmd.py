@@ -43,9 +43,9 @@ def compare_command(config, sets, **options) -> None:
     Prints the plan and an estimate of the total time first, an ETA after each cell, and a table within 100
     columns; writes OUT/compare.md and OUT/compare.csv (every column), OUT/compare.png, OUT/compare.json and a
     cached cell per pair and seed (a rerun resumes)."""
-    from pretexts.engine.compare.cells import Interrupted
     from pretexts.engine.compare.config import CompareConfig
     from pretexts.engine.compare.run import compare
+    from pretexts.engine.compare.scoring import Interrupted
 
     cfg = build_config(CompareConfig, options, config, sets)
     try:

@@ -1,6 +1,6 @@
 """How much of a checkpoint's fine-tuned score is the recipe? Fine-tune checkpoints under variants of a recipe.
 
-Each --model is fine-tuned as the representation study's cells are (`engine/compare/cells.finetune`: the small
+Each --model is fine-tuned as the representation study's cells are (`engine/compare/scoring.finetune`: the small
 recipe, 15 epochs, batch 64, no loader workers, fp32, one torch thread, the cell's seed), changed by each --variant's
 NAME=FIELD=VALUE[,FIELD=VALUE] (FinetuneConfig fields: base_lr, layer_decay, epochs, drop_path, ...; `small` alone is
 the recipe unchanged).
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from pretexts.engine.compare import cells
+from pretexts.engine.compare import scoring
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 
@@ -52,10 +52,10 @@ def variant(text: str) -> tuple[str, dict]:
 
 
 def finetune(checkpoint: str, changes: dict, args) -> dict:
-    """The study's fine-tune (engine/compare/cells.finetune) of `checkpoint` with `changes`, in a folder thrown away."""
+    """The study's fine-tune (engine/compare/scoring.finetune) of `checkpoint` with `changes`, in a throwaway folder."""
     study = CompareConfig(data=args.data, finetune_epochs=15, finetune_amp="off", workers=0, device=args.device)
     with tempfile.TemporaryDirectory() as out:
-        tuned = cells.finetune(study, Path(checkpoint), args.seed, Path(out), **changes)
+        tuned = scoring.finetune(study, Path(checkpoint), args.seed, Path(out), **changes)
     return {key: tuned[key] for key in ("final", "best", "top1")}
 
 
