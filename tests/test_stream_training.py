@@ -30,13 +30,13 @@ def shards(kind: str, folder):
 
 
 def config(data, out, **kw) -> PretrainConfig:
+    kw.setdefault("workers", 2)
     return PretrainConfig(
         backbone="test_convnext",
         data=str(data),
         epochs=2,
         batch_size=8,
         max_steps_per_epoch=3,
-        workers=2,
         out=str(out),
         eval_images=8,
         figure_images=2,
@@ -124,3 +124,19 @@ def test_finetune_streams_the_training_shards_and_scores_every_val_image(tmp_pat
     cfg = FinetuneConfig(from_scratch=True, backbone="resnet18", data=str(packed), label_fraction=0.1)
     with pytest.raises(DataError, match="--label-fraction draws a class-balanced subset"):
         Finetuner(cfg, echo=lambda line: None)
+
+
+def test_a_streamed_run_resumed_with_other_workers_is_refused_and_with_its_own_repeats(tmp_path):
+    """Shards are dealt to ranks x workers readers: with other workers the resumed epoch would read its samples in
+    another order, so that resume is refused in one line naming the setting; the recorded value resumes exactly."""
+    from pretexts.errors import CheckpointError
+
+    data = shards("wds", tmp_path / "shards")
+    stopped = TermAtStep4(config(data, tmp_path / "stopped")).run()
+    assert stopped["interrupted"] == "SIGTERM"
+    with pytest.raises(CheckpointError, match=r"trained with workers=2, this run asks for 1.*--workers"):
+        Pretrainer(config(data, tmp_path / "stopped", resume="auto", workers=1)).run()
+    Pretrainer(config(data, tmp_path / "stopped", resume="auto")).run()
+    Pretrainer(config(data, tmp_path / "straight")).run()
+    a, b = (load_checkpoint(tmp_path / run / "checkpoint.pt")["model"] for run in ("straight", "stopped"))
+    assert all(torch.equal(a[key], b[key]) for key in a)

@@ -4,6 +4,7 @@ may change only what does not change the run (epochs, logging, figures, speed), 
 import dataclasses
 from pathlib import Path
 
+from pretexts.engine.data.shard_sets import is_stream
 from pretexts.errors import CheckpointError
 
 # what a resumed run may change; everything else must equal the checkpoint's (a method's own arguments that
@@ -75,6 +76,9 @@ def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) ->
     `same(name, saved_value, value)` compares fields that need more than == (task arguments as the task reads
     them)."""
     saved_cfg = type(cfg).from_dict(saved) if hasattr(type(cfg), "from_dict") else type(cfg)(**saved)
+    if is_stream(getattr(cfg, "data", None) or ""):
+        # shards are dealt to ranks x workers readers: other workers read the samples in another order
+        may_change = may_change - {"workers"}
     # the arguments last: what a method resolves (loss=auto) follows from the backbone and task, which say why
     for f in sorted(dataclasses.fields(cfg), key=lambda f: f.name in OPTION_NAMES):
         if f.name in may_change:
