@@ -233,3 +233,26 @@ def test_an_unreadable_image_is_replaced_by_the_next(tmp_path, capsys):
     assert capsys.readouterr().err.count("image 00000002 of shard 'train-000000.tar' cannot be read") == 1
     stream = ImageStream(shards, LabelItem(), workers=0, batch_size=2, shuffle=False)
     assert epoch_labels(stream, 0, 0) == [0, 1, 3, 3, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (lambda m: m["splits"]["train"]["counts"].__setitem__(0, "many"), "has a count 'many'"),
+        (lambda m: m["splits"].__setitem__("train", [["a.tar"], [4]]), "must be a mapping with 'shards' and 'counts'"),
+        (lambda m: m["splits"]["train"]["counts"].__setitem__(0, -3), "has a count -3"),
+        (lambda m: m["splits"]["train"].__setitem__("shards", "train-0.tar"), "must list its shards as file names"),
+        (lambda m: m.__setitem__("classes", "airplane"), "classes must be a list of names"),
+    ],
+)
+def test_a_malformed_manifest_is_one_error_line_naming_the_field(tmp_path, change, expected):
+    """Each manifest field is checked where it is read: one `Error:` line, exit 2, never a traceback."""
+    from cli_runs import fails_cleanly
+
+    folder = write_shard_set(tmp_path / "shards", [4, 4], [2])
+    manifest = json.loads((folder / "manifest.json").read_text())
+    change(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    args = ["train", "--data", str(folder), "--backbone", "test_convnext", "--epochs", "1", "--batch-size", "4"]
+    args += ["--max-steps-per-epoch", "1", "--workers", "0", "--eval-images", "2", "--monitor-every", "0"]
+    fails_cleanly([*args, "--out", str(tmp_path / "run")], "manifest.json", expected, "pretexts shard")

@@ -127,7 +127,29 @@ def read_manifest(root: Path) -> dict:
         raise DataError(f"'{path}' is not a {MANIFEST_FORMAT} manifest; rewrite it with `pretexts shard`.")
     if not isinstance(manifest.get("splits"), dict):
         raise DataError(f"'{path}' has no splits; rewrite it with `pretexts shard`.")
+    for split, entry in manifest["splits"].items():
+        problem = split_problem(entry)
+        if problem:
+            raise DataError(f"'{path}': split '{split}' {problem}; rewrite it with `pretexts shard`.")
+    classes = manifest.get("classes")
+    if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+        raise DataError(f"'{path}': classes must be a list of names, got {classes!r}; rewrite it with pretexts shard.")
     return manifest
+
+
+def split_problem(entry) -> str | None:
+    """What is wrong with one split of a manifest ({"shards": [names], "counts": [whole numbers >= 0]}), or None."""
+    if not isinstance(entry, dict):
+        return f"must be a mapping with 'shards' and 'counts', got {type(entry).__name__}"
+    shards, counts = entry.get("shards"), entry.get("counts")
+    if not (isinstance(shards, list) and all(isinstance(name, str) for name in shards)):
+        return f"must list its shards as file names, got {shards!r}"
+    if not isinstance(counts, list):
+        return f"must list its counts, got {counts!r}"
+    bad = [c for c in counts if isinstance(c, bool) or not isinstance(c, int) or c < 0]
+    if bad:
+        return f"has a count {bad[0]!r}; counts must be whole numbers >= 0"
+    return None
 
 
 def manifest_entries(root: Path) -> dict[str, int]:
