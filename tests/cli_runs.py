@@ -1,7 +1,10 @@
 """Shared inputs of the CLI tests: the fastest real `train` arguments, a tiny ImageFolder (so a run
 evaluates 2 held-out images, not 80), and a runner that returns the one error line."""
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +59,17 @@ def tiny_image_folder(root: Path) -> Path:
     copy_sample_images(root / "train", 16)
     copy_sample_images(root / "val", 1, split="val")
     return root
+
+
+def start_pretexts(args: list, threads: int) -> subprocess.Popen:
+    """`python -m pretexts ARGS` in a process of its own session (a signal to its group reaches its loader workers),
+    on `threads` torch threads, its output captured as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pretexts", *map(str, args)],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+    )

@@ -6,12 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from cli_runs import one_torch_thread, tiny_image_folder  # noqa: F401 (a fixture)
+from cli_runs import one_torch_thread, start_pretexts, tiny_image_folder  # noqa: F401 (a fixture)
 
 from pretexts.engine.compare import cells as compare_cells
 from pretexts.engine.compare.config import CompareConfig
@@ -29,15 +28,7 @@ def compare_args(data: Path, out: Path, steps: int, finetune_epochs: int) -> lis
 
 
 def compare(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "pretexts", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    return start_pretexts(args, threads=1)
 
 
 def stop_when(process: subprocess.Popen, ready, sig: signal.Signals) -> str:
@@ -45,7 +36,8 @@ def stop_when(process: subprocess.Popen, ready, sig: signal.Signals) -> str:
     end = time.time() + 300
     try:
         while not ready():
-            assert process.poll() is None and time.time() < end, "the comparison ended before the signal"
+            if process.poll() is not None or time.time() > end:
+                pytest.fail("the comparison ended, or ran 300 s, before the signal")
             time.sleep(0.02)
         os.killpg(process.pid, sig) if sig == signal.SIGINT else process.send_signal(sig)
         _, err = process.communicate(timeout=300)

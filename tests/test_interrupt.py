@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli_runs import TRAIN, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
+from cli_runs import TRAIN, one_torch_thread, run_cli, start_pretexts, tiny_image_folder  # noqa: F401 (autouse)
 
 from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
 from pretexts.engine.methods.energy.model import create_energy_model
@@ -105,16 +105,7 @@ def wait_for_lines(log: Path, count: int, process, timeout: float = 300) -> None
 def stop_a_cli_run(args: list, out: Path, sig: signal.Signals) -> dict:
     """Start `pretexts train` in a subprocess, send `sig` after 2 log lines; return the checkpoint."""
     args = args + ["--out", str(out)]
-    same_threads = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}  # as the runs it is compared with
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pretexts", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env=same_threads,
-    )
+    process = start_pretexts(args, threads=torch.get_num_threads())  # as the runs it is compared with
     try:
         wait_for_lines(out / "log.jsonl", 2, process)
         os.killpg(process.pid, sig) if sig == signal.SIGINT else process.send_signal(sig)
