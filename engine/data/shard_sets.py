@@ -133,7 +133,9 @@ def read_manifest(root: Path) -> dict:
             raise DataError(f"'{path}': split '{split}' {problem}; rewrite it with `pretexts shard`.")
     classes = manifest.get("classes")
     if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
-        raise DataError(f"'{path}': classes must be a list of names, got {classes!r}; rewrite it with pretexts shard.")
+        raise DataError(
+            f"'{path}': classes must be a list of names, got {classes!r}; rewrite it with `pretexts shard`."
+        )
     return manifest
 
 

@@ -37,8 +37,19 @@ PRETRAIN_MAY_CHANGE = frozenset(
     }
 )
 FINETUNE_MAY_CHANGE = frozenset(
-    {"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter", "skip_nonfinite", "tf32"}
-    | {"cudnn_benchmark"}
+    {
+        "epochs",
+        "out",
+        "resume",
+        "force",
+        "workers",
+        "quiet",
+        "device",
+        "accum_iter",
+        "skip_nonfinite",
+        "tf32",
+        "cudnn_benchmark",
+    }
 )
 
 
