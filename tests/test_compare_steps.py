@@ -93,3 +93,16 @@ def test_a_large_step_budget_keeps_its_digits_in_a_cells_point_names():
     """1234567 steps would be '1.23457e+06' as minutes were named, and read back as 1234570."""
     names = [budget_name(b) for b in (1234567, 10_000_000, 15.0, 0.25, 0.0)]
     assert names == ["1234567", "10000000", "15", "0.25", "0"]
+
+
+def test_an_arm_whose_epochs_end_before_its_budget_is_refused_before_it_trains(tmp_path, one_torch_thread):  # noqa: F811
+    """An arm planned to fewer steps than the budget (its schedule ending early) would never reach its snapshot."""
+    from pretexts.engine.compare.cells import Arm, pretrain
+    from pretexts.errors import ParameterError
+
+    data = tiny_image_folder(tmp_path / "data")  # 32 images: 4 steps an epoch at batch 8
+    study = CompareConfig(backbone="test_convnext", data=str(data), batch_size=8, steps=("6",), threads=1)
+    short = Arm("short", "energy", {"task": "random-mask", "epochs": 1})
+    with pytest.raises(ParameterError, match=r"'short' ends after 4 steps \(epochs=1\), before its budget of 6 steps"):
+        pretrain(study, short, 0, tmp_path / "cell", [6])
+    assert not (tmp_path / "cell" / "run" / "checkpoint.pt").exists()

@@ -24,7 +24,7 @@ from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.run_folder import write_json
-from pretexts.errors import OutputError
+from pretexts.errors import OutputError, ParameterError
 from pretexts.registry import METHODS
 
 RANDOM = "random init"
@@ -161,9 +161,14 @@ def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
         cfg = dataclasses.replace(cfg, resume="auto")
     trainer = BudgetedPretrainer(cfg)
     trainer.start_clock(budgets, folder, clock_kind(study), study.unit)
+    planned = trainer.batches_per_epoch * cfg.epochs
+    if study.unit == "steps" and planned < max(budgets):  # refused before it trains, not after
+        raise short_run(arm, planned, max(budgets), study.unit)
     results = trainer.run()
     if "interrupted" in results:
         raise Interrupted(results["interrupted"], results["exit_code"], "pretraining")
+    if trainer.marks:  # a minutes budget the planned epochs did not reach
+        raise short_run(arm, trainer.global_step, trainer.marks[0], study.unit)
     held = results.get("held_out") or {}
     ratio = (
         held["restored_mse"][-1] / held["corrupted_mse"]
@@ -177,6 +182,13 @@ def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
         "monitor": history or None,
         "arithmetic": results["arithmetic"],
     }
+
+
+def short_run(arm: Arm, steps: int, budget: float, unit: str) -> ParameterError:
+    return ParameterError(
+        f"the arm '{arm.name}' ends after {steps} steps (epochs={arm.overrides.get('epochs')}), before its budget "
+        f"of {budget_name(budget)} {unit}; give the arm more epochs or the comparison a smaller budget."
+    )
 
 
 def untrained(study, arm: Arm, seed: int, folder: Path) -> dict:
