@@ -84,20 +84,57 @@ def test_shards_without_class_names_are_numbered_over_both_splits(shards):
     assert len(class_names(train)) == 10
 
 
-def test_labelled_data_needs_a_val_split_and_labels(tmp_path):
+def test_labelled_data_needs_a_val_split_and_more_than_one_class(tmp_path):
     copy_sample_images(tmp_path / "classes", 4)
     write_shards(tmp_path / "classes", tmp_path / "no-val")  # class folders without train/ and val/: all train
     with pytest.raises(DataError, match="hold no val split; accuracy is measured on val"):
         labelled_splits(str(tmp_path / "no-val"), 32)
-    unlabelled = tmp_path / "unlabelled"
-    unlabelled.mkdir()
-    png = sample_png()
-    for split in ("train", "val"):
-        with wds.TarWriter(str(unlabelled / f"{split}-000000.tar")) as writer:
-            for n in range(4):
-                writer.write({"__key__": f"{n:08d}", "png": png})
+    one_class = labelled_shards(tmp_path / "one-class", {"train": [0] * 4, "val": [0] * 4})
     with pytest.raises(DataError, match="all have one label; labels need a .cls member"):
-        labelled_splits(str(unlabelled), 32)
+        labelled_splits(str(one_class), 32)
+
+
+def labelled_shards(folder, labels: dict, classes: list | None = None):
+    """One shard per split whose samples carry `labels` (None: no .cls member), with a manifest naming `classes`."""
+    folder.mkdir(parents=True)
+    png = sample_png()
+    for split, split_labels in labels.items():
+        with wds.TarWriter(str(folder / f"{split}-000000.tar")) as writer:
+            for n, label in enumerate(split_labels):
+                writer.write({"__key__": f"{n:08d}", "png": png} | ({} if label is None else {"cls": label}))
+    splits = {split: {"shards": [f"{split}-000000.tar"], "counts": [len(ls)]} for split, ls in labels.items()}
+    manifest = {"format": "pretexts-shards/1", "classes": classes, "splits": splits}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+GOOD = [0, 1] * 4
+
+
+@pytest.mark.parametrize(
+    "train, expected",
+    [
+        ([0, 1, 999, 0, 1, 0, 1, 0], "sample 00000002 of shard 'train-000000.tar' has the label 999, not one of the 2"),
+        ([0, 1, 0, -1, 1, 0, 1, 0], "sample 00000003 of shard 'train-000000.tar' has the label -1, not one of the 2"),
+        ([0, 1, None] * 3, "sample 00000002 of shard 'train-000000.tar' has no label, and probing and fine-tuning"),
+    ],
+)
+def test_a_label_outside_the_classes_or_missing_is_refused_by_probe_and_finetune(tmp_path, train, expected):
+    """Invented or out-of-range labels would corrupt every score (or crash the loss): one line naming the sample."""
+    data = labelled_shards(tmp_path / "shards", {"train": train, "val": GOOD}, classes=["a", "b"])
+    fails_cleanly([*PROBE, "--data", data, "--out", tmp_path / "probe", "--probe", "knn"], expected)
+    finetune = ["finetune", "--from-scratch", "--backbone", "test_convnext", "--workers", "0", "--epochs", "1"]
+    fails_cleanly([*finetune, "--batch-size", "4", "--data", data, "--out", tmp_path / "finetune"], expected)
+
+
+def test_pretraining_reads_unlabelled_shards(tmp_path):
+    """Labels are the probes' and the fine-tune's: a pretraining run needs none."""
+    data = labelled_shards(tmp_path / "shards", {"train": [None] * 16, "val": [None] * 4})
+    args = ["train", "--data", data, "--backbone", "test_convnext", "--epochs", "1", "--batch-size", "8"]
+    args += ["--workers", "0", "--eval-images", "4", "--figure-images", "2", "--monitor-every", "0"]
+    result, error = run_cli([*args, "--out", tmp_path / "run"])
+    assert result.exit_code == 0, error or result.output
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["optimizer_steps"] == 2
 
 
 def sample_png() -> bytes:

@@ -48,7 +48,7 @@ def build_source(
     if is_stream(spec):
         from pretexts.engine.data.stream_inputs import HEAD_IMAGES, stream_head
 
-        return stream_head(spec, split, max_images or HEAD_IMAGES)
+        return stream_head(spec, split, max_images or HEAD_IMAGES, labelled)
     if spec == "sample":
         return image_folder(SAMPLE_DIR / split, img_size)
     if spec == "synthetic":

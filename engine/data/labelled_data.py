@@ -34,7 +34,7 @@ def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | N
             f"data '{data}' has train/ but no val/ folder; accuracy is measured on val/. "
             f"Add a val/ ImageFolder tree beside train/."
         )
-    if streamed and len(set(train.targets)) < 2:  # unlabelled shards read every label as 0
+    if streamed and len(set(train.targets)) < 2:  # a probe of one class measures nothing
         raise DataError(
             f"the first {len(train)} training images of shards '{data}' all have one label; labels need a .cls "
             f"member per sample (`pretexts shard` of class folders) or a parquet label column, and more than one "

@@ -16,8 +16,8 @@ HEAD_IMAGES = 10_000  # what a command that needs a whole split reads of a strea
 class StreamHead(Dataset):
     """The first `count` images of a stream's split (its shards' own order), as a map-style (PIL, label) dataset."""
 
-    def __init__(self, shards, count: int):
-        self.samples = list(first_images(shards, count))
+    def __init__(self, shards, count: int, labelled: bool = False):
+        self.samples = list(first_images(shards, count, labelled))
         self.targets = [int(label) for _, label in self.samples]
         self.classes = list(shards.classes) if shards.classes else None  # unnamed: labelled_splits numbers them
         self.total = len(shards)  # the images the split holds, of which these are the first
@@ -29,12 +29,13 @@ class StreamHead(Dataset):
         return self.samples[index]
 
 
-def stream_head(spec: str, split: str, max_images: int = HEAD_IMAGES) -> StreamHead | None:
-    """The first images of `split` of the shards `spec` names (None when it has no such split)."""
+def stream_head(spec: str, split: str, max_images: int = HEAD_IMAGES, labelled: bool = False) -> StreamHead | None:
+    """The first images of `split` of the shards `spec` names (None when it has no such split); `labelled`: each
+    label checked, for probes and fine-tuning."""
     shards = stream_shards(spec, split)
     if shards is None:
         return None
-    head = StreamHead(shards, min(max_images, len(shards)))
+    head = StreamHead(shards, min(max_images, len(shards)), labelled)
     if len(head) < len(shards):
         print(
             f"note: {split} of '{spec}' is a stream: reading its first {len(head)} of {len(shards)} images "
@@ -45,16 +46,21 @@ def stream_head(spec: str, split: str, max_images: int = HEAD_IMAGES) -> StreamH
     return head
 
 
-def training_stream(spec: str, item, seed: int, rank: int, world: int, workers: int, batch_size: int) -> ImageStream:
+def training_stream(
+    spec: str, item, seed: int, rank: int, world: int, workers: int, batch_size: int, labelled: bool = False
+) -> ImageStream:
     """The training split of `spec` as this rank's seeded stream of `item(image, label, seed)`s
-    (engine.data.streams): `Augment` for pretraining, `SeededTransform` for fine-tuning."""
+    (engine.data.streams): `Augment` for pretraining, `SeededTransform` for fine-tuning (`labelled`: each label
+    checked)."""
     shards = stream_shards(spec, "train")
     if shards is None:
         raise DataError(
             f"'{spec}' holds no training shards: name them train-*.tar or train*.parquet, or give the folder "
             f"`pretexts shard` wrote."
         )
-    return ImageStream(shards, item, seed=seed, rank=rank, world=world, workers=workers, batch_size=batch_size)
+    return ImageStream(
+        shards, item, seed=seed, rank=rank, world=world, workers=workers, batch_size=batch_size, labelled=labelled
+    )
 
 
 class SeededTransform:
@@ -89,7 +95,7 @@ def finetune_stream_inputs(spec: str, label_fraction: float | None, max_images: 
             "shards of its own (`pretexts shard` of a folder holding it), or fine-tune from a folder."
         )
     shards = stream_shards(spec, "train")
-    val = stream_head(spec, "val", max_images)
+    val = stream_head(spec, "val", max_images, labelled=True)
     if shards is None or val is None:
         raise DataError(
             f"'{spec}' needs training and val shards for fine-tuning (accuracy is measured on val): "

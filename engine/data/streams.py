@@ -41,7 +41,7 @@ class RawSample(NamedTuple):
     shard: str
     key: str
     data: bytes | str | None
-    label: int
+    label: int | None  # None: the sample has none
 
     @property
     def sample_id(self) -> int:
@@ -68,6 +68,7 @@ class ImageStream(IterableDataset):
         batch_size: int = 1,
         shuffle: bool = True,
         buffer: int = 1000,
+        labelled: bool = False,
     ):
         if world < 1 or not 0 <= rank < world or workers < 0 or batch_size < 1 or buffer < 0:
             raise ParameterError(
@@ -76,6 +77,7 @@ class ImageStream(IterableDataset):
             )
         require(*READERS[shards.kind])
         self.shards, self.item, self.seed, self.shuffle, self.buffer = shards, item, seed, shuffle, buffer
+        self.labelled = labelled  # every label checked (`checked_label`): a fine-tune's stream
         self.rank, self.world, self.workers, self.batch_size = rank, world, max(1, workers), batch_size
         self.slots = world * self.workers
         count = len(shards.urls)
@@ -147,7 +149,8 @@ class ImageStream(IterableDataset):
             if read > self.per_slot:
                 return
             if read > skip:
-                image, label = decode_or_substitute(sample, neighbours)
+                image, source = decode_or_substitute(sample, neighbours)
+                label = checked_label(source, self.shards.classes, self.labelled)
                 yield self.item(image, label, image_seed(self.seed, self.epoch, sample.sample_id))
         if read < self.per_slot:  # the ranks would then take different numbers of steps, and hang
             shards = [Path(self.shards.urls[i]).name for i in self.shard_order()[slot :: self.slots]]
@@ -157,16 +160,37 @@ class ImageStream(IterableDataset):
             )
 
 
-def first_images(shards: ShardSet, count: int) -> list[tuple[Image.Image, int]]:
-    """The first `count` samples in the shards' own order (no shuffle), decoded: the same images every call."""
+def first_images(shards: ShardSet, count: int, labelled: bool = False) -> list[tuple[Image.Image, int]]:
+    """The first `count` samples in the shards' own order (no shuffle), decoded: the same images every call.
+    `labelled`: every sample's label is checked (`checked_label`); else a sample without one reads as class 0."""
     require(*READERS[shards.kind])
     samples = chain.from_iterable(read_shard(shards, i) for i in range(len(shards.urls)))
     images = []
     for sample, neighbours in with_neighbours(samples):
         if len(images) >= count:
             break
-        images.append(decode_or_substitute(sample, neighbours))
+        image, source = decode_or_substitute(sample, neighbours)
+        images.append((image, checked_label(source, shards.classes, labelled)))
     return images
+
+
+def checked_label(sample: RawSample, classes: list | None, labelled: bool) -> int:
+    """The sample's label. Where labels are needed (`labelled`: probes, fine-tuning) one that is missing, negative or
+    past the named classes is a DataError naming the sample; pretraining reads none (a missing label is class 0)."""
+    label = sample.label
+    if not labelled:
+        return 0 if label is None else label
+    where = f"sample {sample.key} of shard '{sample.shard}'"
+    fix = "write the shards again with `pretexts shard` from class folders"
+    if label is None:
+        raise DataError(
+            f"{where} has no label, and probing and fine-tuning need every sample labelled (a .cls member, or a "
+            f"parquet label column): {fix}, or drop the unlabelled samples."
+        )
+    if label < 0 or (classes and label >= len(classes)):
+        named = f"the {len(classes)} classes 0-{len(classes) - 1} the shards name" if classes else "a class index"
+        raise DataError(f"{where} has the label {label}, not one of {named}: {fix}.")
+    return label
 
 
 def read_shard(shards: ShardSet, index: int) -> Iterator[RawSample]:
@@ -217,9 +241,9 @@ def image_data(value, url: str) -> bytes | str | None:
     return value if isinstance(value, (bytes, str)) else None
 
 
-def label_of(value, url: str, key) -> int:
+def label_of(value, url: str, key) -> int | None:
     if value is None:
-        return 0  # unlabelled, as a flat image folder's images are class 0
+        return None
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -262,8 +286,9 @@ def decode(sample: RawSample) -> Image.Image:
         return to_rgb(image)
 
 
-def decode_or_substitute(sample: RawSample, neighbours: Callable[[], list[RawSample]]) -> tuple[Image.Image, int]:
-    """(image, label) of `sample`; an unreadable one is reported once and the next readable sample is served."""
+def decode_or_substitute(sample: RawSample, neighbours: Callable[[], list[RawSample]]) -> tuple[Image.Image, RawSample]:
+    """(image, the sample it came from) of `sample`; an unreadable one is reported once and the next readable
+    sample is served."""
 
     def candidates():  # the neighbours are listed only when the sample itself fails
         yield sample
@@ -271,7 +296,7 @@ def decode_or_substitute(sample: RawSample, neighbours: Callable[[], list[RawSam
 
     for candidate in candidates():
         try:
-            return decode(candidate), candidate.label
+            return decode(candidate), candidate
         except Exception as err:  # noqa: BLE001 - PIL raises many types for bad bytes
             if (candidate.shard, candidate.key) not in reported:
                 reported.add((candidate.shard, candidate.key))

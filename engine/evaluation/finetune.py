@@ -149,7 +149,16 @@ class Finetuner:
         augment = train_transform(self.img_size, mean, std, cfg.randaug_policy, cfg.crop_min_scale)
         per_rank = cfg.batch_size // self.world
         self.train_set = (
-            training_stream(cfg.data, SeededTransform(augment), cfg.seed, self.rank, self.world, cfg.workers, per_rank)
+            training_stream(
+                cfg.data,
+                SeededTransform(augment),
+                cfg.seed,
+                self.rank,
+                self.world,
+                cfg.workers,
+                per_rank,
+                labelled=True,
+            )
             if streamed
             else LabelledImages(train, augment, indices, seed=cfg.seed)
         )
