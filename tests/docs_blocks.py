@@ -169,3 +169,33 @@ def parse_command(args: list[str]) -> click.Context | None:
         raise click.UsageError("Missing command.", ctx=group)
     name, command, sub_args = main.resolve_command(group, rest)
     return command.make_context(name, sub_args, parent=group, resilient_parsing=False)
+
+
+def shown(value) -> str:
+    return format(value, "g") if isinstance(value, float) else str(value)
+
+
+def check_list_spelling(ctx: click.Context | None, args: list[str]) -> None:
+    """click.UsageError where a parsed `pretexts` command spells a multi-value option another way than its --help
+    documents, which the parser alone lets through: a list option of the command's `list_options` (compare's
+    `--seeds 0 1 2`, its values after one flag) given more than once, or a value holding a comma for any
+    multi-value option but a KEY=VALUE one (`--probe linear,knn` is one probe named 'linear,knn'; the KEY=VALUE
+    options' values may hold commas of their own: `--task-arg tasks=a,b`). Extra bare words after a repeatable
+    option (`--probe linear knn`) already fail to parse."""
+    if ctx is None:
+        return
+    spaced = getattr(ctx.command, "list_options", ())
+    for param in ctx.command.get_params(ctx):
+        if not isinstance(param, click.Option) or not param.multiple:
+            continue
+        flag, values = param.opts[0], tuple(ctx.params.get(param.name) or ())
+        parts = [part for value in values for part in str(value).split(",") if part]
+        if flag in spaced:
+            right = f"{flag} {' '.join(map(shown, parts))}"
+            uses = sum(arg == flag or arg.startswith(flag + "=") for arg in args)
+            if uses > 1:
+                raise click.UsageError(f"{flag} is given {uses} times; its --help documents `{right}`.", ctx=ctx)
+        else:
+            right = " ".join(f"{flag} {part}" for part in parts)
+        if param.metavar != "KEY=VALUE" and any("," in str(value) for value in values):
+            raise click.UsageError(f"{flag} is given a comma-separated value; its --help documents `{right}`.", ctx=ctx)

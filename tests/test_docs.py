@@ -16,6 +16,7 @@ from docs_blocks import (
     ROOT,
     SHELL,
     Block,
+    check_list_spelling,
     doc_pages,
     indented_command_lines,
     is_pretexts_line,
@@ -68,9 +69,11 @@ def test_python_blocks_run(page, tmp_path, monkeypatch, fresh_registries):
     run_python_blocks(page_blocks(page, ("python",)), {"__name__": "__main__"})
 
 
+# the docs and the studies' READMEs, whose commands a reader runs too
+COMMAND_PAGES = [*PAGES, *sorted((ROOT / "studies").rglob("README.md"))]
 COMMANDS = [
     (f"{block.page}:{number}", line)
-    for page in PAGES
+    for page in COMMAND_PAGES
     for block in page_blocks(page, SHELL)
     for number, line in shell_lines(block)
     if is_pretexts_line(line)
@@ -78,9 +81,12 @@ COMMANDS = [
 
 
 def check_command_line(line: str) -> click.Context | None:
-    """The line's pretexts arguments parsed by the real click group; click.UsageError (or ValueError for a line
-    the shell cannot split) says what is wrong."""
-    return parse_command(pretexts_args(line))
+    """The line's pretexts arguments parsed by the real click group, each multi-value option spelt as its --help
+    documents; click.UsageError (or ValueError for a line the shell cannot split) says what is wrong."""
+    args = pretexts_args(line)
+    ctx = parse_command(args)
+    check_list_spelling(ctx, args)
+    return ctx
 
 
 @pytest.mark.parametrize("line", [line for _, line in COMMANDS], ids=[where for where, _ in COMMANDS])
@@ -92,14 +98,13 @@ def test_command_parses(line):
         problem = err.format_message()
     except ValueError as err:
         problem = f"the shell cannot split it into words ({err})"
-    pytest.fail(f"`{line}` does not parse: {problem}", pytrace=False)
+    pytest.fail(f"`{line}` does not parse as its --help documents: {problem}", pytrace=False)
 
 
 # the benchmark and study scripts the docs and the studies' READMEs tell a reader to run
-SCRIPT_PAGES = [*PAGES, *sorted((ROOT / "studies").rglob("README.md"))]
 SCRIPT_COMMANDS = [
     (f"{block.page}:{number}", words)
-    for page in SCRIPT_PAGES
+    for page in COMMAND_PAGES
     for block in page_blocks(page, SHELL)
     for number, line in shell_lines(block)
     for words in [shlex.split(line, comments=True)]
@@ -135,6 +140,15 @@ def test_script_command_names_a_script_and_its_options(words):
         ("torchrun --nproc-per-node 2 -m pretexts train --batch-size many", "many"),
         ("python -m pretexts finetune --epochs 1.5", "1.5"),
         ("torchrun --nproc-per-node 2 $(which pretexts) probe --epochs x", "x"),
+        # a multi-value option spelt another way than its --help documents, which click alone lets through
+        ("pretexts compare --seeds 0 --seeds 1 --seeds 2", "--help documents `--seeds 0 1 2`"),
+        ("pretexts compare --seeds 0 1 --seeds=2", "--help documents `--seeds 0 1 2`"),
+        ("pretexts compare --tasks random-mask,colorization", "--help documents `--tasks random-mask colorization`"),
+        ("pretexts compare --steps 100,250 --budget 2", "--help documents `--steps 100 250`"),
+        ("pretexts probe --checkpoint CKPT --probe linear,knn", "--help documents `--probe linear --probe knn`"),
+        ("pretexts compare --budget 2,5", "2,5"),  # not a number: click refuses it
+        ("pretexts probe --checkpoint CKPT --knn-k 10,20", "10,20"),
+        ("pretexts train --betas 0.9,0.95", "--betas"),  # two values, spaced
     ],
 )
 def test_command_check_refuses(line, reason):
@@ -152,6 +166,9 @@ def test_command_check_reads_every_form():
         "pretexts --version",
         "pretexts train --method mae --help",
         "pretexts train --epochs 3 --log-every 5 2> train.log >out.txt 2>&1 && pretexts list | head -3",
+        "pretexts compare --tasks random-mask colorization --seeds 0 1 2 --steps 100 250 --set batch_size=8",
+        "pretexts probe --checkpoint CKPT --probe linear --probe knn --knn-k 10 --knn-k 20 --probe-arg knn_k=5,7",
+        "pretexts train --task mixed --task-arg tasks=random-mask,colorization --betas 0.9 0.95",
     ]
     parsed = [check_command_line(line) for line in lines]
     assert parsed[0].params["mask_ratio"] == 0.75 and parsed[0].params["epochs"] == 1
@@ -160,6 +177,10 @@ def test_command_check_reads_every_form():
     assert parsed[4].params["grad_mode"] == "finite-difference" and parsed[5] is None
     assert parsed[6].params["method"] == "mae"  # parsed without showing the help
     assert parsed[7].params["epochs"] == 3 and parsed[7].params["log_every"] == 5
+    assert parsed[8].params["tasks"] == ("random-mask", "colorization") and parsed[8].params["seeds"] == (0, 1, 2)
+    assert parsed[8].params["steps"] == ("100", "250")  # each value of compare's lists after one flag
+    assert parsed[9].params["probes"] == ("linear", "knn") and parsed[9].params["knn_k"] == (10, 20)
+    assert parsed[10].params["betas"] == (0.9, 0.95)
     assert pretexts_args("torchrun --nproc-per-node 2 benchmarks/torchrun_scaling.py") is None
     assert not is_pretexts_line("pip install -e . && pretexts train")
 

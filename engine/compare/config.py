@@ -27,16 +27,15 @@ class CompareConfig:
 
     tasks: tuple = setting(
         ("random-mask",),
-        "Pretext tasks to try (several, space- or comma-separated; any "
-        "registered, plugins included). Methods that mask on their own (mae, "
-        "simmim) ignore them.",
+        "Pretext tasks to try (several, space-separated: --tasks random-mask colorization; any registered, plugins "
+        "included). Methods that mask on their own (mae, simmim) ignore them.",
         multiple=True,
         option="--tasks",
         section="model",
     )
     methods: tuple = setting(
         ("energy",),
-        "Methods to try (several, space- or comma-separated; `pretexts list --methods`).",
+        "Methods to try (several, space-separated: --methods energy ae; `pretexts list --methods`).",
         multiple=True,
         option="--methods",
         section="model",
@@ -52,7 +51,7 @@ class CompareConfig:
     # minutes per pair: a week is past any study's
     budget: tuple = setting(
         DEFAULT_BUDGET,
-        "Pretraining minutes per pair (several: each budget is scored from a "
+        "Pretraining minutes per pair (several, space-separated: --budget 2 5; each budget is scored from a "
         "snapshot of one run). CPU minutes of the training steps on a CPU, wall-clock "
         "on a GPU (--clock); --steps replaces them.",
         multiple=True,
@@ -63,7 +62,8 @@ class CompareConfig:
     # ten million steps: past any pretraining schedule (ImageNet's 1,600 MAE epochs at batch 4096 are 0.5M)
     steps: tuple = setting(
         (),
-        "Pretraining steps per pair instead of minutes (several: each scored from a snapshot of one run): every "
+        "Pretraining steps per pair instead of minutes (several, space-separated: --steps 100 250; each scored "
+        "from a snapshot of one run): every "
         "method gets as many optimizer steps whatever one costs, as papers compare per epoch; the table still "
         "gives the minutes each took (--clock).",
         multiple=True,
@@ -80,7 +80,7 @@ class CompareConfig:
     )
     seeds: tuple = setting(
         (0,),
-        "Seeds (several: 0 1 2); the table gives mean +- std over them.",
+        "Seeds (several, space-separated: --seeds 0 1 2); the table gives mean +- std over them.",
         multiple=True,
         option="--seeds",
         section="optimisation",

@@ -11,7 +11,8 @@ from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand
 
 CONFIG = "pretexts.engine.compare.config:CompareConfig"
-LISTS = ("--tasks", "--methods", "--budget", "--seeds")  # each takes several values: `--seeds 0 1 2`
+# each takes several values after one flag, space-separated as its --help says: `--seeds 0 1 2`
+LISTS = ("--tasks", "--methods", "--budget", "--steps", "--seeds")
 
 
 def spread_lists(args: list[str]) -> list[str]:
@@ -30,6 +31,8 @@ def spread_lists(args: list[str]) -> list[str]:
 
 
 class CompareCommand(SectionedCommand):
+    list_options = LISTS  # the options whose values go after one flag (tests/docs_blocks.py checks the docs' spelling)
+
     def parse_args(self, ctx, args):
         return super().parse_args(ctx, spread_lists(args))
 

@@ -5,22 +5,29 @@ import fnmatch
 
 import click
 
+from pretexts.cli.step_costs import EXACT_OVER_SUPERVISED
+
 # family, its timm names, the methods that take it (engine/methods: MAE needs a plain ViT; SimMIM a patch embedding,
-# a stem or conv1 + max-pool; finite differences a smooth energy: no BatchNorm, ReLU or max-pool), and the energy
-# method's exact step (N=2) against a supervised step: on one H100 in bf16 at 224 px (docs/results/gpu-h100.md)
-# and on a CPU in fp32 (docs/results/cpu-speed.md: 1 thread, batch 32)
+# a stem or conv1 + max-pool; finite differences a smooth energy: no BatchNorm, ReLU or max-pool), its backbones in
+# the measured GPU table (step_costs.py, generated from it) and the exact step on a CPU (docs/results/cpu-speed.md:
+# fp32, 1 thread, batch 32)
 FAMILIES = (
-    ("ViT (vit_*)", "vit_*", "energy ae mae simmim", "ViT-B/16 2.06x, ViT-S/16 3.23x", "vit_tiny at 32 px 5.98x"),
-    ("Swin (swin*)", "swin*", "energy ae simmim", "Swin-T 4.74x", ""),
-    ("ConvNeXt (convnext*)", "convnext*", "energy ae simmim", "ConvNeXt-T 34.1x +", "convnext_atto at 64 px 6.08x"),
-    ("ResNet (resnet*)", "resnet*", "energy* ae simmim", "ResNet-50 12.98x", ""),
+    ("ViT (vit_*)", "vit_*", "energy ae mae simmim", ("ViT-S/16", "ViT-B/16"), "vit_tiny at 32 px 5.98x"),
+    ("Swin (swin*)", "swin*", "energy ae simmim", ("Swin-T",), ""),
+    ("ConvNeXt (convnext*)", "convnext*", "energy ae simmim", ("ConvNeXt-T",), "convnext_atto at 64 px 6.08x"),
+    ("ResNet (resnet*)", "resnet*", "energy* ae simmim", ("ResNet-50",), ""),
 )
-OTHER = ("other timm models", None, "energy* ae simmim?", "not measured", "")
+OTHER = ("other timm models", None, "energy* ae simmim?", (), "")
 NOTES = {
-    "+": "+ --grad-mode finite-difference: 4.77x on ConvNeXt-T; train ConvNeXt on a GPU with it.",
     "*": "* exact grad mode only with BatchNorm or ReLU/max-pool (finite differences refuse them).",
     "?": "? simmim needs a patch embedding, a stem or conv1 + max-pool.",
 }
+
+
+def gpu_costs(names: tuple) -> str:
+    """'ViT-S/16 5.9x / 7.1x, ...': the exact step at batch 32 / 128, or 'not measured'."""
+    costs = [f"{n} {' / '.join(f'{x}x' for x in EXACT_OVER_SUPERVISED[n].values())}" for n in names]
+    return ", ".join(costs) or "not measured"
 
 
 def family_of(name: str) -> tuple:
@@ -46,15 +53,16 @@ def list_backbones(pattern: str, every: bool) -> None:
     families = [f for f in (*FAMILIES, OTHER) if f in found]
     if families:
         click.echo(
-            "\nFamilies: the methods that take them; the energy method's exact step (N=2) against\n"
-            "a supervised step, measured on an H100 in bf16 at 224 px (docs/results/gpu-h100.md):"
+            "\nFamilies: the methods that take them; the energy method's exact step (N=2) against a\n"
+            "supervised step of the same batch (32 / 128), on one H100 in bf16 at 224 px\n"
+            "(docs/results/gpu-h100.md):"
         )
         for name, _, methods, gpu, _ in families:
-            click.echo(f"  {name:<21} {methods:<21} {gpu}")
+            click.echo(f"  {name:<21} {methods:<21} {gpu_costs(gpu)}")
         if cpu := ", ".join(f[4] for f in families if f[4]):
             line = f"On a CPU in fp32 (1 thread; docs/results/cpu-speed.md): {cpu}."
             click.echo(click.wrap_text(line, 88, initial_indent="  ", subsequent_indent="    "))
-        shown = "".join(f[2] + f[3] for f in families)
+        shown = "".join(f[2] for f in families)
         for mark, note in NOTES.items():
             if mark in shown:
                 click.echo(f"  {note}")

@@ -1,0 +1,278 @@
+"""The tables that README.md and the docs quote, generated from the committed cells and benchmark results, so that a
+number cannot drift between pages. Each table sits between two marker lines in its pages:
+
+    <!-- begin generated: NAME -->
+    ... (written by this script) ...
+    <!-- end generated: NAME -->
+
+    python studies/tables.py            # rewrite every generated block (and the CLI's step-cost module)
+    python studies/tables.py --check    # exit 1 naming each block that differs from the cells (a test runs this)
+
+Tables: `verdict` (does it work: fine-tuned top-1 of the energy start against the strongest peer and random init),
+`step-cost` (the energy's exact step against a supervised step on a GPU, which `pretexts list --backbones` prints
+from pretexts/cli/step_costs.py, written here too).
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CELLS = ROOT / "studies" / "representation" / "cells"
+GPU_TABLE = ROOT / "benchmarks" / "results" / "gpu-h100-2026-11-25" / "paper_sizes.txt"
+STEP_COSTS = ROOT / "pretexts" / "cli" / "step_costs.py"
+PAGES = {
+    "verdict": ["README.md", "docs/results/index.md", "docs/results/representation.md"],
+    "step-cost": ["docs/results/gpu-h100.md"],
+}
+
+
+@dataclass(frozen=True)
+class Score:
+    """Cells `<cache>/<backbone>/<arm>/seed*/cell.json` fine-tuned from the snapshot at `key`."""
+
+    label: str
+    cache: str
+    backbone: str
+    arm: str
+    key: str
+
+    def finetunes(self) -> list[dict]:
+        cells = sorted((CELLS / self.cache / self.backbone / self.arm).glob("seed*/cell.json"))
+        tunes = [json.loads(p.read_text())["finetunes"].get(self.key) for p in cells]
+        return [t for t in tunes if t and t.get("epochs") == 15]
+
+    def mean_std(self) -> tuple[float, float, int]:
+        finals = [t["final"] for t in self.finetunes()]
+        if not finals:
+            raise SystemExit(f"no 15-epoch fine-tune of {self} in {CELLS}")
+        return statistics.mean(finals), statistics.stdev(finals) if len(finals) > 1 else 0.0, len(finals)
+
+    def precision(self) -> str:
+        return "/".join(sorted({t.get("precision", "fp32") for t in self.finetunes()}))
+
+
+@dataclass(frozen=True)
+class Row:
+    backbone: str
+    budget: str
+    energy: Score
+    peers: tuple[Score, ...]
+    random: Score
+
+
+def rand(backbone: str) -> Score:
+    if backbone == "vit_tiny":  # a ViT starts from the sin-cos table, as the energy and MAE do: one step at lr 4e-6
+        return Score("random init, sin-cos table", "steps1", backbone, "energy-centred-sincos", "1")
+    return Score("random init", "minutes", backbone, "random", "0")
+
+
+VIT = "vit_tiny"
+VIT_DEFAULT = "energy-centred-sincos"  # the ViT default: patch-centred loss, sin-cos positions
+
+
+def convnext_row(minutes: str, peers: tuple[str, ...]) -> Row:
+    """convnext_atto after `minutes` CPU-minutes, against the named peers' cells of the same minutes."""
+    folders = {"SimMIM": "simmim", "AE": "ae"}
+    return Row(
+        "convnext_atto",
+        f"{minutes} CPU-minutes",
+        Score("energy", "minutes", "convnext_atto", "energy", minutes),
+        tuple(Score(p, "minutes", "convnext_atto", folders[p], minutes) for p in peers),
+        rand("convnext_atto"),
+    )
+
+
+def vit_row(budget: str, cache: str, key: str, mae_cache: str | None = None) -> Row:
+    """vit_tiny's default against MAE at one budget (`cache` holds both unless MAE's lies in `mae_cache`)."""
+    return Row(
+        VIT,
+        budget,
+        Score("energy", cache, VIT, VIT_DEFAULT, key),
+        (Score("MAE", mae_cache or cache, VIT, "mae", key),),
+        rand(VIT),
+    )
+
+
+VERDICT_ROWS = (
+    convnext_row("5", ("SimMIM", "AE")),
+    convnext_row("15", ("AE",)),
+    convnext_row("30", ()),
+    vit_row("100 steps", "steps100", "100"),
+    vit_row("250 steps", "steps250", "250"),
+    vit_row("544 steps", "steps544", "544"),
+    vit_row("15 CPU-minutes", "fp32", "15", mae_cache="minutes"),  # MAE's 15 minutes were fine-tuned in bf16
+)
+
+
+def shown(score: Score) -> str:
+    mean, std, n = score.mean_std()
+    return f"{mean:.1f} +- {std:.1f} ({n}{', bf16' if score.precision() != 'fp32' else ''})"
+
+
+def leader(scores: list[Score]) -> str:
+    """Who leads: the best mean, unless the runner-up is within the larger of their two standard deviations."""
+    ranked = sorted(scores, key=lambda s: -s.mean_std()[0])
+    (best, best_std, _), (second, second_std, _) = ranked[0].mean_std(), ranked[1].mean_std()
+    if best - second <= max(best_std, second_std):
+        return f"{ranked[0].label} and {ranked[1].label} level"
+    return f"{ranked[0].label} leads"
+
+
+def verdict_table() -> str:
+    lines = [
+        "| backbone | pretraining | energy | strongest peer | random init | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in VERDICT_ROWS:
+        peer = max(row.peers, key=lambda s: s.mean_std()[0]) if row.peers else None
+        peer_cell = f"{peer.label} {shown(peer)}" if peer else "not run"
+        scores = [row.energy, row.random] + ([peer] if peer else [])
+        lines.append(
+            f"| {row.backbone} | {row.budget} | {shown(row.energy)} | {peer_cell} | {shown(row.random)} "
+            f"| {leader(scores)} |"
+        )
+    caption = (
+        "Fine-tuned top-1 (%) on 1,017 held-out CIFAR-10 images after pretraining on 4,068 at 32 px and a 15-epoch "
+        "fine-tune; mean +- std (seeds). A ViT's random init starts from the same sin-cos position table as its "
+        "energy and MAE starts. CPU-minutes are minutes of one thread: equal compute, not equal steps. Fine-tunes in "
+        "fp32 unless marked bf16. Leads: ahead by more than the larger std. Generated from the committed cells by "
+        "`python studies/tables.py`."
+    )
+    return "\n".join([*lines, "", textwrap.fill(caption, 116)])
+
+
+# ---- the step cost on a GPU -------------------------------------------------------------------------------------
+HEADER = re.compile(r"^(\w+) at (\d+) px, batch (\d+),")
+NAMES = {
+    "vit_small": "ViT-S/16",
+    "vit_base": "ViT-B/16",
+    "swin_t": "Swin-T",
+    "convnext_t": "ConvNeXt-T",
+    "resnet50": "ResNet-50",
+}
+
+
+def gpu_rows() -> list[dict]:
+    """Each (backbone, batch) of the measured GPU table: {row name: (ms, peak MiB)} for the supervised steps (fp32,
+    bf16), the exact step (autograd's and the rewritten conv double backward) and finite differences."""
+    rows, current = [], None
+    for line in GPU_TABLE.read_text().splitlines():
+        if match := HEADER.match(line):
+            current = {"backbone": NAMES[match[1]], "size": int(match[2]), "batch": int(match[3])}
+            rows.append(current)
+        elif current and line.startswith("| ") and not line.startswith("| step"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if re.fullmatch(r"[\d.]+", cells[1]):  # not a row the machine refused (finite differences on BatchNorm)
+                current[ROW_KEYS[cells[0]]] = (float(cells[1]), cells[3])
+    return rows
+
+
+ROW_KEYS = {
+    "supervised (CE, linear classifier)": "fp32",
+    "supervised + bf16 autocast": "supervised",
+    "energy N=2 exact, autograd's conv double backward + bf16 autocast": "autograd",
+    "energy N=2 exact, rewritten conv double backward + bf16 autocast": "exact",
+    "energy N=2 finite-difference + bf16 autocast": "fd",
+}
+
+
+def timed(row: dict, key: str, bold: bool = False) -> str:
+    """'249 ms, 5.9x' against the bf16 supervised step of the same batch."""
+    if key not in row:
+        return "refused (BatchNorm, ReLU)"
+    text = f"{row[key][0]:.0f} ms, {row[key][0] / row['supervised'][0]:.1f}x"
+    return f"**{text}**" if bold else text
+
+
+def step_cost_table() -> str:
+    lines = [
+        "| backbone, batch | supervised fp32 / bf16 ms | exact, autograd's conv double backward "
+        "| exact, rewritten (default) | finite-difference | peak MiB: supervised bf16 / exact / fd |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in gpu_rows():
+        conv = r["backbone"].startswith(("ConvNeXt", "ResNet"))  # where the rewrite is what makes the step cheap
+        peaks = " / ".join(r[k][1] if k in r else "-" for k in ("supervised", "exact", "fd"))
+        lines.append(
+            f"| {r['backbone']}, {r['batch']} | {r['fp32'][0]:.1f} / {r['supervised'][0]:.1f} "
+            f"| {timed(r, 'autograd')} | {timed(r, 'exact', bold=conv)} | {timed(r, 'fd')} | {peaks} |"
+        )
+    caption = (
+        "One H100, bf16 autocast, 224 px, median of 3 interleaved steps; each step against the bf16 supervised step "
+        f"of the same batch. From `{GPU_TABLE.relative_to(ROOT)}`, generated by `python studies/tables.py`."
+    )
+    return "\n".join([*lines, "", textwrap.fill(caption, 116)])
+
+
+def step_costs_module() -> str:
+    """pretexts/cli/step_costs.py: the exact step against a supervised one per backbone at batch 32 and 128."""
+    costs: dict[str, dict] = {}
+    for r in gpu_rows():
+        costs.setdefault(r["backbone"], {})[r["batch"]] = round(r["exact"][0] / r["supervised"][0], 1)
+    return (
+        '"""The energy method\'s exact step (N=2) against a bf16 supervised step of the same batch, measured on one\n'
+        "H100 at 224 px (docs/results/gpu-h100.md). Generated from that page's measured table: do not edit (a test\n"
+        'fails when the two differ)."""\n\n'
+        "EXACT_OVER_SUPERVISED = {\n"
+        + "".join(f"    {name!r}: {by_batch!r},\n" for name, by_batch in costs.items()).replace("'", '"')
+        + "}\n"
+    )
+
+
+# ---- the pages --------------------------------------------------------------------------------------------------
+TABLES = {"verdict": verdict_table, "step-cost": step_cost_table}
+
+
+def block(name: str) -> re.Pattern:
+    return re.compile(
+        rf"(<!-- begin generated: {re.escape(name)} -->\n)(.*?)(<!-- end generated: {re.escape(name)} -->)", re.S
+    )
+
+
+def rendered(text: str, name: str, table: str) -> str:
+    pattern = block(name)
+    if not pattern.search(text):
+        raise SystemExit(f"no '<!-- begin generated: {name} -->' block")
+    return pattern.sub(lambda m: m[1] + table + "\n" + m[3], text)
+
+
+def outputs() -> dict[Path, str]:
+    """Every generated file's whole text as it should be."""
+    wanted = {STEP_COSTS: step_costs_module()}
+    for name, make in TABLES.items():
+        table = make()
+        for page in PAGES[name]:
+            path = ROOT / page
+            wanted[path] = rendered(wanted.get(path, path.read_text()), name, table)
+    return wanted
+
+
+def stale() -> list[Path]:
+    """The generated files that differ from the cells (missing counts as different)."""
+    return [path for path, text in outputs().items() if not path.is_file() or path.read_text() != text]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing: exit 1 if a generated block is stale")
+    args = parser.parse_args()
+    if args.check:
+        if differ := stale():
+            names = ", ".join(os.path.relpath(p, ROOT) for p in differ)
+            sys.exit(f"generated tables differ from the cells in {names}: run `python studies/tables.py`")
+        return
+    for path, text in outputs().items():
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+            print(f"wrote {os.path.relpath(path, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
