@@ -49,7 +49,7 @@ class Budgeted(Pretrainer):
 
     def train_step(self, images):
         if time.time() > self.deadline or self.global_step >= self.max_steps:
-            self.batches_per_epoch = self.batch  # ends this epoch; run() then ends the loop
+            self.steps_per_epoch = self.batch  # ends this epoch; run() then ends the loop
             self.cfg.epochs = self.epoch + 1
             return {"loss": float("nan"), "alpha": self.model.alpha.item(), "lr": 0.0}
         return super().train_step(images)

@@ -39,7 +39,7 @@ def with_deadline(trainer_cls):
 
         def train_step(self, images):
             if time.time() > self.deadline:
-                self.batches_per_epoch, self.cfg.epochs = self.batch, self.epoch + 1  # ends the epoch and the run
+                self.steps_per_epoch, self.cfg.epochs = self.batch, self.epoch + 1  # ends the epoch and the run
                 return {"loss": float("nan"), "lr": 0.0}
             return super().train_step(images)
 
@@ -83,7 +83,7 @@ def time_pretraining(args, method: str, **overrides) -> tuple[float, int]:
         start = time.time()
         for _ in range(3):
             trainer.train_step(images)
-        return (time.time() - start) / 3, trainer.batches_per_epoch
+        return (time.time() - start) / 3, trainer.steps_per_epoch
 
 
 def pretrain(args, method: str, budget: float, out: Path, **overrides) -> dict:

@@ -70,7 +70,7 @@ def test_the_config_defaults_to_auto_and_reads_off_as_eager():
 )
 def test_a_trainer_resolves_auto_from_its_backbone_method_and_length(tmp_path, real_margin, overrides, compiled):
     trainer = tiny_trainer(tmp_path, batch_size=32, img_size=32, **overrides)
-    steps = trainer.cfg.epochs * trainer.batches_per_epoch
+    steps = trainer.cfg.epochs * trainer.steps_per_epoch
     assert (trainer.cfg.compile == BACKEND) is compiled, (steps, trainer.method.compile_choice.why)
     if compiled:  # the compiled restoration step is built (compiling happens at its first call, not here)
         assert trainer.method.compiled is not None

@@ -59,7 +59,7 @@ class TermAtStep4(Pretrainer):
 def test_a_stream_stopped_mid_epoch_resumes_to_the_same_weights(tmp_path, kind):
     data = shards(kind, tmp_path / "shards")
     straight = Pretrainer(config(data, tmp_path / "straight"))
-    assert isinstance(straight.train_set, ImageStream) and straight.batches_per_epoch == 3
+    assert isinstance(straight.train_set, ImageStream) and straight.steps_per_epoch == 3
     results = straight.run()
     assert results["optimizer_steps"] == 6 and results["held_out"]["images"] == 8
     stopped = TermAtStep4(config(data, tmp_path / "stopped")).run()

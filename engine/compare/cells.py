@@ -92,7 +92,7 @@ class BudgetedPretrainer(Pretrainer):
             self.save(path)
             self.snapshots[budget] = {"steps": self.global_step, "seconds": self.spent}
         if not self.marks:
-            self.batches_per_epoch, self.cfg.epochs = self.batch + 1, self.epoch + 1  # ends the epoch and the run
+            self.steps_per_epoch, self.cfg.epochs = self.batch + 1, self.epoch + 1  # ends the epoch and the run
         return stats
 
     def used(self) -> float:
@@ -161,7 +161,7 @@ def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
         cfg = dataclasses.replace(cfg, resume="auto")
     trainer = BudgetedPretrainer(cfg)
     trainer.start_clock(budgets, folder, clock_kind(study), study.unit)
-    planned = trainer.batches_per_epoch * cfg.epochs
+    planned = trainer.steps_per_epoch * cfg.epochs
     if study.unit == "steps" and planned < max(budgets):  # refused before it trains, not after
         raise short_run(arm, planned, max(budgets), study.unit)
     results = trainer.run()

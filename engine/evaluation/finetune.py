@@ -19,7 +19,6 @@ import torch
 from timm.data import Mixup
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
 from timm.optim import create_optimizer_v2
-from timm.scheduler import CosineLRScheduler
 from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
@@ -32,7 +31,6 @@ from pretexts.engine.data.labelled_data import (
     labels_of,
     train_transform,
 )
-from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.data.stream_inputs import (
     SeededTransform,
     finetune_stream_inputs,
@@ -51,17 +49,16 @@ from pretexts.engine.evaluation.pretrained import (
     timm_spec,
 )
 from pretexts.engine.training import distributed
-from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_note, use_cuda_arithmetic
+from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_note
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
-from pretexts.engine.training.interrupt import StopSignals
-from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
-from pretexts.engine.training.optimizer_step import OptimizerStep
-from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
-from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes, resolve_device
-from pretexts.engine.training.progress import ProgressLines, progress, stderr_line
-from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state, truncate_log
+from pretexts.engine.training.nonfinite import check_finite_weights
+from pretexts.engine.training.precision import autocast
+from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
+from pretexts.engine.training.progress import progress, stderr_line
+from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state
 from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, check_resumable
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
+from pretexts.engine.training.run_base import TrainingRun
+from pretexts.engine.training.run_folder import open_log, write_json
 from pretexts.errors import DataError
 
 
@@ -103,17 +100,12 @@ def top1_accuracy(model: torch.nn.Module, loader, device, dtype=None, world: int
     return 100.0 * correct / max(total, 1)
 
 
-class Finetuner:
+class Finetuner(TrainingRun):
     """One fine-tuning run: `Finetuner(cfg).run()` returns the results (also in OUT/results.json)."""
 
     def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line):
-        self.cfg, self.echo = cfg, echo
-        self.rank, self.world, self.device = distributed.setup(
-            resolve_device(cfg.device), cfg.batch_size, cfg.accum_iter
-        )
-        use_cuda_arithmetic(self.device, cfg.tf32, cfg.cudnn_benchmark)
-        self.out = Path(cfg.out)
-        torch.manual_seed(cfg.seed)
+        self.echo = echo
+        self.begin(cfg)
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
         np.random.seed(cfg.seed)  # Mixup from numpy's
         # the checkpoint's config first: its data is the default when --data is not given
@@ -169,22 +161,8 @@ class Finetuner:
                 f"{cfg.batch_size}; lower --batch-size."
             )
         self.val_set = LabelledImages(val, eval_transform(self.img_size, mean, std, cfg.crop_pct))
-        self.sampler = (
-            self.train_set if streamed else EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
-        )
-        self.steps_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
-        if cfg.max_steps_per_epoch:
-            self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
-        total = cfg.epochs * self.steps_per_epoch
-        self.optimizer = build_finetune_optimizer(self.model, cfg)
-        # timm's scheduler sets each group's lr x its layer scale on construction, warm-up or not
-        self.scheduler = CosineLRScheduler(
-            self.optimizer,
-            t_initial=total,
-            lr_min=cfg.min_lr,
-            t_in_epochs=False,
-            warmup_t=min(int(cfg.warmup_epochs * self.steps_per_epoch), total - 1),
-        )
+        total = self.plan_epochs(self.train_set)
+        self.schedule(build_finetune_optimizer(self.model, cfg), cfg.min_lr, total)
         self.mixup = (
             Mixup(
                 mixup_alpha=cfg.mixup,
@@ -198,9 +176,6 @@ class Finetuner:
             else None
         )
         self.criterion = build_criterion(cfg)
-        self.dtype = amp_dtype(cfg.amp, self.device)
-        self.scaler = grad_scaler(self.device, self.dtype)
-        self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
         # SyncBatchNorm (ResNets): the batch statistics of the global batch, as in one process
         self.replicated = (
             distributed.replicate(self.model, self.device, sync_batchnorm=True) if self.world > 1 else None
@@ -208,28 +183,9 @@ class Finetuner:
         if self.world > 1:  # MAE's seed + rank: drop-path and mixup draw differently on each rank
             torch.manual_seed(cfg.seed + self.rank)
             np.random.seed(cfg.seed + self.rank)
-        self.optimizer_step = OptimizerStep(
-            self.model,
-            self.optimizer,
-            self.scheduler,
-            self.scaler,
-            self.nonfinite,
-            cfg.clip_grad,
-            self.replicated,
-            self.world,
-        )
-        self.global_step, self.epoch, self.history = 0, 0, []
-        self.stop = StopSignals()
+        self.guard_steps(self.model, self.replicated)
         # one line per epoch (on stderr by default: `echo`), its top-1 appended; none under --quiet
-        self.lines = ProgressLines(
-            cfg.epochs,
-            total,
-            quiet=cfg.quiet,
-            enabled=self.rank == 0,
-            every=cfg.log_every,
-            on_terminal=True,
-            write=echo,
-        )
+        self.progress_lines(total, on_terminal=True, write=echo)
 
     def train_loader(self) -> DataLoader:
         """This rank's share of each global batch of the epoch, in the order one process would take them."""
@@ -286,16 +242,8 @@ class Finetuner:
         """Train the remaining epochs, saving OUT/checkpoint.pt after each. SIGTERM or Ctrl-C stops the run
         at the next step; the last epoch's checkpoint is kept and `--resume` continues from it."""
         cfg = self.cfg
-        with (
-            distributed.lost_rank_reported(self.world, self.rank, self.out),
-            RunLock(self.out, "finetune") if self.rank == 0 else nullcontext(),  # rank 0 alone writes
-        ):
-            if cfg.resume:
-                self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
+        with self.run_folder("finetune", inputs=[cfg.checkpoint, cfg.data]):
             if self.rank == 0:
-                claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[cfg.checkpoint, cfg.data, cfg.resume])
-                if cfg.resume:  # only now that the folder is this run's: a refused resume cuts no other run's log
-                    truncate_log(self.out / "log.jsonl", self.global_step)
                 write_json(self.out / "config.json", cfg.to_dict())
             return self.train_and_report()
 

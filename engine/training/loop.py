@@ -7,7 +7,6 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-from timm.scheduler import CosineLRScheduler
 
 import pretexts
 from pretexts.engine.data.datasets import build_source
@@ -15,7 +14,6 @@ from pretexts.engine.data.image_check import report_skipped
 from pretexts.engine.data.loader import (
     Augment,
     AugmentedImages,
-    EpochSampler,
     batches,
     held_out_batches,
     make_loader,
@@ -27,26 +25,22 @@ from pretexts.engine.data.stream_inputs import training_stream
 from pretexts.engine.data.streams import ImageStream, is_stream
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
-from pretexts.engine.training.arithmetic import arithmetic, use_cuda_arithmetic
+from pretexts.engine.training.arithmetic import arithmetic
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
-from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.monitor import Monitor, monitor_figure
-from pretexts.engine.training.nonfinite import NonFiniteGuard
-from pretexts.engine.training.optimizer_step import OptimizerStep
-from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
+from pretexts.engine.training.precision import autocast
 from pretexts.engine.training.preflight import (
     check_backbone_fits,
     check_output_dir,
     check_task_fits,
     checkpoint_bytes,
-    resolve_device,
 )
 from pretexts.engine.training.pretrain_checkpoint import PretrainCheckpoints
-from pretexts.engine.training.progress import ProgressLines, held_out_ratio, progress
-from pretexts.engine.training.resume import truncate_log
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json, write_text
+from pretexts.engine.training.progress import held_out_ratio, progress
+from pretexts.engine.training.run_base import TrainingRun
+from pretexts.engine.training.run_folder import open_log, write_json, write_text
 from pretexts.errors import DataError, ParameterError
 from pretexts.registry import METHODS
 
@@ -61,7 +55,7 @@ def build_optimizer(method: Method, cfg: PretrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(method.param_groups(), lr=cfg.peak_lr, betas=cfg.betas)
 
 
-class Pretrainer(PretrainCheckpoints):
+class Pretrainer(PretrainCheckpoints, TrainingRun):
     """One pretraining run of any method: `Pretrainer(cfg).run()` returns the held-out results.
 
     The loop knows no method: `cfg.method` names a registered `Method` (engine/methods/), which builds the
@@ -69,13 +63,7 @@ class Pretrainer(PretrainCheckpoints):
     `method` passes a `Method` subclass directly (tests, a method under development)."""
 
     def __init__(self, cfg: PretrainConfig, method: type[Method] | None = None):
-        self.cfg = cfg
-        self.rank, self.world, self.device = distributed.setup(
-            resolve_device(cfg.device), cfg.batch_size, cfg.accum_iter
-        )
-        use_cuda_arithmetic(self.device, cfg.tf32, cfg.cudnn_benchmark)
-        self.out = Path(cfg.out)
-        torch.manual_seed(cfg.seed)
+        self.begin(cfg)
         self.method = (method or METHODS.get(cfg.method))(
             cfg, pretexts.create_pretext(cfg.task, **cfg.task_args), self.device
         )
@@ -86,15 +74,7 @@ class Pretrainer(PretrainCheckpoints):
                 f"batch of {cfg.batch_size}; lower --batch-size."
             )
         self.val_set = self._dataset("val", unaugmented_transform(cfg.img_size))
-        # a stream orders itself (engine.data.streams): its position, like the sampler's, is (epoch, start)
-        streamed = isinstance(self.train_set, ImageStream)
-        self.sampler = (
-            self.train_set if streamed else EpochSampler(self.train_set, self.world, self.rank, seed=cfg.seed)
-        )
-        self.batches_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
-        if cfg.max_steps_per_epoch:
-            self.batches_per_epoch = min(self.batches_per_epoch, cfg.max_steps_per_epoch)
-        total = cfg.epochs * self.batches_per_epoch
+        total = self.plan_epochs(self.train_set)
         torch.manual_seed(cfg.seed)  # the model's initialisation draws from here, whatever reading the data drew
         self.model = self.method.setup(planned_steps=total)  # --compile auto weighs the run's length
         cfg.method_args = dict(self.method.args)  # as the method resolved them at setup: config.json records each
@@ -102,33 +82,14 @@ class Pretrainer(PretrainCheckpoints):
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
         check_task_fits(self.task, cfg.img_size, self.device)
-        self.optimizer = build_optimizer(self.method, cfg)
-        self.scheduler = CosineLRScheduler(
-            self.optimizer,
-            t_initial=total,
-            lr_min=cfg.peak_lr if cfg.schedule == "constant" else cfg.min_lr,
-            t_in_epochs=False,
-            warmup_t=min(int(cfg.warmup_epochs * self.batches_per_epoch), total - 1),
+        self.schedule(
+            build_optimizer(self.method, cfg), cfg.peak_lr if cfg.schedule == "constant" else cfg.min_lr, total
         )
-        self.dtype = amp_dtype(cfg.amp, self.device)
-        self.scaler = grad_scaler(self.device, self.dtype)
-        self.epoch, self.batch, self.global_step = 0, 0, 0
-        self.history: list[tuple[int, float]] = []
-        self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
-        self.optimizer_step = OptimizerStep(
-            self.model,
-            self.optimizer,
-            self.scheduler,
-            self.scaler,
-            self.nonfinite,
-            cfg.clip_grad,
-            self.replicated,
-            self.world,
-        )
-        self.stop = StopSignals()
+        self.guard_steps(self.model, self.replicated)
+        self.progress_lines(total)
+        self.batch = 0  # the next batch of the epoch (a stop part-way through saves it)
         self.experiment = NoLog()
         self.monitor, self.monitor_state = None, None
-        self.lines = ProgressLines(cfg.epochs, total, quiet=cfg.quiet, enabled=self.rank == 0, every=cfg.log_every)
         self.measured: HeldOut | None = None  # the held-out report measured since the last progress line
         self.last_stats: dict = {}  # the last step's, for the epoch's progress line
 
@@ -171,16 +132,8 @@ class Pretrainer(PretrainCheckpoints):
     # ---- the run --------------------------------------------------------------------------------
     def run(self) -> dict:
         cfg = self.cfg
-        with (
-            distributed.lost_rank_reported(self.world, self.rank, self.out),
-            RunLock(self.out, "train") if self.rank == 0 else nullcontext(),  # rank 0 alone writes
-        ):
-            if cfg.resume:
-                self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
+        with self.run_folder("train", inputs=[cfg.data]):
             if self.rank == 0:
-                claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[cfg.data, cfg.resume])
-                if cfg.resume:  # only now that the folder is this run's: a refused resume cuts no other run's log
-                    truncate_log(self.out / "log.jsonl", self.global_step)
                 check_output_dir(self.out, checkpoint_bytes(self.model))
                 write_json(self.out / "config.json", cfg.to_dict())
                 note = report_skipped([self.train_set, self.val_set], self.out, write_text)
@@ -202,7 +155,7 @@ class Pretrainer(PretrainCheckpoints):
         with self.stop:
             while self.epoch < cfg.epochs and not self.stop_requested():
                 self.train_epoch()
-                if self.stop_requested() and self.batch < self.batches_per_epoch:
+                if self.stop_requested() and self.batch < self.steps_per_epoch:
                     break  # part-way through the epoch: the checkpoint keeps the position
                 self.epoch, self.batch = self.epoch + 1, 0
                 if self.rank == 0:
@@ -310,7 +263,7 @@ class Pretrainer(PretrainCheckpoints):
         self.sampler.set_position(self.epoch, self.batch * (cfg.batch_size // self.world))
         loader = make_loader(self.train_set, cfg.batch_size // self.world, self.sampler, cfg.workers)
         bar = progress(
-            self.batches_per_epoch,
+            self.steps_per_epoch,
             f"epoch {self.epoch + 1}/{cfg.epochs}",
             cfg.quiet,
             self.batch,
@@ -323,7 +276,7 @@ class Pretrainer(PretrainCheckpoints):
             batches(loader) as images_and_labels,
         ):
             for images, _ in images_and_labels:
-                if self.batch >= self.batches_per_epoch:
+                if self.batch >= self.steps_per_epoch:
                     break
                 stats = self.train_step(to_device(images, self.device))
                 self.batch += 1
@@ -340,13 +293,13 @@ class Pretrainer(PretrainCheckpoints):
                     if self.monitor and self.monitor.due(
                         self.global_step,
                         cfg.monitor_every,
-                        self.batch == self.batches_per_epoch,
+                        self.batch == self.steps_per_epoch,
                         self.epoch == cfg.epochs - 1,
                     ):
                         stats["monitor"] = self.monitor_now()
                     log.write(json.dumps({"step": self.global_step, "epoch": self.epoch, **stats}) + "\n")
                     self.experiment.scalars(stats, self.global_step)
-                    if self.lines.step_due(self.global_step) and self.batch < self.batches_per_epoch:
+                    if self.lines.step_due(self.global_step) and self.batch < self.steps_per_epoch:
                         self.progress_line(self.epoch + 1, end_of_epoch=False, stats=stats)
                 self.lines.restart_clock()  # img/s counts loading and stepping, not the evaluations above
                 if self.stop_requested():

@@ -1,0 +1,103 @@
+"""What every resumable training command shares (`Pretrainer`, `Finetuner`): its ranks and device, the epoch's
+steps, the lr schedule, precision and the guarded optimiser step, stop signals, progress lines, and the run folder
+it holds while it trains (locked, claimed, resumed). Each command builds its own data, model and optimiser between
+these calls, in this order:
+
+    begin(cfg) -> plan_epochs(train_set) -> schedule(optimizer, lr_min, total) -> guard_steps(...) -> lines(...)
+    with self.run_folder(command, inputs): ...
+"""
+
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import torch
+from timm.scheduler import CosineLRScheduler
+
+from pretexts.engine.data.loader import EpochSampler
+from pretexts.engine.data.streams import ImageStream
+from pretexts.engine.training import distributed
+from pretexts.engine.training.arithmetic import use_cuda_arithmetic
+from pretexts.engine.training.interrupt import StopSignals
+from pretexts.engine.training.nonfinite import NonFiniteGuard
+from pretexts.engine.training.optimizer_step import OptimizerStep
+from pretexts.engine.training.precision import amp_dtype, grad_scaler
+from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.progress import ProgressLines
+from pretexts.engine.training.resume import truncate_log
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir
+
+
+class TrainingRun:
+    """The shared state: cfg, rank, world, device, out; sampler, steps_per_epoch; scheduler; dtype, scaler,
+    nonfinite, optimizer_step, stop; lines; epoch, global_step, history. A subclass gives `load(path)`."""
+
+    def begin(self, cfg) -> None:
+        """The ranks (torchrun) and the device with its arithmetic; the seed set for what is built next."""
+        self.cfg = cfg
+        self.rank, self.world, self.device = distributed.setup(
+            resolve_device(cfg.device), cfg.batch_size, cfg.accum_iter
+        )
+        use_cuda_arithmetic(self.device, cfg.tf32, cfg.cudnn_benchmark)
+        self.out = Path(cfg.out)
+        self.epoch, self.global_step, self.history = 0, 0, []
+        torch.manual_seed(cfg.seed)
+
+    def plan_epochs(self, train_set) -> int:
+        """The sampler of this rank's share (a stream orders itself: its position, like the sampler's, is
+        (epoch, start)), the optimiser steps of an epoch, and of the run (returned)."""
+        cfg = self.cfg
+        streamed = isinstance(train_set, ImageStream)
+        self.sampler = train_set if streamed else EpochSampler(train_set, self.world, self.rank, seed=cfg.seed)
+        self.steps_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
+        if cfg.max_steps_per_epoch:
+            self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
+        return cfg.epochs * self.steps_per_epoch
+
+    def schedule(self, optimizer: torch.optim.Optimizer, lr_min: float, total: int) -> None:
+        """timm's per-step cosine to `lr_min` over `total` steps, after the warm-up epochs (at least one step of
+        cosine). timm sets each group's lr x its layer scale on construction, warm-up or not."""
+        self.optimizer = optimizer
+        self.scheduler = CosineLRScheduler(
+            optimizer,
+            t_initial=total,
+            lr_min=lr_min,
+            t_in_epochs=False,
+            warmup_t=min(int(self.cfg.warmup_epochs * self.steps_per_epoch), total - 1),
+        )
+
+    def guard_steps(self, model: torch.nn.Module, replicated) -> None:
+        """Autocast's dtype, the loss scaler, the non-finite guard and the optimiser step they make up; the stop
+        signals the loop checks between steps."""
+        cfg = self.cfg
+        self.dtype = amp_dtype(cfg.amp, self.device)
+        self.scaler = grad_scaler(self.device, self.dtype)
+        self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
+        self.optimizer_step = OptimizerStep(
+            model, self.optimizer, self.scheduler, self.scaler, self.nonfinite, cfg.clip_grad, replicated, self.world
+        )
+        self.stop = StopSignals()
+
+    def progress_lines(self, total: int, **options) -> None:
+        """The run's progress lines (rank 0 alone; none under --quiet)."""
+        cfg = self.cfg
+        self.lines = ProgressLines(
+            cfg.epochs, total, quiet=cfg.quiet, enabled=self.rank == 0, every=cfg.log_every, **options
+        )
+
+    @contextmanager
+    def run_folder(self, command: str, inputs: list):
+        """While the run trains: a lost rank is reported, rank 0 holds the folder's lock, a resume loads its
+        checkpoint, then rank 0 claims the folder (refusing another run's unless --force) and cuts the log back to
+        the checkpoint's step (only now that the folder is this run's: a refused resume cuts no other run's log)."""
+        cfg = self.cfg
+        with (
+            distributed.lost_rank_reported(self.world, self.rank, self.out),
+            RunLock(self.out, command) if self.rank == 0 else nullcontext(),  # rank 0 alone writes
+        ):
+            if cfg.resume:
+                self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
+            if self.rank == 0:
+                claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[*inputs, cfg.resume])
+                if cfg.resume:
+                    truncate_log(self.out / "log.jsonl", self.global_step)
+            yield
