@@ -14,6 +14,7 @@ import re
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from pretexts.errors import DataError
@@ -193,8 +194,19 @@ def require(module: str, extra: str):
         raise DataError(f'reading these shards needs {module}: pip install "pretexts[{extra}]".') from None
 
 
+MAX_PATTERN_SHARDS = 1_000_000
+
+
 def expand(pattern: str) -> list[str]:
-    return list(require("braceexpand", "wds").braceexpand(pattern))  # installed with webdataset
+    """The names a brace pattern stands for (braceexpand, installed with webdataset); at most MAX_PATTERN_SHARDS,
+    counted before they are listed (ten million names would take minutes and gigabytes)."""
+    names = list(islice(require("braceexpand", "wds").braceexpand(pattern), MAX_PATTERN_SHARDS + 1))
+    if len(names) > MAX_PATTERN_SHARDS:
+        raise DataError(
+            f"the pattern '{pattern}' names more than {MAX_PATTERN_SHARDS:,} shards; name the shards that exist "
+            f"(a smaller range, or the folder that holds them)."
+        )
+    return names
 
 
 def existing_matches(pattern: str) -> list[Path]:

@@ -211,7 +211,14 @@ def tar_samples(url: str) -> Iterator[RawSample]:
             image = next((members[ext] for ext in IMAGE_SUFFIXES if ext in members), None)
             yield RawSample(name, sample["__key__"], image, label_of(members.get("cls"), url, sample["__key__"]))
     except (OSError, ValueError, tarfile.TarError) as err:
-        raise DataError(f"shard '{url}' cannot be read ({err}); write it again.") from None
+        raise DataError(f"shard '{url}' cannot be read ({cause(err)}); write it again.") from None
+
+
+def cause(err: Exception) -> str:
+    """The error's message alone: webdataset wraps it in a tuple with the stream and the path."""
+    first = err.args[0] if err.args else err
+    text = str(first[0] if isinstance(first, tuple) and first else first)
+    return text.split(" @ <")[0] or type(err).__name__
 
 
 def parquet_samples(url: str, image_column: str, label_column: str | None) -> Iterator[RawSample]:
@@ -224,8 +231,17 @@ def parquet_samples(url: str, image_column: str, label_column: str | None) -> It
         stream = stream.cast_column(image_column, datasets.Image(decode=False))
     row = 0
     # .iter() reads the file whole in this process; plain iteration would split it among the loader's workers
-    for batch in stream.iter(batch_size=PARQUET_BATCH):
-        labels = batch[label_column] if label_column else repeat(0)
+    batches = stream.iter(batch_size=PARQUET_BATCH)
+    while True:
+        try:  # a data page past an intact footer fails only here, as pyarrow's ArrowInvalid (a ValueError)
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (OSError, ValueError) as err:
+            raise DataError(
+                f"parquet file '{url}' cannot be read after row {row} ({cause(err)}); write it again."
+            ) from None
+        labels = batch[label_column] if label_column else repeat(None)
         for value, label in zip(batch[image_column], labels):
             yield RawSample(name, str(row), image_data(value, url), label_of(label, url, row))
             row += 1
@@ -281,6 +297,8 @@ def decode(sample: RawSample) -> Image.Image:
     if data is None:
         raise ValueError("the sample holds no image")
     if isinstance(data, str):
+        if not Path(data).is_file():  # a FIFO or a device would block the reader, a folder fail obscurely
+            raise ValueError(f"'{data}' is not a regular file")
         data = Path(data).read_bytes()
     with Image.open(io.BytesIO(data)) as image:
         return to_rgb(image)

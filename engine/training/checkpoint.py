@@ -34,6 +34,15 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
     """A checkpoint on the CPU (load_state_dict moves it), read without running code and checked: its format,
     its checksum, and, given `kinds`, that it is one of them ("pretrain", "finetune", "finetuned", "segmenter")."""
     path = Path(path)
+    if path.is_dir():
+        inside = (
+            "an export for timm (load it with timm.create_model)" if (path / "pretexts.json").is_file() else "a folder"
+        )
+        hint = f" Did you mean '{path / 'checkpoint.pt'}'?" if (path / "checkpoint.pt").is_file() else ""
+        raise CheckpointError(
+            f"'{path}' is {inside}, not a checkpoint; give the path of a checkpoint.pt written by `pretexts train`."
+            + hint
+        )
     if not path.is_file():
         raise CheckpointError(
             f"checkpoint '{path}' does not exist; give the path of a checkpoint.pt written by `pretexts train`."
