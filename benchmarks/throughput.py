@@ -54,6 +54,7 @@ from pretexts.backbones import create_backbone
 from pretexts.backbones.factory import set_fused_attention
 from pretexts.engine import METHODS, PretrainConfig, Pretrainer
 from pretexts.engine.methods.energy.model import create_energy_model
+from pretexts.engine.training.arithmetic import use_cuda_arithmetic
 from pretexts.engine.training.config import with_method_args
 from pretexts.engine.training.precision import autocast
 from pretexts.errors import ParameterError
@@ -127,6 +128,14 @@ COMPILED_PAIRS = {
     ),
     "AE baseline (method ae)": lambda backend: trainer_row(method="ae", compile=backend),
     "MAE baseline (method mae)": lambda backend: trainer_row(method="mae", compile=backend),
+    # the rows a GPU runs (bf16 autocast, the package's default on CUDA)
+    "supervised + bf16 autocast": lambda backend: (
+        lambda args, device, task: supervised(args, device, task, torch.bfloat16, compile=backend)
+    ),
+    "energy N=2 exact + bf16 autocast": lambda backend: trainer_row(steps=2, amp="bf16", compile=backend),
+    "energy N=2 finite-difference + bf16 autocast": lambda backend: trainer_row(
+        steps=2, grad_mode="finite-difference", amp="bf16", compile=backend
+    ),
 }
 # fp32 row -> its bf16 twin, for the bf16 / fp32 ratios (a ratio to supervised compares rows of one precision)
 BF16_PAIRS = {
@@ -156,7 +165,7 @@ def trainer_row(unfused: bool = False, **overrides):
                     workers=0,
                     device=str(device),
                     out=args.out,
-                    **{"amp": "off", "compile": None, **overrides},
+                    **{"amp": "off", "compile": None, "tf32": args.tf32 == "on", **overrides},
                 )
             )
         )
@@ -250,6 +259,12 @@ def main(argv=None) -> None:
         help="also time the energy steps (exact, finite-difference) and the AE "
         "compiled with this torch.compile backend (e.g. inductor)",
     )
+    parser.add_argument(
+        "--tf32",
+        choices=("on", "off"),
+        default="on",
+        help="CUDA only: float32 matmuls and convolutions in TF32 for every row (the package's default on CUDA)",
+    )
     parser.add_argument("--fit-gib", type=float, default=80.0, help="memory budget for the largest-batch estimate")
     parser.add_argument("--only", action="append", help="wildcard over row names (repeat for several)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (1 is steadiest on a shared machine)")
@@ -287,6 +302,7 @@ def measure_table(args) -> None:
 
 def measure(args) -> None:
     device = torch.device(args.device)
+    use_cuda_arithmetic(device, args.tf32 == "on", cudnn_benchmark=True)  # the supervised rows too, as a run would
     task = pretexts.create_pretext(args.task)
     steps, models, skipped = {}, {}, {}
     for name, build in rows(args).items():
@@ -321,7 +337,8 @@ def measure(args) -> None:
     what = "CUDA max_memory_allocated" if device.type == "cuda" else "resident-set high-water mark (VmHWM)"
     print(
         f"{args.backbone} at {args.size} px, batch {args.batch}, task {args.task}, on {device} "
-        f"({torch.get_num_threads()} threads), torch {torch.__version__}; median of {args.repeats} interleaved "
+        f"({torch.get_num_threads()} threads), torch {torch.__version__}"
+        f"{f', TF32 {args.tf32}' if device.type == 'cuda' else ''}; median of {args.repeats} interleaved "
         f"steps; peak memory of one step above the resting state: {what}"
     )
     reference = SUPERVISED if SUPERVISED in times else next(iter(times))

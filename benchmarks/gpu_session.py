@@ -1,0 +1,132 @@
+"""A lent GPU's minutes spent on measurement alone: the machine, the CUDA tests, then the step-cost tables in order of
+priority until the time is spent. Every output, and a summary of what ran and what did not fit, go into one folder.
+
+    python benchmarks/gpu_session.py --minutes 8 --out benchmarks/results/gpu-h200-2026-11-29
+    python benchmarks/gpu_session.py --dry-run --out /tmp/gpu-dry     # the same plan, tiny, on the CPU (a test)
+
+The plan (PLAN), each item one `benchmarks/throughput.py` table at 224 px in bf16 autocast (the supervised step,
+the exact energy step, finite differences), in this order:
+1. the CUDA tests (`pytest -m cuda`);
+2. batch 128, TF32 on (the package's default on CUDA): ViT-S/16, ConvNeXt-T, ResNet-50, ViT-B/16, Swin-T;
+3. batch 128, TF32 off: ViT-S/16 and ConvNeXt-T (finite differences run float32 passes, which TF32 speeds);
+4. compiled (inductor; compile time and the steps that repay it printed): ViT-S/16 and ConvNeXt-T at batch 128;
+5. batch 32, TF32 on: the five backbones.
+Each table reports ms, x supervised, peak MiB, GFLOP per step and the fraction of its FLOP bound. An item runs with
+the time left as its limit; one cut short is kept as far as it got, and what had no time left is listed as skipped.
+"""
+
+import argparse
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+ROWS = (
+    "supervised (CE, linear classifier)",
+    "supervised + bf16 autocast",
+    "energy N=2 exact + bf16 autocast",
+    "energy N=2 finite-difference + bf16 autocast",
+)
+COMPILED_ROWS = ("supervised + bf16 autocast*", "energy N=2 exact + bf16 autocast*")
+BACKBONES = ("vit_small", "convnext_t", "resnet50", "vit_base", "swin_t")
+
+
+def table(name: str, backbone: str, batch: int, tf32: str = "on", compiled: bool = False) -> tuple[str, list[str]]:
+    """(item name, throughput.py arguments) of one table."""
+    rows = COMPILED_ROWS if compiled else ROWS
+    argv = ["--backbone", backbone, "--batch", str(batch), "--size", "224", "--repeats", "3", "--tf32", tf32]
+    argv += [arg for row in rows for arg in ("--only", row)]
+    return name, argv + (["--compile", "inductor"] if compiled else [])
+
+
+PLAN = [
+    ("cuda-tests", None),
+    *(table(f"{b}-128", b, 128) for b in BACKBONES),
+    *(table(f"{b}-128-no-tf32", b, 128, tf32="off") for b in ("vit_small", "convnext_t")),
+    *(table(f"{b}-128-compiled", b, 128, compiled=True) for b in ("vit_small", "convnext_t")),
+    *(table(f"{b}-32", b, 32) for b in BACKBONES),
+]
+
+
+def dry(argv: list[str]) -> list[str]:
+    """The same table at tiny sizes on the CPU: vit_tiny at 32 px for the ViTs, convnext_atto for the rest, batch 4,
+    one repeat, compiled with the eager backend (the code path, not the compiler)."""
+    out = list(argv)
+    backbone = out[out.index("--backbone") + 1]
+    out[out.index("--backbone") + 1] = "vit_tiny" if backbone.startswith("vit") else "convnext_atto"
+    out[out.index("--batch") + 1], out[out.index("--size") + 1], out[out.index("--repeats") + 1] = "4", "32", "1"
+    if "--compile" in out:
+        out[out.index("--compile") + 1] = "eager"
+    return out + ["--device", "cpu", "--threads", "1"]
+
+
+def machine() -> str:
+    """What ran: the GPU (nvidia-smi), torch, CUDA and cuDNN builds, the CPU and Python."""
+    import torch
+
+    lines = [
+        f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+        f"python {platform.python_version()}, {platform.platform()}, {platform.processor() or 'cpu'}",
+        f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}",
+    ]
+    if torch.cuda.is_available():
+        lines.append(f"GPU: {torch.cuda.get_device_name(0)}")
+        try:
+            smi = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
+            lines += ["", smi]
+        except (OSError, subprocess.TimeoutExpired) as err:
+            lines.append(f"nvidia-smi: {err}")
+    else:
+        lines.append("GPU: none (a dry run on the CPU)")
+    return "\n".join(lines) + "\n"
+
+
+def run_item(name: str, argv: list[str] | None, out: Path, limit: float, dry_run: bool) -> tuple[str, float]:
+    """Runs one item with `limit` seconds, its output into OUT/NAME.txt; (status, seconds taken)."""
+    if argv is None:  # the CUDA tests; a dry run only collects them (they skip without a GPU)
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cuda", "-n", "0"]
+        command += ["--collect-only"] if dry_run else []
+    else:
+        command = [sys.executable, str(HERE / "throughput.py"), *(dry(argv) if dry_run else argv)]
+    start = time.time()
+    with (out / f"{name}.txt").open("w") as log:
+        log.write("$ " + " ".join(command[1:]) + "\n\n")
+        log.flush()
+        try:
+            code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=limit).returncode
+        except subprocess.TimeoutExpired:
+            return f"cut short at {limit:.0f} s (the output so far is kept)", time.time() - start
+    return ("done" if code == 0 else f"failed (exit {code})"), time.time() - start
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="the folder for the machine, each table and summary.md")
+    parser.add_argument("--minutes", type=float, default=8.0, help="the whole session's budget")
+    parser.add_argument("--dry-run", action="store_true", help="tiny sizes on the CPU: checks the plan runs")
+    parser.add_argument("--only", nargs="+", help="run only these items of the plan (names as in summary.md)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "machine.txt").write_text(machine())
+    deadline = time.time() + args.minutes * 60
+    plan = [(n, a) for n, a in PLAN if not args.only or n in args.only]
+    summary = ["| item | status | seconds |", "|---|---|---|"]
+    for name, item_argv in plan:
+        left = deadline - time.time()
+        if left < 20:  # too little to load a model and time a step
+            summary.append(f"| {name} | skipped: no time left | 0 |")
+            continue
+        status, seconds = run_item(name, item_argv, out, left, args.dry_run)
+        summary.append(f"| {name} | {status} | {seconds:.0f} |")
+        print(f"{name}: {status} ({seconds:.0f} s)", flush=True)
+    text = f"# GPU session{' (dry run on the CPU)' if args.dry_run else ''}\n\n" + "\n".join(summary) + "\n"
+    (out / "summary.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

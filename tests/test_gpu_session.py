@@ -1,0 +1,40 @@
+"""benchmarks/gpu_session.py, the script a lent GPU runs first, dry-run on the CPU at tiny sizes: every kind of item
+in its plan runs and writes its table, the machine and the summary land in one folder, and what finds no time left
+is listed as skipped rather than lost."""
+
+import subprocess
+import sys
+
+import pytest
+from docs_blocks import ROOT
+
+SCRIPT = ROOT / "benchmarks" / "gpu_session.py"
+
+
+def session(out, *args, timeout=900):
+    command = [sys.executable, str(SCRIPT), "--dry-run", "--out", str(out), *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return (out / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_dry_run_measures_each_kind_of_item_into_one_folder(tmp_path):
+    items = ["cuda-tests", "resnet50-128", "convnext_t-128-compiled"]
+    summary = session(tmp_path, "--only", *items)
+    for item in items:
+        assert f"| {item} | done |" in summary, summary
+    assert "GPU: none (a dry run on the CPU)" in (tmp_path / "machine.txt").read_text()
+    resnet = (tmp_path / "resnet50-128.txt").read_text()
+    assert "convnext_atto at 32 px, batch 4" in resnet  # the dry run's stand-in for ResNet-50 at 224 px
+    for row in ("| supervised + bf16 autocast |", "| energy N=2 exact + bf16 autocast |"):
+        assert row in resnet, resnet
+    compiled = (tmp_path / "convnext_t-128-compiled.txt").read_text()
+    assert "| energy N=2 exact + bf16 autocast + compile (eager) |" in compiled and "compile time" in compiled
+
+
+def test_items_that_find_no_time_left_are_listed_as_skipped(tmp_path):
+    summary = session(tmp_path, "--minutes", "0.1", "--only", "vit_small-128", "swin_t-32", timeout=120)
+    assert "| vit_small-128 | skipped: no time left | 0 |" in summary
+    assert "| swin_t-32 | skipped: no time left | 0 |" in summary
+    assert (tmp_path / "machine.txt").is_file()
