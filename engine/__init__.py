@@ -24,6 +24,7 @@ API = {
     "restoration_error": "methods.energy",
     "figure_columns": "methods.energy",
     "HeldOut": "methods.report",
+    "Figure": "methods.report",
     "AutoencoderMethod": "methods.autoencoder",
     "MAEMethod": "methods.mae",
     "FinetuneConfig": "evaluation.finetune_config",

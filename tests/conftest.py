@@ -45,7 +45,7 @@ def private_listing_cache(tmp_path_factory):
 def eager_unless_asked():
     """`--compile auto` would compile a long enough ViT run with inductor (minutes on a CPU): in-process tests run
     eagerly unless they ask for a backend; tests/test_compile_auto.py sets the rule's real margin back."""
-    from pretexts.engine.methods import compile_choice
+    from pretexts.engine.training import compile_choice
 
     real, compile_choice.MARGIN = compile_choice.MARGIN, 10**12
     yield real

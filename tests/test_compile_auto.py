@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from tiny_trainers import tiny_trainer
 
 from pretexts.cli import main
-from pretexts.engine.methods import compile_choice
-from pretexts.engine.methods.compile_choice import BACKEND, choose_compile
+from pretexts.engine.training import compile_choice
+from pretexts.engine.training.compile_choice import BACKEND, choose_compile
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.errors import ParameterError
 
@@ -71,13 +71,13 @@ def test_the_config_defaults_to_auto_and_reads_off_as_eager():
 def test_a_trainer_resolves_auto_from_its_backbone_method_and_length(tmp_path, real_margin, overrides, compiled):
     trainer = tiny_trainer(tmp_path, batch_size=32, img_size=32, **overrides)
     steps = trainer.cfg.epochs * trainer.steps_per_epoch
-    assert (trainer.cfg.compile == BACKEND) is compiled, (steps, trainer.method.compile_choice.why)
+    assert (trainer.record.compile == BACKEND) is compiled, (steps, trainer.compile_choice.why)
     if compiled:  # the compiled restoration step is built (compiling happens at its first call, not here)
         assert trainer.method.compiled is not None
         assert steps * 32 * 32**2 >= compile_choice.MARGIN * compile_choice.BREAK_EVEN_WORK
     else:
         assert getattr(trainer.method, "compiled", None) is None
-        assert trainer.method.compile_choice.why.startswith("auto: ")
+        assert trainer.compile_choice.why.startswith("auto: ")
 
 
 def test_the_start_line_says_what_auto_chose_and_config_json_records_it(tmp_path):

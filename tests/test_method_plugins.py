@@ -16,7 +16,7 @@ ROTATION = '''
     import torch.nn.functional as F
 
     from pretexts import backbones
-    from pretexts.engine import HeldOut, Method, register_method
+    from pretexts.engine import Figure, HeldOut, Method, register_method
     from pretexts.params import Param
 
 
@@ -63,9 +63,9 @@ ROTATION = '''
             return HeldOut(count, chance, [wrong / count], ("predicted",), result="predicted",
                            measure="rotation error rate", baseline="chance", against="chance", method="rotation")
 
-        def figure_columns(self, images):
+        def figure(self, images):
             rotated, _ = self.corrupt(images, torch.Generator().manual_seed(0))
-            return {"rotated": rotated, "original": images}
+            return Figure({"rotated": rotated, "original": images}, self.default_title())
 '''
 
 

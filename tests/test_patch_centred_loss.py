@@ -42,7 +42,7 @@ def energy_method(backbone: str, task: str = "random-mask", **method_args) -> En
 def test_the_patch_is_the_vits_else_8_pixels_and_the_loss_reaches_the_backbone(backbone, patch, real_images):
     torch.manual_seed(0)
     method = energy_method(backbone)
-    model = method.setup(planned_steps=1)
+    model = method.setup()
     assert method.loss_patch == patch
     method.loss(method.task(real_images[:4], torch.Generator().manual_seed(0))).backward()
     first = next(p for p in model.backbone.parameters() if p.ndim > 1)
@@ -53,7 +53,7 @@ def test_the_patch_is_the_vits_else_8_pixels_and_the_loss_reaches_the_backbone(b
 def test_the_loss_falls_on_real_images(real_images):
     torch.manual_seed(0)
     method = energy_method("convnext_atto")
-    model = method.setup(planned_steps=30)
+    model = method.setup()
     sample = method.task(real_images, torch.Generator().manual_seed(0))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     losses = []
@@ -68,9 +68,9 @@ def test_the_loss_falls_on_real_images(real_images):
 
 def test_a_state_that_is_not_an_image_or_a_patch_that_does_not_divide_it_is_refused():
     with pytest.raises(ParameterError, match="use loss=mse"):
-        energy_method("vit_tiny", task="patch-sorting").setup(planned_steps=1)
+        energy_method("vit_tiny", task="patch-sorting").setup()
     with pytest.raises(ParameterError, match="loss_patch=5 must divide the image size 32"):
-        energy_method("resnet18", loss_patch=5).setup(planned_steps=1)
+        energy_method("resnet18", loss_patch=5).setup()
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_the_default_loss_is_patch_centred_for_a_vit_with_a_masking_task_else_ms
     method = EnergyMethod(cfg, pretexts.create_pretext(task, **task_args), torch.device("cpu"))
     assert method.args["loss"] == "auto"
     torch.manual_seed(0)
-    model = method.setup(planned_steps=1)
+    model = method.setup()
     assert (method.args["loss"], method.loss_patch) == (loss, patch)
     method.loss(method.task(real_images[:4], torch.Generator().manual_seed(0))).backward()
     first = next(p for p in model.backbone.parameters() if p.ndim > 1)
@@ -102,5 +102,5 @@ def test_the_default_loss_is_patch_centred_for_a_vit_with_a_masking_task_else_ms
 def test_a_given_loss_is_kept_on_a_vit():
     cfg = PretrainConfig(backbone="vit_tiny", img_size=32, method_args={"loss": "mse"})
     method = EnergyMethod(cfg, pretexts.create_pretext("random-mask"), torch.device("cpu"))
-    method.setup(planned_steps=1)
+    method.setup()
     assert (method.args["loss"], method.loss_patch) == ("mse", None)

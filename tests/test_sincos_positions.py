@@ -28,7 +28,7 @@ def energy_method(task: str = "random-mask", **method_args):
 def test_the_patch_positions_are_the_fixed_table_and_the_blocks_still_train(real_images):
     assert energy_method().args["positions"] == "auto"
     method = energy_method(positions="sincos")
-    energy_model = method.setup(planned_steps=1)
+    energy_model = method.setup()
     positions = energy_model.backbone.pos_embed
     torch.testing.assert_close(positions[0, 1:], sincos_pos_embed((4, 4), 192))  # 16 patches of 8 px at 32 px
     assert not positions[0, 0].any() and not positions.requires_grad  # the class token's row: zero, as MAE's

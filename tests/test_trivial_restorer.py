@@ -188,9 +188,8 @@ def test_the_figure_title_carries_the_figures_own_numbers(tiny_model, held_out_i
 
     method = EnergyMethod(PretrainConfig(backbone="vit_tiny", task="random-mask"), create_pretext("random-mask"), "cpu")
     method.model = tiny_model
-    assert method.figure_title() == "random-mask on vit_tiny"
-    columns = method.figure_columns(held_out_images[:3])
-    first, second = method.figure_title().split("\n")
+    columns, title = method.figure(held_out_images[:3])
+    first, second = title.split("\n")
     assert second == "random-mask on vit_tiny" and first.startswith("MSE of these 3: corrupted ")
     assert first.endswith("(visible-mean fill)") and list(columns)[0] == "corrupted"
 

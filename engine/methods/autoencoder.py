@@ -15,7 +15,7 @@ from pretexts.base import Pretext
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
 from pretexts.engine.methods.energy.restore import LOSSES, restoration_loss
-from pretexts.engine.methods.report import HeldOut, with_figure_numbers
+from pretexts.engine.methods.report import Figure, HeldOut, with_figure_numbers
 from pretexts.engine.modules.decoders import LightDecoder, PyramidDecoder
 from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.engine.modules.features import is_plain_vit
@@ -57,13 +57,11 @@ class AutoencoderMethod(Method):
     def held_out_error(self, batches) -> HeldOut:
         return reconstruction_error(self.model, self.task, batches, self.device, seed=self.cfg.seed)
 
-    def figure_columns(self, images: Tensor) -> dict:
+    def figure(self, images: Tensor) -> Figure:
         # the same seeded corruption as the columns: the title's numbers are the figure's own images
-        self.figure_error = reconstruction_error(self.model, self.task, [images], images.device, seed=self.cfg.seed)
-        return reconstruction_columns(self.model, self.task, images, seed=self.cfg.seed)
-
-    def figure_title(self) -> str:
-        return with_figure_numbers(f"AE {self.cfg.task} on {self.cfg.backbone}", getattr(self, "figure_error", None))
+        error = reconstruction_error(self.model, self.task, [images], images.device, seed=self.cfg.seed)
+        columns = reconstruction_columns(self.model, self.task, images, seed=self.cfg.seed)
+        return Figure(columns, with_figure_numbers(f"AE {self.cfg.task} on {self.cfg.backbone}", error))
 
     @staticmethod
     def fine_tuning_positions(pos: Tensor, backbone: nn.Module) -> Tensor:

@@ -10,21 +10,21 @@ from timm.optim import param_groups_weight_decay
 
 from pretexts.backbones.factory import set_grad_checkpointing
 from pretexts.backbones.normalisation import normalisation
-from pretexts.engine.methods.compile_choice import choose_compile
-from pretexts.engine.methods.report import HeldOut, with_figure_numbers
+from pretexts.engine.methods.report import Figure, HeldOut
 from pretexts.engine.methods.states import state_adapter
 from pretexts.errors import ParameterError
 
 
 class Method:
-    """Override `build_model`, `loss`, `held_out_error` and `figure_columns`; the rest has defaults.
+    """Override `build_model`, `loss`, `held_out_error` and `figure`; the rest has defaults.
 
-    The loop (`pretexts.engine.Pretrainer`) builds the method from the run's config, calls `setup()` once, then
-    per step `corrupt` -> `loss` -> an optimiser step over `param_groups()`, logging `step_stats()`; it draws
-    `figure_columns` (titled by `figure_title`) at the end of an epoch and prints `held_out_error` at the end
-    of the run, and the monitor measures `features` and `monitor_scalars`. `@register_method(name)` (from
-    `pretexts.engine`) makes it `pretexts train --method NAME`; its `summary`, else the first line of its
-    docstring, is its line in `pretexts list --methods`.
+    The loop (`pretexts.engine.Pretrainer`) builds the method from the run's config, then `build()`s the model
+    (`build_model`, then `resolve` of its `auto` options), decides `--compile` from the method's `compiled_gain` and
+    the run's length, and `prepare`s the model (`apply_speedups`, `compile_model`). Per step it runs `corrupt` ->
+    `loss` -> an optimiser step over `param_groups()`, logging `step_stats()`; it draws `figure` at the end of an
+    epoch and prints `held_out_error` at the end of the run, and the monitor measures `features` and
+    `monitor_scalars`. `@register_method(name)` (from `pretexts.engine`) makes it `pretexts train --method NAME`;
+    its `summary`, else the first line of its docstring, is its line in `pretexts list --methods`.
 
     Args:
         cfg (PretrainConfig): The run's `PretrainConfig`, kept as `self.cfg` (backbone, img_size, seed, ...).
@@ -56,7 +56,7 @@ class Method:
         >>> method = METHODS.get(cfg.method)(cfg, create_pretext(cfg.task), torch.device("cpu"))
         >>> method.args["decoder_depth"], method.corruption()
         (1, "'random-mask'")
-        >>> model = method.setup()  # what the loop does once; then, each step:
+        >>> model = method.setup()  # build, then prepare (eager), as the loop does once; then, each step:
         >>> sample = method.corrupt(torch.rand(2, 3, 32, 32), torch.Generator().manual_seed(0))
         >>> method.loss(sample).shape
         torch.Size([])
@@ -73,6 +73,7 @@ class Method:
     figure_name = "restoration"  # the epoch figures are FIGURE_NAME_epochNNN.png
     uses_task = True  # False: it corrupts its own way (MAE's, SimMIM's masks) and ignores --task
     shortcut_advice: dict = {}  # "ARG=VALUE" of the task (or "*") -> a known shortcut and the way out
+    compile_backend: str | None = None  # torch.compile's backend the loop chose (`prepare`); None: eager
 
     def __init__(self, cfg, task, device: torch.device):
         self.cfg, self.task, self.device = cfg, task, device
@@ -109,28 +110,39 @@ class Method:
             for k, value in given.items()
         }
 
-    def setup(self, planned_steps: int | None = None) -> torch.nn.Module:
-        """Build the model on the method's device, resolve `--compile auto` for a run of `planned_steps` (the
-        config then holds the backend it chose, or None; `compile_choice` says why), apply the run's speedups and
-        bind the task to it; the loop calls it once, before the optimiser (and DDP) see the model."""
-        model, cfg = self.build_model().to(self.device), self.cfg
-        self.compile_choice = choose_compile(
-            cfg.compile,
-            measured_gain=self.compiled_gain(model),
-            device_type=self.device.type,
-            autocast=cfg.amp in ("bf16", "fp16"),  # asked for; "auto" is float32 on the CPU
-            planned_steps=planned_steps,
-            batch_size=cfg.batch_size,
-            img_size=cfg.img_size,
-        )
-        cfg.compile = self.compile_choice.backend
+    def setup(self, compile_backend: str | None = None) -> torch.nn.Module:
+        """`build` then `prepare`, in one call (the loop decides `--compile` between the two, from the built model).
+        Not meant to be overridden."""
+        return self.prepare(self.build(), compile_backend)
+
+    def build(self) -> torch.nn.Module:
+        """`build_model` on the method's device with its `auto` options resolved (`resolve`; what they resolved
+        to is `self.resolved`). Not meant to be overridden."""
+        model = self.build_model().to(self.device)
+        self.resolved = self.resolve(model)
+        return model
+
+    def prepare(self, model: torch.nn.Module, compile_backend: str | None) -> torch.nn.Module:
+        """The run's speedups on the built model (`compile_backend`: torch.compile's, None: eager) and the task
+        bound to it; the loop calls it once, before the optimiser (and DDP) see the model. Not meant to be
+        overridden."""
+        self.compile_backend = compile_backend
         self.model = self.apply_speedups(model)
         self.task = state_adapter(self.task, self.model).prepare()
         return self.model
 
+    def resolve(self, model: torch.nn.Module) -> dict:
+        """Resolve the method's `auto` options against the built `model` and the task, into `self.args`.
+
+        Returns:
+            Option -> what the run trains with, for the start line and the record (the energy method's loss and a
+            ViT's positions); by default nothing.
+        """
+        return {}
+
     def compiled_gain(self, model: torch.nn.Module) -> float | None:
         """The compiled / eager time of this method's step on `model`'s backbone on the CPU where it was measured
-        faster compiled (engine/methods/compile_choice.py); None, the default: `--compile auto` leaves it eager."""
+        faster compiled (engine/training/compile_choice.py); None, the default: `--compile auto` leaves it eager."""
         return None
 
     def apply_speedups(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -143,14 +155,14 @@ class Method:
             set_grad_checkpointing(backbone, True)
         if cfg.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        if cfg.compile:
+        if self.compile_backend:
             model = self.compile_model(model)
         return model
 
     def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """--compile: the backbone's forward through torch.compile (in place: the state_dict keeps its keys). A
         method whose loss needs a double backward compiles its own step instead (the energy method)."""
-        compile_forward(getattr(model, "backbone", model), self.cfg.compile, self.cfg.backbone)
+        compile_forward(getattr(model, "backbone", model), self.compile_backend, self.cfg.backbone)
         return model
 
     def build_model(self) -> torch.nn.Module:
@@ -173,10 +185,6 @@ class Method:
             default that it ignores the task).
         """
         return f"'{self.cfg.task}'" if self.uses_task else f"{self.cfg.method}'s own corruption (--task unused)"
-
-    def resolved_line(self) -> str | None:
-        """A start line saying what the method's `auto` options resolved to at setup (None: nothing to say)."""
-        return None
 
     def corrupt(self, images: torch.Tensor, generator: torch.Generator):
         """The step's sample from clean images [B,3,H,W] in [0,1]; the task's corruption unless the method
@@ -222,23 +230,21 @@ class Method:
         """
         raise NotImplementedError
 
-    def figure_columns(self, images: torch.Tensor) -> dict:
-        """Column name -> images [B,3,H,W] for the epoch figure of `images`.
+    def figure(self, images: torch.Tensor) -> Figure:
+        """The epoch figure of `images`: its columns and its title.
 
         Args:
             images: The figure's held-out images, float `(B, 3, H, W)` in [0, 1] on `self.device`.
 
         Returns:
-            Column name -> images `(B, 3, H, W)` in [0, 1], left to right.
+            A `Figure`: column name -> images `(B, 3, H, W)` in [0, 1], left to right, and the title (where the
+            method measured the figure's own images, with their numbers: `with_figure_numbers`).
         """
         raise NotImplementedError
 
-    def figure_title(self) -> str:
-        """The figure's title; the loop asks for it after `figure_columns`, so a method that measured the
-        figure's images there (`self.figure_error`, a `HeldOut`) puts the numbers in it."""
-        return with_figure_numbers(
-            f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}", getattr(self, "figure_error", None)
-        )
+    def default_title(self) -> str:
+        """ "METHOD: TASK on BACKBONE", a figure's title by default."""
+        return f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}"
 
     def param_groups(self) -> list:
         """The optimiser's parameter groups: weight decay on all but norms and biases (timm's split)."""
@@ -285,6 +291,16 @@ class Method:
         """The ViT position embeddings fine-tuning starts from after a positions task (patch sorting), which
         never read the learnable ones; by default what they were at the end of pretraining."""
         return pos
+
+
+def resolved_line(method: Method) -> str | None:
+    """The start line naming what the method's `auto` options resolved to (`Method.resolve`), None if nothing."""
+    if not method.resolved:
+        return None
+    chosen = ", ".join(f"{k} {v}" for k, v in method.resolved.items())
+    options = ", ".join("--" + k.replace("_", "-") for k in method.resolved)
+    them = "it" if len(method.resolved) == 1 else "them"
+    return f"{method.cfg.method}: {chosen} ({options}; auto picks {them} by backbone and task)"
 
 
 def add_or_none(total: float | None, part: float | None) -> float | None:

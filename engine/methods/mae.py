@@ -10,7 +10,7 @@ from pretexts.backbones.patches import patchify, unpatchify
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, compile_forward
 from pretexts.engine.methods.mae_model import MAEModel
-from pretexts.engine.methods.report import HeldOut, with_figure_numbers
+from pretexts.engine.methods.report import Figure, HeldOut, with_figure_numbers
 from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.params import Param
 
@@ -50,7 +50,7 @@ class MAEMethod(Method):
     def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """--compile: the encoder (visible tokens through the backbone's blocks, not its forward_features) and the
         decoder; the masking, seeded by the step's generator, stays eager."""
-        compile_forward(model, self.cfg.compile, self.cfg.backbone, entries=("encode", "decode"))
+        compile_forward(model, self.compile_backend, self.cfg.backbone, entries=("encode", "decode"))
         return model
 
     def corruption(self) -> str:
@@ -66,13 +66,11 @@ class MAEMethod(Method):
     def held_out_error(self, batches) -> HeldOut:
         return masked_patch_error(self.model, batches, self.device, self.cfg.seed)
 
-    def figure_columns(self, images: torch.Tensor) -> dict:
+    def figure(self, images: torch.Tensor) -> Figure:
         # the same seeded masks as the columns: the title's numbers are the figure's own images
-        self.figure_error = masked_patch_error(self.model, [images], images.device, self.cfg.seed)
-        return mae_columns(self.model, images, self.cfg.seed)
-
-    def figure_title(self) -> str:
-        return with_figure_numbers(f"MAE on {self.cfg.backbone}", getattr(self, "figure_error", None))
+        error = masked_patch_error(self.model, [images], images.device, self.cfg.seed)
+        columns = mae_columns(self.model, images, self.cfg.seed)
+        return Figure(columns, with_figure_numbers(f"MAE on {self.cfg.backbone}", error))
 
     def probe_forward(self, images: torch.Tensor) -> None:
         self.model(images, torch.Generator(device=images.device).manual_seed(0))

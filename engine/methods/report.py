@@ -5,6 +5,7 @@ where set)."""
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 @dataclass
@@ -111,3 +112,11 @@ def with_figure_numbers(title: str, held: HeldOut | None) -> str:
     """The figure's numbers on a first line above `title` (the loop appends the epoch to the title)."""
     numbers = held.figure_numbers() if held is not None else ""
     return f"{numbers}\n{title}" if numbers else title
+
+
+class Figure(NamedTuple):
+    """A method's epoch figure: column name -> images `(B, 3, H, W)` in [0, 1], left to right, and its title (the
+    loop appends the epoch)."""
+
+    columns: dict
+    title: str

@@ -11,7 +11,7 @@ from pretexts.backbones import create_backbone
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method
-from pretexts.engine.methods.report import HeldOut, with_figure_numbers
+from pretexts.engine.methods.report import Figure, HeldOut, with_figure_numbers
 from pretexts.engine.methods.simmim_model import SimMIMModel, mask_patch_size, random_mask
 from pretexts.engine.modules.decoders import PyramidDecoder
 from pretexts.engine.modules.eval_mode import eval_mode
@@ -90,22 +90,20 @@ class SimMIMMethod(Method):
     def held_out_error(self, batches) -> HeldOut:
         return masked_pixel_error(self, batches)
 
-    def figure_columns(self, images: torch.Tensor) -> dict:
+    def figure(self, images: torch.Tensor) -> Figure:
         # the same seeded masks as the columns: the title's numbers are the figure's own images
-        self.figure_error = masked_pixel_error(self, [images])
+        error = masked_pixel_error(self, [images])
         generator = torch.Generator(device=images.device).manual_seed(self.cfg.seed)
         with eval_mode(self.model), torch.no_grad():
             sample = self.corrupt(images, generator)
             prediction = self.model.unnormalise(self.model(sample.images, sample.mask)[0])
         pixels = self.pixel_mask(sample.mask)
-        return {
+        columns = {
             "masked": images * (1 - pixels),
             "reconstruction": images * (1 - pixels) + prediction * pixels,
             "original": images,
         }
-
-    def figure_title(self) -> str:
-        return with_figure_numbers(f"SimMIM on {self.cfg.backbone}", getattr(self, "figure_error", None))
+        return Figure(columns, with_figure_numbers(f"SimMIM on {self.cfg.backbone}", error))
 
     def probe_forward(self, images: torch.Tensor) -> None:
         self.model(images, torch.zeros(images.shape[0], self.model.grid, self.model.grid, device=images.device))

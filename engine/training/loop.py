@@ -1,5 +1,6 @@
 """The pretraining loop. It knows neither the task nor the method: corrupt, loss, step, log, checkpoint."""
 
+import dataclasses
 import json
 import sys
 import time
@@ -26,6 +27,7 @@ from pretexts.engine.data.streams import ImageStream, is_stream
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
 from pretexts.engine.training.arithmetic import arithmetic
+from pretexts.engine.training.compile_choice import choose_compile
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
@@ -76,8 +78,19 @@ class Pretrainer(PretrainCheckpoints, TrainingRun):
         self.val_set = self._dataset("val", unaugmented_transform(cfg.img_size))
         total = self.plan_epochs(self.train_set)
         torch.manual_seed(cfg.seed)  # the model's initialisation draws from here, whatever reading the data drew
-        self.model = self.method.setup(planned_steps=total)  # --compile auto weighs the run's length
-        cfg.method_args = dict(self.method.args)  # as the method resolved them at setup: config.json records each
+        model = self.method.build()
+        self.compile_choice = choose_compile(  # --compile auto weighs the method's measured gain and the run's length
+            cfg.compile,
+            measured_gain=self.method.compiled_gain(model),
+            device_type=self.device.type,
+            autocast=cfg.amp in ("bf16", "fp16"),  # asked for; "auto" is float32 on the CPU
+            planned_steps=total,
+            batch_size=cfg.batch_size,
+            img_size=cfg.img_size,
+        )
+        self.model = self.method.prepare(model, self.compile_choice.backend)
+        # the run's record (config.json, checkpoints): the config as asked, with what `auto` resolved to
+        self.record = dataclasses.replace(cfg, compile=self.compile_choice.backend, method_args=dict(self.method.args))
         self.task = self.method.task
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
@@ -135,12 +148,12 @@ class Pretrainer(PretrainCheckpoints, TrainingRun):
         with self.run_folder("train", inputs=[cfg.data]):
             if self.rank == 0:
                 check_output_dir(self.out, checkpoint_bytes(self.model))
-                write_json(self.out / "config.json", cfg.to_dict())
+                write_json(self.out / "config.json", self.record.to_dict())
                 note = report_skipped([self.train_set, self.val_set], self.out, write_text)
                 if note:
                     print(note, file=sys.stderr, flush=True)
                 self.experiment = open_experiment_log(
-                    cfg.logger, self.out, cfg.to_dict(), self.global_step + 1 if cfg.resume else None
+                    cfg.logger, self.out, self.record.to_dict(), self.global_step + 1 if cfg.resume else None
                 )
                 self.monitor = self.build_monitor() if cfg.monitor_every else None
             try:
@@ -321,9 +334,8 @@ class Pretrainer(PretrainCheckpoints, TrainingRun):
         return to_device(torch.stack([first[(0, i)][0] for i in range(self.cfg.figure_images)]), self.device)
 
     def figure(self, path: Path) -> None:
-        restoration_figure(
-            self.method.figure_columns(self.figure_batch()), path, f"{self.method.figure_title()}, epoch {self.epoch}"
-        )
+        figure = self.method.figure(self.figure_batch())
+        restoration_figure(figure.columns, path, f"{figure.title}, epoch {self.epoch}")
 
     def write_results(self, results: dict) -> None:
         if self.history:

@@ -21,8 +21,8 @@ from pretexts.errors import CheckpointError
 
 class PretrainCheckpoints:
     """`Pretrainer`'s checkpoint methods. They read and set the trainer's run state (cfg, out, rank, world, device,
-    method, task, model, optimizer, scheduler, scaler, epoch, batch, global_step, history, nonfinite, monitor,
-    monitor_state)."""
+    record, method, task, model, optimizer, scheduler, scaler, epoch, batch, global_step, history, nonfinite,
+    monitor, monitor_state)."""
 
     def save(self, path: Path | None = None) -> Path:
         path = path or self.out / "checkpoint.pt"
@@ -31,7 +31,7 @@ class PretrainCheckpoints:
             {
                 "format_version": FORMAT_VERSION,
                 "pretexts_version": pretexts.__version__,
-                "config": self.cfg.to_dict(),
+                "config": self.record.to_dict(),
                 **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
                 "epoch": self.epoch,
                 "batch": self.batch,

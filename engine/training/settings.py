@@ -68,7 +68,7 @@ def setting(default, help: str, *, section: str, range: Range | tuple | None = N
 
 # `--global-pool`: what the pooled features are (timm's global_pool); None keeps the backbone's own
 POOLS = ("avg", "token")
-# --compile: auto (the default) resolves per run (engine/methods/compile_choice.py); these mean eager
+# --compile: auto (the default) resolves per run (engine/training/compile_choice.py); these mean eager
 COMPILE_AUTO, COMPILE_OFF = "auto", ("off", "none")
 
 # the ranges the commands' options share (the bounds stop typos and runaway values, not unusual runs)

@@ -27,6 +27,7 @@ def finetune_command(config, sets, **options) -> None:
     from pretexts.engine.measures.reference import final_and_best_line
     from pretexts.engine.training import distributed
     from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, resumed_values
+    from pretexts.engine.training.threads import threads_note, use_available_cpus
 
     cfg = build_config(
         FinetuneConfig,
@@ -35,13 +36,14 @@ def finetune_command(config, sets, **options) -> None:
         sets,
         resume=lambda values: resumed_values(FinetuneConfig, values, "finetune", FINETUNE_MAY_CHANGE),
     )
+    threads = use_available_cpus()
     finetuner = Finetuner(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
     echo = rank_zero_echo(finetuner.rank)
     source = cfg.checkpoint or f"{cfg.backbone} from scratch{FROM_SCRATCH_POSITIONS.get(finetuner.start_positions, '')}"
     echo(
         f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
         f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
-        f"classes, for {cfg.epochs} epochs -> {cfg.out}"
+        f"classes, for {cfg.epochs} epochs -> {cfg.out}{threads_note(finetuner.device, threads)}"
         f"{f' on {finetuner.world} processes' if finetuner.world > 1 else ''}; {finetuner.recipe_note}"
     )
     try:

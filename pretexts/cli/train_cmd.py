@@ -41,9 +41,11 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
     Writes OUT/checkpoint.pt, config.json, log.jsonl, figures and results.json. "Method options" are the selected
     method's: `pretexts train --method mae --help` lists MAE's."""
     from pretexts.engine import PretrainConfig, Pretrainer
+    from pretexts.engine.methods.base import resolved_line
     from pretexts.engine.training import distributed
     from pretexts.engine.training.config import with_method_args
     from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, resumed_values
+    from pretexts.engine.training.threads import threads_note, use_available_cpus
 
     args = parse_task_args(task_args)
     if preset is not None:
@@ -61,14 +63,16 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         loose=with_method_args,
         resume=lambda values: resumed_values(PretrainConfig, values, None, PRETRAIN_MAY_CHANGE),
     )
+    threads = use_available_cpus()
     trainer = Pretrainer(cfg)
     echo = rank_zero_echo(trainer.rank)
     echo(
         f"pretraining {cfg.backbone} on {trainer.method.corruption()} with method '{cfg.method}', data "
         f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}"
+        + threads_note(trainer.device, threads)
     )
-    echo(trainer.method.compile_choice.describe())
-    resolved = trainer.method.resolved_line()
+    echo(trainer.compile_choice.describe())
+    resolved = resolved_line(trainer.method)
     if resolved:
         echo(resolved)
     try:

@@ -25,7 +25,7 @@ from pretexts.engine.methods.energy.restore import (
     restoration_loss,
     restore,
 )
-from pretexts.engine.methods.report import with_figure_numbers
+from pretexts.engine.methods.report import Figure, with_figure_numbers
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.engine.modules.second_order import rewrite_convolutions, rewritten_double_backward
@@ -57,17 +57,18 @@ class EnergyMethod(Method):
         "(docs/results/representation.md), gray boxes none; try --task-arg fill=gray",
     }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
-    loss_patch: int | None = None  # the patch-centred loss's patch, set in apply_speedups
+    loss_patch: int | None = None  # the patch-centred loss's patch, set in resolve
 
     def build_model(self) -> torch.nn.Module:
         return energy_model_for(self.cfg, self.args)
 
-    def resolved_line(self) -> str:
-        """The loss, and a ViT's positions, as the run trains them (`auto` picks them per backbone and task)."""
-        if not has_patch_positions(self.model.backbone):
-            return f"energy: loss {self.args['loss']} (--loss; auto picks it by backbone and task)"
-        chosen = f"loss {self.args['loss']}, positions {self.args['positions']}"
-        return f"energy: {chosen} (--loss, --positions; auto picks them by backbone and task)"
+    def resolve(self, model: torch.nn.Module) -> dict:
+        """The loss (and its patch), and a ViT's positions, as the run trains them: `auto` picks them per backbone
+        and task (the positions when the model is built: they shape it)."""
+        self.args["loss"] = resolved_loss(self.args["loss"], model.backbone, self.task)
+        self.loss_patch = loss_patch(self.args, model.backbone, self.task, self.cfg.img_size)
+        positions = {"positions": self.args["positions"]} if has_patch_positions(model.backbone) else {}
+        return {"loss": self.args["loss"], **positions}
 
     def compiled_gain(self, model: torch.nn.Module) -> float | None:
         """The exact restoration step of a ViT: compiled, faster than eager (COMPILED_VIT_GAIN, docs/performance.md).
@@ -79,11 +80,7 @@ class EnergyMethod(Method):
         """With finite differences nothing needs a double backward: fused attention (and compile) are allowed,
         but the estimate needs a smooth, per-image energy. In exact mode the convolutions' double backward is
         rewritten on first-order kernels where `--double-backward` says so (engine/modules/second_order.py)."""
-        args, cfg = self.args, self.cfg
-        # here, not in build_model, which a subclass may replace
-        backbone = getattr(model, "backbone", model)
-        args["loss"] = resolved_loss(args["loss"], backbone, self.task)
-        self.loss_patch = loss_patch(args, backbone, self.task, cfg.img_size)
+        args = self.args
         if args["grad_mode"] == "finite-difference":
             bad = unsupported_layers(model.backbone)
             if bad:
@@ -95,7 +92,7 @@ class EnergyMethod(Method):
                 )
             set_fused_attention(model.backbone, True)
             model.math_attention = False
-        elif args["steps"] and rewritten_double_backward(args["double_backward"], self.device, cfg.compile):
+        elif args["steps"] and rewritten_double_backward(args["double_backward"], self.device, self.compile_backend):
             rewrite_convolutions(model.backbone)
         return super().apply_speedups(model)
 
@@ -105,7 +102,7 @@ class EnergyMethod(Method):
         if self.args["steps"] == 0:
             return super().compile_model(model)
         self.compiled = CompiledRestore(
-            model, self.cfg.compile, self.args["grad_mode"], self.args["fd_delta"], self.cfg.backbone
+            model, self.compile_backend, self.args["grad_mode"], self.args["fd_delta"], self.cfg.backbone
         )
         return model
 
@@ -126,14 +123,12 @@ class EnergyMethod(Method):
     def held_out_error(self, batches) -> RestorationHeldOut:
         return restoration_error(self.model, self.task, batches, self.args["steps"], self.device, seed=self.cfg.seed)
 
-    def figure_columns(self, images: torch.Tensor) -> dict:
+    def figure(self, images: torch.Tensor) -> Figure:
         # the same seeded corruption as the columns: the title's numbers are the figure's own images
         steps = self.args["steps"]
-        self.figure_error = restoration_error(self.model, self.task, [images], steps, images.device, seed=self.cfg.seed)
-        return figure_columns(self.model, self.task, images, steps, seed=self.cfg.seed)
-
-    def figure_title(self) -> str:
-        return with_figure_numbers(f"{self.cfg.task} on {self.cfg.backbone}", getattr(self, "figure_error", None))
+        error = restoration_error(self.model, self.task, [images], steps, images.device, seed=self.cfg.seed)
+        columns = figure_columns(self.model, self.task, images, steps, seed=self.cfg.seed)
+        return Figure(columns, with_figure_numbers(f"{self.cfg.task} on {self.cfg.backbone}", error))
 
     def param_groups(self) -> list:
         """No decay on norms, biases and alpha; alpha's lr scaled by `alpha_lr_scale` (Table A)."""
