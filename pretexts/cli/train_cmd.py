@@ -68,8 +68,7 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
     echo = rank_zero_echo(trainer.rank)
     echo(
         f"pretraining {cfg.backbone} on {trainer.method.corruption()} with method '{cfg.method}', data "
-        f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}"
-        + threads_note(trainer.device, threads)
+        f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}" + threads_note(trainer.device, threads)
     )
     echo(trainer.compile_choice.describe())
     resolved = resolved_line(trainer.method)
