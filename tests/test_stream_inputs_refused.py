@@ -44,6 +44,9 @@ def test_a_parquet_with_corrupt_data_pages_is_one_error_naming_the_file(tmp_path
 def test_an_image_cell_naming_a_fifo_is_substituted_not_read(tmp_path, capsys, monkeypatch):
     import datasets
 
+    from pretexts.engine.data import streams
+
+    monkeypatch.setattr(streams, "reported", set())  # a sample is warned about once per process
     monkeypatch.chdir(tmp_path)  # datasets sizes each path cell relative to here when it writes
     os.mkfifo("fifo.png")
     (tmp_path / "ok.png").write_bytes(png_of(1))
