@@ -1,5 +1,6 @@
 """Fine-tuning: learns on real images, layer-wise lr decay, label-fraction subsets, pretrained weights, CLI."""
 
+import dataclasses
 import json
 from collections import Counter
 
@@ -102,6 +103,15 @@ def test_layer_scales_hold_from_the_first_step_without_warm_up(tmp_path):
     trainer = Finetuner(cfg, echo=lambda line: None)
     lrs = sorted({round(g["lr"], 12) for g in trainer.optimizer.param_groups})
     assert len(lrs) > 3 and lrs[-1] == pytest.approx(cfg.peak_lr) and lrs[0] < cfg.peak_lr * 0.5**10
+
+
+def test_the_callers_config_stays_as_asked_and_the_run_keeps_what_resolved(tmp_path):
+    """A Python caller's config is not the run's record: the recipe `auto` picks is filled into the trainer's copy."""
+    cfg = FinetuneConfig(from_scratch=True, backbone="test_convnext", data="sample", epochs=1, out=str(tmp_path))
+    asked = dataclasses.asdict(cfg)
+    trainer = Finetuner(cfg, echo=lambda line: None)
+    assert dataclasses.asdict(cfg) == asked and cfg.recipe == "auto"
+    assert trainer.cfg.recipe == "small" and trainer.cfg.base_lr is not None and trainer.cfg is not cfg
 
 
 def test_a_checkpoint_with_another_backbone_name_is_refused(tmp_path):
@@ -295,7 +305,7 @@ def test_finetune_without_data_uses_the_data_the_checkpoint_was_pretrained_on(tm
     # from scratch there is no recorded data: the embedded sample, and the line says why
     cfg = FinetuneConfig(from_scratch=True, backbone="test_convnext", out=str(tmp_path / "s"), **SMALL_DATA)
     scratch = Finetuner(cfg, echo=lambda line: None)
-    assert (cfg.data, scratch.data_origin, len(scratch.classes)) == ("sample", "sample", 10)
+    assert (scratch.cfg.data, scratch.data_origin, len(scratch.classes)) == ("sample", "sample", 10)
 
 
 def test_a_recorded_data_that_cannot_serve_labels_is_named_with_the_fix(tmp_path):

@@ -6,6 +6,7 @@ and validation is split over the ranks and summed; rank 0 alone writes. Each ima
 (seed, epoch, index), so without mixup/cutmix (which mix within a rank's share) and drop-path two ranks take the
 same steps as one process."""
 
+import dataclasses
 import json
 import math
 import random
@@ -105,6 +106,7 @@ class Finetuner(TrainingRun):
 
     def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line):
         self.echo = echo
+        cfg = dataclasses.replace(cfg)  # the run's record is this copy, resolved below; the caller's stays as asked
         self.begin(cfg)
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
         np.random.seed(cfg.seed)  # Mixup from numpy's

@@ -38,6 +38,7 @@ def finetune_command(config, sets, **options) -> None:
     )
     threads = use_available_cpus()
     finetuner = Finetuner(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
+    cfg = finetuner.cfg  # the run's record: the recipe and the data as they resolved
     echo = rank_zero_echo(finetuner.rank)
     source = cfg.checkpoint or f"{cfg.backbone} from scratch{FROM_SCRATCH_POSITIONS.get(finetuner.start_positions, '')}"
     echo(
