@@ -36,7 +36,7 @@ CONFIGS = {  # name -> the OpenMP environment of the process
 def child(backbone: str, batch: int, repeats: int) -> None:
     """One configuration, in this process: prints the median step's seconds as JSON."""
     import torch
-    from throughput import trainer_row
+    from throughput_rows import trainer_row
 
     from pretexts.engine.training.threads import use_available_cpus
 

@@ -9,49 +9,26 @@ from pretexts.errors import CheckpointError
 
 # what a resumed run may change; everything else must equal the checkpoint's (a method's own arguments that
 # may change, such as the energy method's grad_mode, it names itself: `Method.resume_may_change`)
-PRETRAIN_MAY_CHANGE = frozenset(
-    {
-        "epochs",
-        "out",
-        "resume",
-        "force",
-        "workers",
-        "quiet",
-        "device",
-        "figure_images",
-        "eval_images",
-        "eval_every",
-        "logger",
-        "skip_nonfinite",
-        "accum_iter",
-        "grad_checkpointing",
-        "channels_last",
-        "compile",
-        "tf32",
-        "cudnn_benchmark",
-        "monitor_every",
-        "monitor_images",
-        "keep_best",
-        "log_every",
-        "figure_every",
-    }
+# every training command: where and how the run computes and reports, not what it computes
+RUN_MAY_CHANGE = frozenset(
+    {"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter", "skip_nonfinite"}
+    | {"tf32", "cudnn_benchmark"}  # the arithmetic: a resume on other arithmetic is told so (arithmetic.py)
 )
-FINETUNE_MAY_CHANGE = frozenset(
-    {
-        "epochs",
-        "out",
-        "resume",
-        "force",
-        "workers",
-        "quiet",
-        "device",
-        "accum_iter",
-        "skip_nonfinite",
-        "tf32",
-        "cudnn_benchmark",
-    }
-)
-
+FINETUNE_MAY_CHANGE = RUN_MAY_CHANGE
+PRETRAIN_MAY_CHANGE = RUN_MAY_CHANGE | {
+    "figure_images",
+    "eval_images",
+    "eval_every",
+    "logger",
+    "grad_checkpointing",
+    "channels_last",
+    "compile",
+    "monitor_every",
+    "monitor_images",
+    "keep_best",
+    "log_every",
+    "figure_every",
+}
 
 OPTION_NAMES = {"task_args": "--task-arg and --preset", "method_args": "--method-arg"}
 
