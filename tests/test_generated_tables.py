@@ -22,7 +22,7 @@ def test_a_stale_table_is_found_and_rewritten(tmp_path, monkeypatch):
     page.write_text(
         "intro\n<!-- begin generated: verdict -->\n| an old table | 44.1 |\n<!-- end generated: verdict -->\n"
     )
-    monkeypatch.setattr(tables, "PAGES", {"verdict": [str(page)], "step-cost": []})
+    monkeypatch.setattr(tables, "PAGES", {"verdict": [str(page)], "step-cost": [], "step-cost-h200": []})
     monkeypatch.setattr(tables, "STEP_COSTS", tmp_path / "step_costs.py")
     assert set(tables.stale()) == {page, tmp_path / "step_costs.py"}
     monkeypatch.setattr("sys.argv", ["tables.py"])

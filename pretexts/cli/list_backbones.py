@@ -5,7 +5,7 @@ import fnmatch
 
 import click
 
-from pretexts.cli.step_costs import EXACT_OVER_SUPERVISED
+from pretexts.cli.step_costs import EXACT_OVER_SUPERVISED, MEASURED_ON
 
 # family, its timm names, the methods that take it (engine/methods: MAE needs a plain ViT; SimMIM a patch embedding,
 # a stem or conv1 + max-pool; finite differences a smooth energy: no BatchNorm, ReLU or max-pool), its backbones in
@@ -54,7 +54,7 @@ def list_backbones(pattern: str, every: bool) -> None:
     if families:
         click.echo(
             "\nFamilies: the methods that take them; the energy method's exact step (N=2) against a\n"
-            "supervised step of the same batch (32 / 128), on one H100 in bf16 at 224 px\n"
+            f"supervised step of the same batch (32 / 128), on {MEASURED_ON}\n"
             "(docs/results/gpu-h100.md):"
         )
         for name, _, methods, gpu, _ in families:
