@@ -236,7 +236,7 @@ def measure(args) -> None:
     for precision in ("", " + bf16 autocast"):
         if AUTOGRAD + precision in times and REWRITTEN + precision in times:
             ratio = statistics.median(times[REWRITTEN + precision]) / statistics.median(times[AUTOGRAD + precision])
-            print(f"rewritten / autograd's conv double backward{precision or ' (fp32)'}: {ratio:.3f}")
+            print(f"rewritten / autograd's double backward{precision or ' (fp32)'}: {ratio:.3f}")
     if ENERGY in times and BARE in times:
         ratio = statistics.median(times[ENERGY]) / statistics.median(times[BARE])
         print(f"\n{ENERGY} / {BARE}: {ratio:.3f} (target <= {TARGET}): {'ok' if ratio <= TARGET else 'MISSED'}")

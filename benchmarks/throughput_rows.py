@@ -20,8 +20,8 @@ BARE = "paper pseudo code N=2 (bare loop)"
 SUPERVISED = "supervised (CE, linear classifier)"
 # the exact step's convolutions with autograd's own double backward, and rewritten on first-order kernels
 # (engine/modules/second_order.py); the plain exact rows take --double-backward auto
-AUTOGRAD = "energy N=2 exact, autograd's conv double backward"
-REWRITTEN = "energy N=2 exact, rewritten conv double backward"
+AUTOGRAD = "energy N=2 exact, autograd's double backward"
+REWRITTEN = "energy N=2 exact, rewritten double backward"
 
 
 def supervised(args, device, task, amp: torch.dtype | None = None, compile: str | None = None):

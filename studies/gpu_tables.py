@@ -29,6 +29,8 @@ ROW_KEYS = {
     "supervised + bf16 autocast": "supervised",
     "energy N=2 exact, autograd's conv double backward + bf16 autocast": "autograd",
     "energy N=2 exact, rewritten conv double backward + bf16 autocast": "exact",
+    "energy N=2 exact, autograd's double backward + bf16 autocast": "autograd",
+    "energy N=2 exact, rewritten double backward + bf16 autocast": "exact",
     "energy N=2 exact + bf16 autocast": "exact",
     "energy N=2 finite-difference + bf16 autocast": "fd",
 }

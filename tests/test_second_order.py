@@ -14,9 +14,10 @@ from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts.engine.modules.second_order import (
     SecondOrderConv2d,
     _Conv2d,
-    restore_convolutions,
-    rewrite_convolutions,
+    restore_double_backward,
+    rewrite_double_backward,
 )
+from pretexts.engine.modules.second_order_norm import SecondOrderBatchNorm2d
 from pretexts.engine.training.loop import Pretrainer
 
 # (stride, padding, dilation, groups, in, out, kernel, size): depthwise 7x7 (ConvNeXt), a strided 3x3 whose input
@@ -62,9 +63,9 @@ def assert_same_gradients(backbone: str, device: str = "cpu", dtype=torch.double
     model = create_energy_model(backbone, img_size=32).to(device, dtype).train()
     images = cifar_batch(4).to(device, dtype)
     expected = restoration_grads(model, images)
-    assert rewrite_convolutions(model.backbone) > 0
+    assert rewrite_double_backward(model.backbone) > 0
     got = restoration_grads(model, images)
-    assert restore_convolutions(model.backbone) > 0
+    assert restore_double_backward(model.backbone) > 0
     assert any(e.abs().sum() > 0 for e in expected[:-1])  # the backbone learns through the double backward
     worst = max(((g - e).norm() / e.norm().clamp_min(1e-30)).item() for g, e in zip(got, expected, strict=True))
     assert worst < 1e-6, f"{backbone}: relative gradient difference {worst:.2e}"
@@ -72,7 +73,8 @@ def assert_same_gradients(backbone: str, device: str = "cpu", dtype=torch.double
 
 @pytest.mark.parametrize("backbone", ["convnext_atto", "resnet18"])
 def test_restoration_loss_gradients_equal_autograds_in_float64(backbone):
-    """Depthwise 7x7 (ConvNeXt) and strided, BatchNorm-fed convolutions (ResNet) through the whole loss."""
+    """Depthwise 7x7 (ConvNeXt), and strided convolutions with the rewritten BatchNorm (ResNet), through the whole
+    loss."""
     assert_same_gradients(backbone)
 
 
@@ -87,33 +89,37 @@ def test_rewrite_keeps_parameters_and_checkpoint_keys():
     model = create_energy_model("convnext_atto", img_size=32)
     keys, weights = list(model.state_dict()), [p.data_ptr() for p in model.parameters()]
     convs = [m for m in model.modules() if type(m) is nn.Conv2d]
-    assert rewrite_convolutions(model) == len(convs) > 0
+    assert rewrite_double_backward(model) == len(convs) > 0
     assert all(type(m) is SecondOrderConv2d for m in convs)
     assert list(model.state_dict()) == keys and [p.data_ptr() for p in model.parameters()] == weights
-    assert restore_convolutions(model) == len(convs)
+    assert restore_double_backward(model) == len(convs)
 
 
-def trainer(tmp_path, amp="auto", **method_args) -> Pretrainer:
-    return tiny_trainer(tmp_path, backbone="convnext_atto", amp=amp, method_args=method_args)
+def trainer(tmp_path, amp="auto", backbone="convnext_atto", **method_args) -> Pretrainer:
+    return tiny_trainer(tmp_path, backbone=backbone, amp=amp, method_args=method_args)
 
 
 @pytest.mark.parametrize(
-    "amp, method_args, rewritten",
+    "backbone, amp, method_args, rewritten",
     [
-        ("auto", {}, False),
-        ("bf16", {}, False),
-        ("auto", {"double_backward": "rewritten"}, True),
-        ("bf16", {"double_backward": "rewritten"}, True),
-        ("auto", {"double_backward": "autograd"}, False),
-        ("auto", {"grad_mode": "finite-difference"}, False),
+        ("convnext_atto", "auto", {}, set()),
+        ("convnext_atto", "bf16", {}, set()),
+        ("convnext_atto", "auto", {"double_backward": "rewritten"}, {nn.Conv2d}),
+        ("convnext_atto", "bf16", {"double_backward": "rewritten"}, {nn.Conv2d}),
+        ("resnet18", "auto", {}, {nn.BatchNorm2d}),
+        ("resnet18", "auto", {"double_backward": "rewritten"}, {nn.Conv2d, nn.BatchNorm2d}),
+        ("resnet18", "auto", {"double_backward": "autograd"}, set()),
+        ("convnext_atto", "auto", {"grad_mode": "finite-difference"}, set()),
     ],
 )
-def test_double_backward_option_chooses_the_convolutions(tmp_path, amp, method_args, rewritten):
-    """auto keeps torch's on the CPU (the rewrite measured no faster there, in fp32 or bf16), rewritten asks for it;
-    finite differences need no double backward. A step reaches the backbone either way."""
-    run = trainer(tmp_path, amp, **method_args)
-    kinds = {type(m) for m in run.model.backbone.modules() if isinstance(m, nn.Conv2d)}
-    assert kinds == ({SecondOrderConv2d} if rewritten else {nn.Conv2d})
+def test_double_backward_option_chooses_the_layers(tmp_path, backbone, amp, method_args, rewritten):
+    """auto on the CPU rewrites BatchNorm alone (the convolutions' rewrite measured no faster there, in fp32 or
+    bf16), rewritten asks for both, autograd for neither; finite differences need no double backward. A step
+    reaches the backbone either way."""
+    run = trainer(tmp_path, amp, backbone, **method_args)
+    swapped = {SecondOrderConv2d: nn.Conv2d, SecondOrderBatchNorm2d: nn.BatchNorm2d}
+    kinds = {swapped[type(m)] for m in run.model.backbone.modules() if type(m) in swapped}
+    assert kinds == rewritten
     before = [p.detach().clone() for p in run.model.backbone.parameters()]
     run.train_step(cifar_batch(4))
     assert sum(p.grad.abs().sum() for p in run.model.backbone.parameters() if p.grad is not None) > 0

@@ -1,20 +1,24 @@
-"""Convolution with a double backward on first-order kernels, swapped into a model by module replacement.
+"""Convolution with a double backward on first-order kernels, swapped into a model by module replacement together
+with the analytic BatchNorm of second_order_norm.py.
 
 Autograd differentiates a convolution's backward with `_convolution_double_backward`, which runs convolutions
 in shapes the fast kernels do not serve (pytorch/pytorch#22577, #54840) and, for grouped (depthwise) ones, slow
-paths (#18631): an exact energy step on ConvNeXt-T took 34x a supervised step on an H100. `SecondOrderConv2d`
-computes the same forward, and its backward writes the input's gradient as a transposed convolution: the energy
-method's double backward then differentiates that, which needs only a convolution's forward and first-order
-backward, the kernels a supervised step runs. Gradients are exact (tests/test_second_order.py checks them against
-autograd's in float64); only the order of the floating-point sums changes.
+paths (#18631; docs/results/gpu-h100.md has the cost). `SecondOrderConv2d` computes the same forward, and its
+backward writes the input's gradient as a transposed convolution: the energy method's double backward then
+differentiates that, which needs only a convolution's forward and first-order backward, the kernels a supervised
+step runs. Gradients are exact (tests/test_second_order.py checks them against autograd's in float64); only the
+order of the floating-point sums changes.
 """
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pretexts.engine.modules.second_order_norm import SecondOrderBatchNorm2d
+
 # `--double-backward` (the energy method's parameter): "rewritten" swaps the layers in, "autograd" keeps torch's
 DOUBLE_BACKWARDS = ("auto", "rewritten", "autograd")
+LAYERS = frozenset({"conv", "batchnorm"})  # the kinds of layer a rewrite can swap
 
 
 def _will_run(ctx, index: int) -> bool:
@@ -75,36 +79,47 @@ class SecondOrderConv2d(nn.Conv2d):
         return _Conv2d.apply(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-def replaceable(module: nn.Module) -> bool:
-    """A plain 2-D convolution with numeric zero padding (timm's dynamic 'same' padding subclasses keep theirs)."""
-    return type(module) is nn.Conv2d and module.padding_mode == "zeros" and not isinstance(module.padding, str)
+KIND = {SecondOrderConv2d: "conv", SecondOrderBatchNorm2d: "batchnorm"}
 
 
-def rewrite_convolutions(model: nn.Module) -> int:
-    """Swap every replaceable `nn.Conv2d` of `model` for a `SecondOrderConv2d` sharing its parameters, in place;
-    returns how many. The state_dict, and so checkpoints and export, are unchanged."""
+def replaceable(module: nn.Module) -> type | None:
+    """The rewritten class for `module`, or None: a plain 2-D convolution with numeric zero padding (timm's dynamic
+    'same' padding subclasses keep theirs), or a plain BatchNorm2d (SyncBatchNorm keeps its own)."""
+    if type(module) is nn.Conv2d and module.padding_mode == "zeros" and not isinstance(module.padding, str):
+        return SecondOrderConv2d
+    return SecondOrderBatchNorm2d if type(module) is nn.BatchNorm2d else None
+
+
+def rewrite_double_backward(model: nn.Module, layers: frozenset[str] = LAYERS) -> int:
+    """Swap every replaceable layer of `model` whose kind is in `layers` ("conv", "batchnorm") for its rewritten
+    class sharing its parameters and buffers, in place; returns how many. The state_dict, and so checkpoints and
+    export, are unchanged."""
     count = 0
     for module in model.modules():
-        if replaceable(module):
-            module.__class__ = SecondOrderConv2d  # same attributes and parameters; only forward differs
+        rewritten = replaceable(module)
+        if rewritten and KIND[rewritten] in layers:
+            module.__class__ = rewritten  # same attributes and parameters; only forward differs
             count += 1
     return count
 
 
-def restore_convolutions(model: nn.Module) -> int:
-    """Undo `rewrite_convolutions`: back to autograd's own double backward."""
+def restore_double_backward(model: nn.Module) -> int:
+    """Undo `rewrite_double_backward`: back to autograd's own double backward."""
+    originals = {SecondOrderConv2d: nn.Conv2d, SecondOrderBatchNorm2d: nn.BatchNorm2d}  # each class's own base
     count = 0
     for module in model.modules():
-        if type(module) is SecondOrderConv2d:
-            module.__class__ = nn.Conv2d
+        if original := originals.get(type(module)):
+            module.__class__ = original
             count += 1
     return count
 
 
-def rewritten_double_backward(choice: str, device: torch.device, compiled: str | None) -> bool:
-    """Whether `--double-backward choice` swaps the rewritten convolutions in. "auto": on CUDA, where it measured
-    faster, not under --compile, whose torch.func step traces autograd's; not on the CPU, where it measured no
-    faster (docs/performance.md)."""
+def rewritten_layers(choice: str, device: torch.device, compiled: str | None) -> frozenset[str]:
+    """The layers `--double-backward choice` rewrites. "auto": under --compile none (its torch.func step traces
+    autograd's); otherwise BatchNorm on every device, where the exact step measured faster with it on the CPU, and
+    the convolutions on CUDA only, where they measured faster (on the CPU they did not; docs/performance.md)."""
     if choice != "auto":
-        return choice == "rewritten"
-    return not compiled and device.type == "cuda"
+        return LAYERS if choice == "rewritten" else frozenset()
+    if compiled:
+        return frozenset()
+    return LAYERS if device.type == "cuda" else frozenset({"batchnorm"})

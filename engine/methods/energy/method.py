@@ -28,7 +28,7 @@ from pretexts.engine.methods.energy.restore import (
 from pretexts.engine.methods.report import Figure, with_figure_numbers
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.modules.eval_mode import eval_mode
-from pretexts.engine.modules.second_order import rewrite_convolutions, rewritten_double_backward
+from pretexts.engine.modules.second_order import rewrite_double_backward, rewritten_layers
 from pretexts.errors import ParameterError
 from pretexts.tasks.masking import MaskingTask
 
@@ -92,8 +92,9 @@ class EnergyMethod(Method):
                 )
             set_fused_attention(model.backbone, True)
             model.math_attention = False
-        elif args["steps"] and rewritten_double_backward(args["double_backward"], self.device, self.compile_backend):
-            rewrite_convolutions(model.backbone)
+        elif args["steps"]:
+            layers = rewritten_layers(args["double_backward"], self.device, self.compile_backend)
+            rewrite_double_backward(model.backbone, layers)
         return super().apply_speedups(model)
 
     def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:

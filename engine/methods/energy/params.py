@@ -49,8 +49,9 @@ ENERGY_PARAMS = {
         "auto",
         str,
         choices=DOUBLE_BACKWARDS,
-        help="Exact mode's convolutions: rewritten (the same gradients on first-order kernels) or autograd's "
-        "own; auto: rewritten on CUDA, where measured faster, autograd's on the CPU (docs/performance.md).",
+        help="Exact mode's convolutions and BatchNorms: rewritten (the same gradients, a cheaper double "
+        "backward) or autograd's own; auto: both rewritten on CUDA, BatchNorm alone on the CPU, where each "
+        "measured faster (docs/performance.md).",
     ),
     # last: error messages list the arguments in this order
     "loss_patch": Param(None, int, 1, 4096, help="patch-centred's patch in pixels (default: the ViT's patch, else 8)."),
