@@ -96,7 +96,7 @@ def create_backbone(name: str, img_size: int | None = None, **kwargs) -> nn.Modu
     except AssertionError as err:
         if kwargs.get("global_pool") == "token":  # timm's own message names no option
             raise ParameterError(
-                f"backbone '{name}' has no class token: --global-pool token is for ViTs; use avg."
+                f"backbone '{name}' has no class token: global_pool 'token' is for ViTs; use avg."
             ) from None
         raise ParameterError(f"backbone '{name}' cannot be built with {params}: {err}") from None
     _check_patch_grid(name, model, img_size)

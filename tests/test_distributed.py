@@ -18,6 +18,7 @@ from pretexts.engine import PretrainConfig, Pretrainer, load_checkpoint
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.engine.evaluation.segmentation.data import SegmentationFolder
+from pretexts.engine.evaluation.segmentation.generate import write_generated
 from pretexts.engine.evaluation.segmentation.heads import Segmenter
 from pretexts.engine.evaluation.segmentation.train import evaluate
 
@@ -213,7 +214,7 @@ def test_segment_on_two_ranks_scores_every_validation_image_once(tmp_path):
     assert (ddp["processes"], ddp["steps"]) == (2, 4)
     assert json.loads((tmp_path / "ddp/log.jsonl").read_text().splitlines()[-1])["step"] == 4
     # the ranks' confusion matrices are summed: the mIoU reported equals one process scoring the saved weights
-    data = tmp_path / "ddp/generated-data"
+    data = write_generated(tmp_path / "generated")  # the seeded set each rank wrote for itself
     model = Segmenter(create_classifier(None, "convnext_atto", 32)[0], "linear", ddp["num_classes"], 32)
     model.load_state_dict(load_checkpoint(tmp_path / "ddp/segmenter.pt")["model"])
     val = SegmentationFolder(data, "validation", 32, False, ddp["num_classes"])

@@ -42,7 +42,7 @@ def test_a_cnn_is_read_by_its_stages_and_a_block_it_lacks_is_refused(real_images
         assert BlockFeatures(convnext, 2, "test_convnext")(real_images[:2]).shape == (2, 32)  # its stages: 24 32 48 64
     with pytest.raises(ParameterError, match="it has 4; give 1 to 4"):
         BlockFeatures(convnext, 5, "test_convnext")
-    with pytest.raises(ParameterError, match="leave --block out"):
+    with pytest.raises(ParameterError, match=r"probe its pooled features \(no block\)"):
         BlockFeatures(nn.Sequential(nn.Flatten()), 1, "a plain module")
 
 
@@ -65,5 +65,5 @@ def test_the_cli_probes_a_block_and_records_which(tmp_path):
     assert pooled["block"] is None and pooled["feature_dim"] == 64
     beyond = probe(tmp_path / "b9", "--block", "9")
     assert beyond.exit_code != 0
-    assert "--block 9 is beyond backbone 'test_convnext': it has 4; give 1 to 4" in beyond.output
+    assert "block 9 is beyond backbone 'test_convnext': it has 4; give 1 to 4" in beyond.output
     assert "block must be in [1, 1000], got 0" in probe(tmp_path / "b0", "--block", "0").output

@@ -16,7 +16,7 @@ from pretexts.engine.evaluation.segmentation.data import SegmentationFolder
 from pretexts.engine.evaluation.segmentation.generate import write_generated
 from pretexts.engine.evaluation.segmentation.heads import Segmenter
 from pretexts.engine.evaluation.segmentation.metrics import IGNORE, confusion, scores
-from pretexts.engine.evaluation.segmentation.train import evaluate, optimizer_for, predict, train_segmenter
+from pretexts.engine.evaluation.segmentation.train import evaluate, optimizer_for, predict, run
 from pretexts.errors import DataError, NonFiniteLossError
 
 
@@ -112,10 +112,8 @@ def test_a_nan_loss_stops_or_is_skipped_as_in_pretraining(tmp_path, monkeypatch)
     common = dict(data=str(data), backbone="resnet18", img_size=32, head="linear", max_steps=3, batch_size=4)
     monkeypatch.setattr(train, "F", nan_at_step_2())
     with pytest.raises(NonFiniteLossError, match="loss is nan at step 2; .*--clip-grad, or pass --skip-nonfinite"):
-        train_segmenter(SegmentConfig(**common, out=str(tmp_path / "stop")), log=lambda line: None)
+        run(SegmentConfig(**common, out=str(tmp_path / "stop")), log=lambda line: None)
     monkeypatch.setattr(train, "F", nan_at_step_2())
-    results = train_segmenter(
-        SegmentConfig(**common, skip_nonfinite=True, out=str(tmp_path / "skip")), log=lambda line: None
-    )
+    results = run(SegmentConfig(**common, skip_nonfinite=True, out=str(tmp_path / "skip")), log=lambda line: None)
     assert results["skipped_nonfinite_steps"] == 1 and results["steps"] == 3
     assert all(torch.isfinite(w).all() for w in load_checkpoint(tmp_path / "skip" / "segmenter.pt")["model"].values())

@@ -50,14 +50,12 @@ from pretexts.engine.evaluation.pretrained import (
     timm_spec,
 )
 from pretexts.engine.training import distributed
-from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_note
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.precision import autocast
 from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
 from pretexts.engine.training.progress import progress, stderr_line
-from pretexts.engine.training.resume import checkpoint_to_resume, restore_training_state, training_state
-from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, check_resumable
+from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
 from pretexts.engine.training.run_folder import open_log, write_json
 from pretexts.errors import DataError
@@ -259,12 +257,7 @@ class Finetuner(TrainingRun):
             while self.epoch < cfg.epochs:
                 loss = self.train_epoch()
                 if self.stop.requested:
-                    return {
-                        "interrupted": self.stop.signal.name,
-                        "exit_code": self.stop.exit_code,
-                        "epochs": self.epoch,
-                        "optimizer_steps": self.global_step,
-                    }
+                    return self.interrupted()
                 self.epoch += 1
                 top1 = top1_accuracy(self.model, val_loader, self.device, self.dtype, self.world)
                 row = {
@@ -294,32 +287,12 @@ class Finetuner(TrainingRun):
 
     def save_checkpoint(self) -> Path:
         """OUT/checkpoint.pt: everything `--resume` needs to continue after this epoch as if never stopped."""
-        path = self.out / "checkpoint.pt"
-        save_checkpoint(
-            {
-                "kind": "finetune",
-                "config": self.cfg.to_dict(),
-                "timm": self.timm_spec(),
-                **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
-                "epoch": self.epoch,
-                "global_step": self.global_step,
-                "history": self.history,
-                "nonfinite_skipped": self.nonfinite.skipped,
-                "arithmetic": arithmetic(self.device, self.world),
-            },
-            path,
-        )
+        path = self.out / self.resume_file
+        save_checkpoint({**self.epoch_state("finetune"), "timm": self.timm_spec()}, path)
         return path
 
     def load(self, path: Path) -> None:
-        ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, kind="finetune")
-        check_resumable(ckpt["config"], self.cfg, FINETUNE_MAY_CHANGE, path)
-        restore_training_state(ckpt, path, self.cfg.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
-        self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
-        self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
-        note = resumed_arithmetic_note(ckpt.get("arithmetic"), arithmetic(self.device, self.world), path)
-        if note and self.rank == 0:
-            self.echo(note)
+        self.resume_epochs(path, "finetune", FINETUNE_MAY_CHANGE)
 
     def timm_spec(self) -> dict:
         """How timm rebuilds this classifier: `pretexts export` reads it from either checkpoint."""

@@ -82,11 +82,11 @@ class BlockFeatures(nn.Module):
         blocks = block_count(backbone)
         if not blocks:
             raise ParameterError(
-                f"--block reads the blocks through timm's forward_intermediates, which backbone '{name}' does not "
-                f"have; leave --block out to probe its pooled features."
+                f"block {block}: blocks are read through timm's forward_intermediates, which backbone '{name}' does "
+                f"not have; probe its pooled features (no block) instead."
             )
         if not 1 <= block <= blocks:
-            raise ParameterError(f"--block {block} is beyond backbone '{name}': it has {blocks}; give 1 to {blocks}.")
+            raise ParameterError(f"block {block} is beyond backbone '{name}': it has {blocks}; give 1 to {blocks}.")
         self.backbone, self.index, self.blocks = backbone, block - 1, blocks
         self.num_features = backbone.feature_info[self.index]["num_chs"]
 

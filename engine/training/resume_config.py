@@ -15,6 +15,7 @@ RUN_MAY_CHANGE = frozenset(
     | {"tf32", "cudnn_benchmark"}  # the arithmetic: a resume on other arithmetic is told so (arithmetic.py)
 )
 FINETUNE_MAY_CHANGE = RUN_MAY_CHANGE
+SEGMENT_MAY_CHANGE = RUN_MAY_CHANGE | {"max_steps", "log_every"}  # a longer run re-plans its schedule, as --epochs
 PRETRAIN_MAY_CHANGE = RUN_MAY_CHANGE | {
     "figure_images",
     "eval_images",
@@ -33,19 +34,19 @@ PRETRAIN_MAY_CHANGE = RUN_MAY_CHANGE | {
 OPTION_NAMES = {"task_args": "--task-arg and --preset", "method_args": "--method-arg"}
 
 
-def checkpoint_path(values: dict, cls) -> Path:
-    """The checkpoint a --resume names: OUT/checkpoint.pt for a bare --resume."""
+def checkpoint_path(values: dict, cls, file: str = "checkpoint.pt") -> Path:
+    """The checkpoint a --resume names: OUT/`file` for a bare --resume."""
     out = values.get("out") or next(f.default for f in dataclasses.fields(cls) if f.name == "out")
-    return Path(out) / "checkpoint.pt" if values["resume"] == "auto" else Path(values["resume"])
+    return Path(out) / file if values["resume"] == "auto" else Path(values["resume"])
 
 
-def resumed_values(cls, values: dict, kind: str | None, may_change: frozenset) -> dict:
+def resumed_values(cls, values: dict, kind: str | None, may_change: frozenset, file: str = "checkpoint.pt") -> dict:
     """The options of a --resume run (`values`: what the command line and --config gave) laid over the
     checkpoint's saved config. A checkpoint that is missing or of another kind is left to the run's own load,
     which says what is wrong."""
     from pretexts.engine.training.checkpoint import load_checkpoint
 
-    path = checkpoint_path(values, cls)
+    path = checkpoint_path(values, cls, file)
     if not path.is_file():
         return values
     ckpt = load_checkpoint(path)

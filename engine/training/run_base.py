@@ -16,26 +16,37 @@ from timm.scheduler import CosineLRScheduler
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.data.streams import ImageStream
 from pretexts.engine.training import distributed
-from pretexts.engine.training.arithmetic import use_cuda_arithmetic
+from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_note, use_cuda_arithmetic
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.nonfinite import NonFiniteGuard
 from pretexts.engine.training.optimizer_step import OptimizerStep
 from pretexts.engine.training.precision import amp_dtype, grad_scaler
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.progress import ProgressLines
-from pretexts.engine.training.resume import truncate_log
+from pretexts.engine.training.resume import (
+    checkpoint_to_resume,
+    restore_training_state,
+    training_state,
+    truncate_log,
+)
+from pretexts.engine.training.resume_config import check_resumable
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir
 
 
 class TrainingRun:
-    """The shared state: cfg, rank, world, device, out; sampler, steps_per_epoch; scheduler; dtype, scaler,
-    nonfinite, optimizer_step, stop; lines; epoch, global_step, history. A subclass gives `load(path)`."""
+    """The shared state: cfg, rank, world, device, out; sampler, steps_per_epoch, epochs; scheduler; dtype, scaler,
+    nonfinite, optimizer_step, stop; lines; epoch, global_step, history. A subclass gives `load(path)`, and names
+    the file `--resume` continues from (`resume_file`)."""
+
+    resume_file = "checkpoint.pt"
 
     def begin(self, cfg) -> None:
         """The ranks (torchrun) and the device with its arithmetic; the seed set for what is built next."""
         self.cfg = cfg
         self.rank, self.world, self.device = distributed.setup(
-            resolve_device(cfg.device), cfg.batch_size, cfg.accum_iter
+            resolve_device(cfg.device),
+            cfg.batch_size,
+            getattr(cfg, "accum_iter", 1),  # segment takes none
         )
         use_cuda_arithmetic(self.device, cfg.tf32, cfg.cudnn_benchmark)
         self.out = Path(cfg.out)
@@ -51,6 +62,7 @@ class TrainingRun:
         self.steps_per_epoch = len(self.sampler) // (cfg.batch_size // self.world)
         if cfg.max_steps_per_epoch:
             self.steps_per_epoch = min(self.steps_per_epoch, cfg.max_steps_per_epoch)
+        self.epochs = cfg.epochs
         return cfg.epochs * self.steps_per_epoch
 
     def schedule(self, optimizer: torch.optim.Optimizer, lr_min: float, total: int) -> None:
@@ -71,7 +83,7 @@ class TrainingRun:
         cfg = self.cfg
         self.dtype = amp_dtype(cfg.amp, self.device)
         self.scaler = grad_scaler(self.device, self.dtype)
-        self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out)
+        self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out, checkpoint=self.resume_file)
         self.optimizer_step = OptimizerStep(
             model, self.optimizer, self.scheduler, self.scaler, self.nonfinite, cfg.clip_grad, replicated, self.world
         )
@@ -81,8 +93,43 @@ class TrainingRun:
         """The run's progress lines (rank 0 alone; none under --quiet)."""
         cfg = self.cfg
         self.lines = ProgressLines(
-            cfg.epochs, total, quiet=cfg.quiet, enabled=self.rank == 0, every=cfg.log_every, **options
+            self.epochs, total, quiet=cfg.quiet, enabled=self.rank == 0, every=cfg.log_every, **options
         )
+
+    def interrupted(self) -> dict:
+        """The results of a run stopped by a signal: which, its exit code, the epochs and steps done."""
+        return {
+            "interrupted": self.stop.signal.name,
+            "exit_code": self.stop.exit_code,
+            "epochs": self.epoch,
+            "optimizer_steps": self.global_step,
+        }
+
+    def epoch_state(self, kind: str) -> dict:
+        """An epoch's checkpoint entries for `--resume`: the config, model, optimiser, schedule, scaler and random
+        states, the epoch, step and history, the skipped steps and the arithmetic."""
+        return {
+            "kind": kind,
+            "config": self.cfg.to_dict(),
+            **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
+            "epoch": self.epoch,
+            "global_step": self.global_step,
+            "history": self.history,
+            "nonfinite_skipped": self.nonfinite.skipped,
+            "arithmetic": arithmetic(self.device, self.world),
+        }
+
+    def resume_epochs(self, path: Path, kind: str, may_change: frozenset) -> None:
+        """Continue from the `epoch_state` checkpoint at `path`: refused in one line if it is of another kind or
+        would change the run; a resume on other arithmetic is told so (`echo`)."""
+        ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, kind=kind)
+        check_resumable(ckpt["config"], self.cfg, may_change, path)
+        restore_training_state(ckpt, path, self.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
+        self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
+        self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
+        note = resumed_arithmetic_note(ckpt.get("arithmetic"), arithmetic(self.device, self.world), path)
+        if note and self.rank == 0:
+            self.echo(note)
 
     @contextmanager
     def run_folder(self, command: str, inputs: list):
@@ -95,7 +142,7 @@ class TrainingRun:
             RunLock(self.out, command) if self.rank == 0 else nullcontext(),  # rank 0 alone writes
         ):
             if cfg.resume:
-                self.load(self.out / "checkpoint.pt" if cfg.resume == "auto" else Path(cfg.resume))
+                self.load(self.out / self.resume_file if cfg.resume == "auto" else Path(cfg.resume))
             if self.rank == 0:
                 claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[*inputs, cfg.resume])
                 if cfg.resume:

@@ -149,6 +149,20 @@ def rank_zero_echo(rank: int):
     return lambda message="", **kwargs: click.echo(printable(message), **kwargs)
 
 
+def exit_if_interrupted(results: dict, checkpoint: str, echo) -> None:
+    """A run stopped by a signal (its results say "interrupted"): say what its checkpoint holds, exit with its
+    code."""
+    if "interrupted" not in results:
+        return
+    kept = (
+        f"{checkpoint} holds epoch {results['epochs']}. Continue with the same command and --resume."
+        if results["epochs"]
+        else "no epoch had finished, so there is nothing to resume."
+    )
+    echo(f"stopped by {results['interrupted']} in epoch {results['epochs'] + 1}; {kept}", err=True)
+    sys.exit(results["exit_code"])
+
+
 def printable(text) -> str:
     """`text` with what UTF-8 cannot encode (a file name's undecodable bytes) written as backslash escapes."""
     return str(text).encode("utf-8", "backslashreplace").decode("utf-8")

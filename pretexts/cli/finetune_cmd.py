@@ -1,8 +1,6 @@
 """`pretexts finetune`: fine-tune a pretrained backbone (or one from scratch) with a named recipe."""
 
-import sys
-
-from . import main, rank_zero_echo, written_files
+from . import exit_if_interrupted, main, rank_zero_echo, written_files
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand
 
@@ -51,14 +49,7 @@ def finetune_command(config, sets, **options) -> None:
         results = finetuner.run()
     finally:
         distributed.teardown()
-    if "interrupted" in results:
-        kept = (
-            f"{cfg.out}/checkpoint.pt holds epoch {results['epochs']}. Continue with the same command and --resume."
-            if results["epochs"]
-            else "no epoch had finished, so there is nothing to resume."
-        )
-        echo(f"stopped by {results['interrupted']} in epoch {results['epochs'] + 1}; {kept}", err=True)
-        sys.exit(results["exit_code"])
+    exit_if_interrupted(results, f"{cfg.out}/checkpoint.pt", echo)
     echo(
         f"top-1 on val/ ({results['val_images']} images, {results['classes']} classes): final "
         f"{results['final_top1']:.2f}% (epoch {results['epochs']}, {cfg.out}/{results['weights']['final']}), "

@@ -1,6 +1,6 @@
 """`pretexts segment`: semantic segmentation fine-tuning (the paper's ADE20K transfer table)."""
 
-from . import main, rank_zero_echo, written_files
+from . import exit_if_interrupted, main, rank_zero_echo, written_files
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand, option
 
@@ -12,18 +12,23 @@ from .help_sections import SectionedCommand, option
 def segment_command(from_scratch, config, sets, **options) -> None:
     """Fine-tune a backbone with a segmentation head; writes OUT/log.jsonl, results.json, predictions.png."""
     from pretexts.engine.evaluation.segmentation.config import SegmentConfig
-    from pretexts.engine.evaluation.segmentation.train import run
+    from pretexts.engine.evaluation.segmentation.train import Segmentation
     from pretexts.engine.training import distributed
+    from pretexts.engine.training.resume_config import SEGMENT_MAY_CHANGE, resumed_values
     from pretexts.errors import ParameterError
 
-    cfg = build_config(SegmentConfig, options, config, sets)
+    def resumed(values):
+        return resumed_values(SegmentConfig, values, "segmenter", SEGMENT_MAY_CHANGE, Segmentation.resume_file)
+
+    cfg = build_config(SegmentConfig, options, config, sets, resume=resumed)
     if from_scratch == (cfg.checkpoint is not None):
         raise ParameterError("give exactly one of --checkpoint CKPT and --from-scratch.")
     try:
-        results = run(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
+        results = Segmentation(cfg).run()  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
     finally:
         distributed.teardown()
     echo = rank_zero_echo(distributed.launched_rank())
+    exit_if_interrupted(results, f"{cfg.out}/{Segmentation.resume_file}", echo)
     echo(
         f"on {results['val_images']} validation images ({results['num_classes']} classes, {results['eval_mode']} "
         f"eval): mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%"

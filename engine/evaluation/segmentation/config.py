@@ -36,6 +36,13 @@ class SegmentConfig:
         section="data",
     )
     out: str = setting("runs/segment", "Output folder.", section="output")
+    # a segmenter.pt, or "auto" for OUT/segmenter.pt
+    resume: str | None = setting(
+        None,
+        "Continue from OUT/segmenter.pt (saved after each epoch), or from the segmenter.pt given.",
+        flag_value="auto",
+        section="output",
+    )
     force: bool = setting(
         False, "Start over in an --out that already holds a run (its files are removed).", section="output"
     )

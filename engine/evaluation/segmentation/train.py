@@ -1,9 +1,14 @@
 """Fine-tune backbone + head on a segmentation folder; mIoU and pixel accuracy on validation each epoch.
 
 Under torchrun each rank trains on its share of every global batch (`--batch-size`) with DDP and scores its shard
-of the validation images; the crops are seeded by (seed, epoch, index), so the ranks take one process's steps."""
+of the validation images; the crops are seeded by (seed, epoch, index), so the ranks take one process's steps.
+OUT/segmenter.pt, written after each epoch, holds the model and all a `--resume` needs to continue as if never
+stopped."""
 
 import json
+import math
+import tempfile
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -16,14 +21,13 @@ from timm.scheduler import PolyLRScheduler
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.engine.training import distributed
-from pretexts.engine.training.arithmetic import use_cuda_arithmetic
 from pretexts.engine.training.checkpoint import save_checkpoint
-from pretexts.engine.training.nonfinite import NonFiniteGuard, check_finite_weights
-from pretexts.engine.training.optimizer_step import OptimizerStep
-from pretexts.engine.training.precision import amp_dtype, autocast, grad_scaler
-from pretexts.engine.training.preflight import resolve_device
-from pretexts.engine.training.progress import ProgressLines, stderr_line
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, open_log, write_json
+from pretexts.engine.training.nonfinite import check_finite_weights
+from pretexts.engine.training.precision import autocast
+from pretexts.engine.training.progress import stderr_line
+from pretexts.engine.training.resume_config import SEGMENT_MAY_CHANGE
+from pretexts.engine.training.run_base import TrainingRun
+from pretexts.engine.training.run_folder import open_log, write_json
 from pretexts.errors import ParameterError
 
 from .config import SegmentConfig
@@ -71,123 +75,158 @@ def evaluate(model, loader, num_classes: int, crop: int, mode: str, device, dtyp
     return scores(distributed.sum_over_ranks(conf, device, world))
 
 
-def run(cfg: SegmentConfig, log=stderr_line) -> dict:
-    """Lock and claim OUT (never over another run or the inputs), then train; 'generated' data is written into OUT.
-    Under torchrun rank 0 alone claims and writes; the others wait for it before reading the data."""
-    refuse_shards(cfg.data)  # before OUT is claimed: a refused run leaves nothing behind
-    rank, world, device = distributed.setup(resolve_device(cfg.device), cfg.batch_size)
-    use_cuda_arithmetic(device, cfg.tf32, cfg.cudnn_benchmark)
-    with RunLock(cfg.out, "segment") if rank == 0 else nullcontext():
-        if rank == 0:
-            claim_output_dir(cfg.out, None, cfg.force, inputs=[cfg.checkpoint, cfg.data], resumable=False)
-        if cfg.data == "generated":
-            generated = Path(cfg.out) / "generated-data"
-            if rank == 0:
-                write_generated(generated)
-            distributed.barrier(world)
-            cfg.data = str(generated)
-        return train_segmenter(cfg, log, rank, world, device)
+class Segmentation(TrainingRun):
+    """One segmentation run: `Segmentation(cfg).run()` returns the results (also in OUT/results.json)."""
 
+    resume_file = "segmenter.pt"
 
-def train_segmenter(cfg: SegmentConfig, log=stderr_line, rank: int = 0, world: int = 1, device=None) -> dict:
-    if cfg.checkpoint is None and cfg.backbone is None:
-        raise ParameterError("give --checkpoint CKPT, or --from-scratch with --backbone NAME.")
-    if cfg.head not in ("upernet", "linear"):
-        raise ParameterError(f"unknown head '{cfg.head}'; use upernet or linear.")
-    torch.manual_seed(cfg.seed)
-    device = device or resolve_device(cfg.device)
-    backbone, saved = create_classifier(
-        cfg.checkpoint, None if cfg.checkpoint else cfg.backbone, None if cfg.checkpoint else cfg.img_size
-    )
-    size = cfg.img_size or saved.get("img_size") or 32
-    train_set = SegmentationFolder(cfg.data, "training", size, True, cfg.num_classes, seed=cfg.seed)
-    slide = cfg.eval_mode == "slide"  # short side to the crop size, windows over the long side, one image a batch
-    val_set = SegmentationFolder(cfg.data, "validation", size, False, train_set.num_classes, keep_aspect=slide)
-    k = train_set.num_classes
-    model = Segmenter(backbone, cfg.head, k, size).to(device)
-    replicated = distributed.replicate(model, device, sync_batchnorm=True) if world > 1 else None
-    # each rank takes its share of every global batch, in the order one process takes them
-    sampler = EpochSampler(train_set, world, rank, seed=cfg.seed)
-    local_batch = cfg.batch_size // world
-    loader = torch.utils.data.DataLoader(
-        train_set, local_batch, sampler=sampler, num_workers=cfg.workers, drop_last=len(sampler) > local_batch
-    )
-    val_loader = torch.utils.data.DataLoader(
-        distributed.shard(val_set, rank, world), 1 if slide else cfg.batch_size, num_workers=cfg.workers
-    )
-    per_epoch = len(loader)
-    total = cfg.max_steps or cfg.epochs * per_epoch
-    epochs = -(-total // per_epoch)
-    opt = optimizer_for(model, cfg)
-    sched = PolyLRScheduler(opt, t_initial=total, power=1.0, warmup_t=cfg.warmup_steps, t_in_epochs=False)
-    out = Path(cfg.out)
-    dtype = amp_dtype(cfg.amp, device)
-    # the same step as pretraining and fine-tuning, with its clipping and non-finite policy
-    nonfinite = NonFiniteGuard(cfg.skip_nonfinite, out, checkpoint="segmenter.pt")
-    optimizer_step = OptimizerStep(
-        model, opt, sched, grad_scaler(device, dtype), nonfinite, cfg.clip_grad, replicated, world
-    )
+    def __init__(self, cfg: SegmentConfig, echo: Callable[[str], None] = stderr_line):
+        if cfg.checkpoint is None and cfg.backbone is None:
+            raise ParameterError("give --checkpoint CKPT, or --from-scratch with --backbone NAME.")
+        refuse_shards(cfg.data)  # before OUT is claimed: a refused run leaves nothing behind
+        self.echo = echo
+        self.begin(cfg)
+        # 'generated' is seeded: each process writes the same set into a folder of its own, removed after the run
+        self.generated = tempfile.TemporaryDirectory(prefix="pretexts-segment-") if cfg.data == "generated" else None
+        data = write_generated(self.generated.name) if self.generated else cfg.data
+        backbone, saved = create_classifier(
+            cfg.checkpoint, None if cfg.checkpoint else cfg.backbone, None if cfg.checkpoint else cfg.img_size
+        )
+        self.size = cfg.img_size or saved.get("img_size") or 32
+        self.train_set = SegmentationFolder(data, "training", self.size, True, cfg.num_classes, seed=cfg.seed)
+        slide = cfg.eval_mode == "slide"  # short side to the crop size, windows over the long side, one a batch
+        self.val_set = SegmentationFolder(data, "validation", self.size, False, self.classes, keep_aspect=slide)
+        self.model = Segmenter(backbone, cfg.head, self.classes, self.size).to(self.device)
+        self.replicated = (
+            distributed.replicate(self.model, self.device, sync_batchnorm=True) if self.world > 1 else None
+        )
+        total = self.plan_epochs(self.train_set)
+        self.optimizer = optimizer_for(self.model, cfg)
+        self.scheduler = PolyLRScheduler(
+            self.optimizer, t_initial=total, power=1.0, warmup_t=cfg.warmup_steps, t_in_epochs=False
+        )
+        self.guard_steps(self.model, self.replicated)
+        # one line per evaluation, its mIoU appended (and every --log-every steps off a terminal)
+        self.progress_lines(total, on_terminal=True, write=echo)
 
-    def loss_of(batch) -> torch.Tensor:
+    @property
+    def classes(self) -> int:
+        return self.train_set.num_classes
+
+    def plan_epochs(self, train_set) -> int:
+        """Each rank takes its share of every global batch, in the order one process takes them; --max-steps,
+        when given, sets the run's length and the epochs follow from it."""
+        cfg = self.cfg
+        self.sampler = EpochSampler(train_set, self.world, self.rank, seed=cfg.seed)
+        local = cfg.batch_size // self.world
+        self.steps_per_epoch = max(1, len(self.sampler) // local)  # a last short batch only when it is the one
+        self.total = cfg.max_steps or cfg.epochs * self.steps_per_epoch
+        self.epochs = math.ceil(self.total / self.steps_per_epoch)
+        return self.total
+
+    def loader(self, dataset, batch_size: int, sampler=None) -> torch.utils.data.DataLoader:
+        drop_last = sampler is not None and len(sampler) > batch_size
+        return torch.utils.data.DataLoader(
+            dataset, batch_size, sampler=sampler, num_workers=self.cfg.workers, drop_last=drop_last
+        )
+
+    def loss_of(self, batch) -> torch.Tensor:
         images, masks = batch
-        with autocast(device, dtype):
+        with autocast(self.device, self.dtype):
             return distributed.through(
-                replicated, lambda x, y: F.cross_entropy(model(x), y, ignore_index=IGNORE), images, masks
+                self.replicated,
+                lambda x, y: F.cross_entropy(self.model(x), y, ignore_index=IGNORE),
+                images,
+                masks,
             )
 
-    writing = rank == 0
-    if writing:
-        write_json(out / "config.json", cfg.to_dict())
-    step, history, loss = 0, [], float("nan")
-    # one line per evaluation, its mIoU appended (and every --log-every steps off a terminal)
-    lines = ProgressLines(
-        epochs, total, quiet=cfg.quiet, enabled=writing, every=cfg.log_every, on_terminal=True, write=log
-    )
-    with open_log(out / "log.jsonl", truncate=True) if writing else nullcontext() as log_file:
-        for epoch in range(epochs):
-            model.train()
-            sampler.set_position(epoch)
-            lines.restart_clock()
-            for images, masks in loader:
-                if step >= total:
-                    break
-                stats = optimizer_step(loss_of, [(images.to(device), masks.to(device))], step + 1)
-                step += 1
-                loss = loss if stats.skipped else stats.loss  # the last step taken
-                lines.step(stats.loss, len(images) * world)
-                if lines.step_due(step) and step % per_epoch and step < total:
-                    lines.step_line(epoch + 1, step, stats.lr)
-            metrics = evaluate(model, val_loader, k, size, cfg.eval_mode, device, dtype, world)
-            row = {"epoch": epoch + 1, "step": step, "loss": loss, **metrics}
-            history.append(row)
-            check_finite_weights(model, step, out, checkpoint="segmenter.pt")
-            lines.epoch_line(
-                epoch + 1,
-                step,
-                max(g["lr"] for g in opt.param_groups),
-                result=f"val mIoU {metrics[MIOU]:.2f}%, pixel acc {metrics[PIXEL_ACC]:.2f}%",
-            )
-            if writing:
-                log_file.write(json.dumps(row) + "\n")
-                save_checkpoint(
-                    {"kind": "segmenter", "model": model.state_dict(), "config": cfg.to_dict(), "epoch": epoch + 1},
-                    out / "segmenter.pt",
+    def run(self) -> dict:
+        """Train the remaining epochs, saving OUT/segmenter.pt after each. SIGTERM or Ctrl-C stops the run at the
+        next step; the last epoch's checkpoint is kept and `--resume` continues from it."""
+        cfg = self.cfg
+        try:
+            with self.run_folder("segment", inputs=[cfg.checkpoint, None if self.generated else cfg.data]):
+                if self.rank == 0:
+                    write_json(self.out / "config.json", cfg.to_dict())
+                return self.train_and_report()
+        finally:
+            if self.generated:
+                self.generated.cleanup()
+
+    def train_epoch(self, loader) -> float:
+        """One epoch's steps (fewer in the last when --max-steps ends it); the last loss taken."""
+        self.model.train()
+        self.sampler.set_position(self.epoch)
+        self.lines.restart_clock()
+        loss = math.nan
+        for batch, (images, masks) in enumerate(loader):
+            if self.global_step >= self.total or batch >= self.steps_per_epoch:
+                break
+            if distributed.agreed_stop(self.stop, self.device, self.world):
+                break
+            batch_on_device = [(images.to(self.device), masks.to(self.device))]
+            stats = self.optimizer_step(self.loss_of, batch_on_device, self.global_step + 1)
+            self.global_step += 1
+            loss = loss if stats.skipped else stats.loss
+            self.lines.step(stats.loss, len(images) * self.world)
+            if self.lines.step_due(self.global_step) and self.global_step % self.steps_per_epoch:
+                self.lines.step_line(self.epoch + 1, self.global_step, stats.lr)
+        return loss
+
+    def train_and_report(self) -> dict:
+        cfg, writing = self.cfg, self.rank == 0
+        slide = cfg.eval_mode == "slide"
+        loader = self.loader(self.train_set, cfg.batch_size // self.world, self.sampler)
+        val_loader = self.loader(distributed.shard(self.val_set, self.rank, self.world), 1 if slide else cfg.batch_size)
+        self.lines.begin(self.global_step)
+        with open_log(self.out / "log.jsonl", truncate=not cfg.resume) if writing else nullcontext() as log, self.stop:
+            while self.epoch < self.epochs:
+                loss = self.train_epoch(loader)
+                if self.stop.requested:
+                    return self.interrupted()
+                self.epoch += 1
+                metrics = evaluate(
+                    self.model, val_loader, self.classes, self.size, cfg.eval_mode, self.device, self.dtype, self.world
                 )
-    results = {
-        "config": cfg.to_dict(),
-        "num_classes": k,
-        "img_size": size,
-        "steps": step,
-        "val_images": len(val_set),
-        "eval_mode": cfg.eval_mode,
-        "processes": world,
-        "skipped_nonfinite_steps": nonfinite.skipped,
-        **history[-1],
-    }
-    if writing:
-        images, masks = next(iter(torch.utils.data.DataLoader(val_set, 1 if slide else cfg.batch_size)))
-        with autocast(device, dtype):
-            pred = predict(model, images.to(device), size, cfg.eval_mode).argmax(1).cpu()
-        save_figure(images, pred, masks, out / "predictions.png")
-        write_json(out / "results.json", results)
-    return results
+                row = {"epoch": self.epoch, "step": self.global_step, "loss": loss, **metrics}
+                self.history.append(row)
+                check_finite_weights(self.model, self.global_step, self.out, checkpoint=self.resume_file)
+                lr = max(g["lr"] for g in self.optimizer.param_groups)
+                result = f"val mIoU {metrics[MIOU]:.2f}%, pixel acc {metrics[PIXEL_ACC]:.2f}%"
+                self.lines.epoch_line(self.epoch, self.global_step, lr, result=result)
+                if writing:
+                    log.write(json.dumps(row) + "\n")
+                    self.save_checkpoint()
+        results = {
+            "config": cfg.to_dict(),
+            "num_classes": self.classes,
+            "img_size": self.size,
+            "steps": self.global_step,
+            "val_images": len(self.val_set),
+            "eval_mode": cfg.eval_mode,
+            "processes": self.world,
+            "skipped_nonfinite_steps": self.nonfinite.skipped,
+            **self.history[-1],
+        }
+        if writing:
+            images, masks = next(iter(self.loader(self.val_set, 1 if slide else cfg.batch_size)))
+            with autocast(self.device, self.dtype):
+                pred = predict(self.model, images.to(self.device), self.size, cfg.eval_mode).argmax(1).cpu()
+            save_figure(images, pred, masks, self.out / "predictions.png")
+            write_json(self.out / "results.json", results)
+        return results
+
+    def save_checkpoint(self) -> Path:
+        """OUT/segmenter.pt: the model (what export and evaluation read) and all a --resume needs."""
+        path = self.out / self.resume_file
+        save_checkpoint(self.epoch_state("segmenter"), path)
+        return path
+
+    def load(self, path: Path) -> None:
+        self.resume_epochs(path, "segmenter", SEGMENT_MAY_CHANGE)
+
+
+def run(cfg: SegmentConfig, log: Callable[[str], None] = stderr_line) -> dict:
+    """Train a segmenter (`Segmentation(cfg).run()`): lock and claim OUT (never over another run or the inputs),
+    or continue the run in it with --resume."""
+    return Segmentation(cfg, log).run()

@@ -127,7 +127,7 @@ def create_energy_model(
     backbone = create_backbone(name, img_size=img_size, **backbone_kwargs)
     positions = resolved_positions(positions, backbone)
     if positions == SINCOS_POSITIONS:
-        fix_sincos_positions(backbone, name, "--method-arg positions=sincos")
+        fix_sincos_positions(backbone, name, "positions=sincos")
     model = EnergyModel(
         backbone,
         alpha=alpha,

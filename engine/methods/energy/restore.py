@@ -90,7 +90,7 @@ def patch_centred(error: Tensor, patch: int) -> Tensor:
     if error.ndim != 4 or error.shape[-2] % patch or error.shape[-1] % patch:
         raise ValueError(
             f"the patch-centred loss needs images [B, C, H, W] whose sides divide into {patch}-pixel patches, "
-            f"got {tuple(error.shape)}; give --method-arg loss_patch=N with N dividing the image size"
+            f"got {tuple(error.shape)}; give loss_patch=N with N dividing the image size"
         )
     means = F.avg_pool2d(error, patch)
     return error - means.repeat_interleave(patch, -2).repeat_interleave(patch, -1)
