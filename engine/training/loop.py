@@ -5,6 +5,7 @@ import json
 import sys
 import time
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -27,11 +28,13 @@ from pretexts.engine.data.streams import ImageStream, is_stream
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
 from pretexts.engine.training.arithmetic import arithmetic
+from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.compile_choice import choose_compile
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
 from pretexts.engine.training.monitor import Monitor, monitor_figure
+from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.precision import autocast
 from pretexts.engine.training.preflight import (
     check_backbone_fits,
@@ -39,8 +42,10 @@ from pretexts.engine.training.preflight import (
     check_task_fits,
     checkpoint_bytes,
 )
-from pretexts.engine.training.pretrain_checkpoint import PretrainCheckpoints
-from pretexts.engine.training.progress import held_out_ratio, progress
+from pretexts.engine.training.pretrain_checkpoint import check_task_sizes, pretrain_entries, same_arguments
+from pretexts.engine.training.progress import held_out_ratio, progress, stderr_line
+from pretexts.engine.training.resume import check_continues
+from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
 from pretexts.engine.training.run_folder import open_log, write_json, write_text
 from pretexts.errors import DataError, ParameterError
@@ -57,7 +62,7 @@ def build_optimizer(method: Method, cfg: PretrainConfig) -> torch.optim.AdamW:
     return torch.optim.AdamW(method.param_groups(), lr=cfg.peak_lr, betas=cfg.betas)
 
 
-class Pretrainer(PretrainCheckpoints, TrainingRun):
+class Pretrainer(TrainingRun):
     """One pretraining run of any method: `Pretrainer(cfg).run()` returns the held-out results.
 
     The loop knows no method: `cfg.method` names a registered `Method` (engine/methods/), which builds the
@@ -65,6 +70,7 @@ class Pretrainer(PretrainCheckpoints, TrainingRun):
     `method` passes a `Method` subclass directly (tests, a method under development)."""
 
     def __init__(self, cfg: PretrainConfig, method: type[Method] | None = None):
+        self.echo = stderr_line
         self.begin(cfg)
         self.method = (method or METHODS.get(cfg.method))(
             cfg, pretexts.create_pretext(cfg.task, **cfg.task_args), self.device
@@ -105,6 +111,23 @@ class Pretrainer(PretrainCheckpoints, TrainingRun):
         self.monitor, self.monitor_state = None, None
         self.measured: HeldOut | None = None  # the held-out report measured since the last progress line
         self.last_stats: dict = {}  # the last step's, for the epoch's progress line
+
+    def save(self, path: Path | None = None) -> Path:
+        """OUT/checkpoint.pt (or `path`): the run's state at this step, from which --resume continues."""
+        path = path or self.out / self.resume_file
+        check_finite_weights(self.model, self.global_step, self.out)
+        monitor = self.monitor.state() if self.monitor else self.monitor_state
+        save_checkpoint(
+            {**self.epoch_state(None, self.record), **pretrain_entries(self.cfg, self.batch, monitor)}, path
+        )
+        return path
+
+    def load(self, path: Path) -> None:
+        same = same_arguments(self.cfg, self.task, self.method)
+        check = partial(check_task_sizes, self.cfg, path=path)
+        ckpt = self.resume_epochs(path, "pretrain", PRETRAIN_MAY_CHANGE, same, check)
+        check_continues(ckpt, path, self.cfg.epochs, self.out)
+        self.batch, self.monitor_state = ckpt["batch"], ckpt.get("monitor")
 
     def compute_loss(self, sample) -> torch.Tensor:
         """The method's loss of one sample, under autocast when the run asks for it (the step's loss function)."""

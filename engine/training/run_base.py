@@ -105,12 +105,13 @@ class TrainingRun:
             "optimizer_steps": self.global_step,
         }
 
-    def epoch_state(self, kind: str) -> dict:
-        """An epoch's checkpoint entries for `--resume`: the config, model, optimiser, schedule, scaler and random
-        states, the epoch, step and history, the skipped steps and the arithmetic."""
+    def epoch_state(self, kind: str | None, record=None) -> dict:
+        """An epoch's checkpoint entries for `--resume`: the kind (none for pretraining's), the run's record (the
+        config unless given), model, optimiser, schedule, scaler and random states, the epoch, step and history,
+        the skipped steps and the arithmetic."""
         return {
-            "kind": kind,
-            "config": self.cfg.to_dict(),
+            **({"kind": kind} if kind else {}),
+            "config": (record or self.cfg).to_dict(),
             **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
             "epoch": self.epoch,
             "global_step": self.global_step,
@@ -119,17 +120,22 @@ class TrainingRun:
             "arithmetic": arithmetic(self.device, self.world),
         }
 
-    def resume_epochs(self, path: Path, kind: str, may_change: frozenset) -> None:
-        """Continue from the `epoch_state` checkpoint at `path`: refused in one line if it is of another kind or
-        would change the run; a resume on other arithmetic is told so (`echo`)."""
+    def resume_epochs(self, path: Path, kind: str, may_change: frozenset, same=None, check=None) -> dict:
+        """Continue from the `epoch_state` checkpoint at `path` (returned): refused in one line if it is of another
+        kind or would change the run (`same` and `check(ckpt)` add a command's own comparisons); a resume on other
+        arithmetic is told so (`echo`)."""
         ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, kind=kind)
-        check_resumable(ckpt["config"], self.cfg, may_change, path)
+        check_resumable(ckpt["config"], self.cfg, may_change, path, same)
+        if check:
+            check(ckpt)
         restore_training_state(ckpt, path, self.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
-        self.epoch, self.global_step, self.history = ckpt["epoch"], ckpt["global_step"], list(ckpt["history"])
+        self.epoch, self.global_step = ckpt["epoch"], ckpt["global_step"]
+        self.history = list(ckpt.get("history", []))
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
         note = resumed_arithmetic_note(ckpt.get("arithmetic"), arithmetic(self.device, self.world), path)
         if note and self.rank == 0:
             self.echo(note)
+        return ckpt
 
     @contextmanager
     def run_folder(self, command: str, inputs: list):
