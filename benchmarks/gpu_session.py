@@ -10,7 +10,10 @@ the exact energy step, finite differences), in this order:
 2. batch 128, TF32 on (the package's default on CUDA): ViT-S/16, ConvNeXt-T, ResNet-50, ViT-B/16, Swin-T;
 3. batch 128, TF32 off: ViT-S/16 and ConvNeXt-T (finite differences run float32 passes, which TF32 speeds);
 4. batch 32, TF32 on: the five backbones;
-5. compiled (inductor; compile time and the steps that repay it printed): ViT-S/16 and ConvNeXt-T at batch 128,
+5. one ViT-S/16 attention layer's second order at batch 128 by each way that exists
+   (`benchmarks/attention_second_order.py`: math, math compiled, a fused forward with a differentiable backward,
+   FlexAttention);
+6. compiled (inductor; compile time and the steps that repay it printed): ViT-S/16 and ConvNeXt-T at batch 128,
    last because inductor's warm-up of the exact step alone can take more than a minute and a half.
 Each table reports ms, x supervised, peak MiB, GFLOP per step and the fraction of its FLOP bound. An item runs with
 the time left as its limit; one cut short is kept as far as it got, and what had no time left is listed as skipped.
@@ -43,11 +46,17 @@ def table(name: str, backbone: str, batch: int, tf32: str = "on", compiled: bool
     return name, argv + (["--compile", "inductor"] if compiled else [])
 
 
+# one ViT-S/16 attention layer's second order, by the ways that exist (benchmarks/attention_second_order.py)
+ATTENTION = ("attention-second-order", ["attention_second_order.py", "--batch", "128"])
+ATTENTION_DRY = ["--device", "cpu", "--batch", "4", "--tokens", "65", "--dim", "192", "--heads", "3", "--dtype", "fp32"]
+ATTENTION_DRY += ["--repeats", "1", "--compile-backend", "eager"]
+
 PLAN = [
     ("cuda-tests", None),
     *(table(f"{b}-128", b, 128) for b in BACKBONES),
     *(table(f"{b}-128-no-tf32", b, 128, tf32="off") for b in ("vit_small", "convnext_t")),
     *(table(f"{b}-32", b, 32) for b in BACKBONES),
+    ATTENTION,
     *(table(f"{b}-128-compiled", b, 128, compiled=True) for b in ("vit_small", "convnext_t")),
 ]
 
@@ -94,6 +103,8 @@ def run_item(name: str, argv: list[str] | None, out: Path, limit: float, dry_run
         )
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cuda", "-n", "0", *files]
         command += ["--collect-only"] if dry_run else []
+    elif argv[0].endswith(".py"):  # a script of its own (the attention layer's second order)
+        command = [sys.executable, str(HERE / argv[0]), *(ATTENTION_DRY if dry_run else argv[1:])]
     else:
         command = [sys.executable, str(HERE / "throughput.py"), *(dry(argv) if dry_run else argv)]
     start = time.time()

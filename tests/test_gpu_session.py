@@ -20,7 +20,7 @@ def session(out, *args, timeout=900):
 
 @pytest.mark.slow
 def test_a_dry_run_measures_each_kind_of_item_into_one_folder(tmp_path):
-    items = ["cuda-tests", "resnet50-128", "convnext_t-128-compiled"]
+    items = ["cuda-tests", "resnet50-128", "attention-second-order", "convnext_t-128-compiled"]
     summary = session(tmp_path, "--only", *items)
     for item in items:
         assert f"| {item} | done |" in summary, summary
@@ -29,6 +29,9 @@ def test_a_dry_run_measures_each_kind_of_item_into_one_folder(tmp_path):
     assert "convnext_atto at 32 px, batch 4" in resnet  # the dry run's stand-in for ResNet-50 at 224 px
     for row in ("| supervised + bf16 autocast |", "| energy N=2 exact + bf16 autocast |"):
         assert row in resnet, resnet
+    attention = (tmp_path / "attention-second-order.txt").read_text()
+    for row in ("| math |", "| math, compiled |", "| fused forward, differentiable backward |"):
+        assert row in attention, attention
     compiled = (tmp_path / "convnext_t-128-compiled.txt").read_text()
     assert "| energy N=2 exact + bf16 autocast + compile (eager) |" in compiled and "compile time" in compiled
 
