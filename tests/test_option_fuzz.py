@@ -65,7 +65,7 @@ COMMANDS = {
     "segment": (
         SegmentConfig,
         ["--data", "generated", "--from-scratch", "--backbone", "resnet18"],
-        "pretexts.engine.evaluation.segmentation.train.run",
+        "pretexts.engine.evaluation.segmentation.train.Segmentation",
         stop,
     ),
     "compare": (CompareConfig, [], "pretexts.engine.compare.run.compare", stop),
