@@ -64,3 +64,15 @@ SMALL_DATA = dict(
     warmup_epochs=0.5,
     workers=0,
 )
+
+
+def finetune_argv(ckpt, out, *extra: str, epochs: int = 1, batch_size: int = 16) -> list[str]:
+    """`pretexts finetune` of `ckpt` into `out` for a quick test: one step an epoch, no RandAugment, no loader
+    workers, no progress lines; `extra` options added."""
+    return [
+        "finetune",
+        *("--checkpoint", str(ckpt), "--epochs", str(epochs), "--batch-size", str(batch_size)),
+        *("--max-steps-per-epoch", "1", "--workers", "0", "--randaug", "none", "--quiet"),
+        *extra,
+        *("--out", str(out)),
+    ]

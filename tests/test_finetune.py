@@ -9,7 +9,7 @@ import pytest
 import timm
 import torch
 from click.testing import CliRunner
-from pretrained_checkpoints import SMALL_DATA, single_thread, write_checkpoint  # noqa: F401 (a fixture)
+from pretrained_checkpoints import SMALL_DATA, finetune_argv, single_thread, write_checkpoint  # noqa: F401 (a fixture)
 from timm.scheduler import CosineLRScheduler
 
 from pretexts.backbones import create_backbone
@@ -196,27 +196,7 @@ def test_finetune_without_data_uses_the_data_the_checkpoint_was_pretrained_on(tm
     data = tiny_image_folder(tmp_path / "data")  # 2 classes, not the 10-class embedded sample
     ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext", data=str(data))
     out = tmp_path / "ft"
-    result = CliRunner().invoke(
-        main,
-        [
-            "finetune",
-            "--checkpoint",
-            str(ckpt),
-            "--epochs",
-            "1",
-            "--batch-size",
-            "8",
-            "--max-steps-per-epoch",
-            "1",
-            "--workers",
-            "0",
-            "--randaug",
-            "none",
-            "--quiet",
-            "--out",
-            str(out),
-        ],
-    )
+    result = CliRunner().invoke(main, finetune_argv(ckpt, out, batch_size=8))
     assert result.exit_code == 0, result.output
     first = result.output.splitlines()[0]
     assert first.startswith(f"fine-tuning {ckpt} on '{data}' (the data the weights were trained on"), first

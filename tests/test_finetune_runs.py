@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
-from pretrained_checkpoints import SMALL_DATA, single_thread, write_checkpoint  # noqa: F401 (a fixture)
+from pretrained_checkpoints import SMALL_DATA, finetune_argv, single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
 from pretexts.cli import main
 from pretexts.engine import FinetuneConfig, Finetuner
@@ -95,29 +95,7 @@ def test_best_pt_keeps_the_best_epochs_weights_beside_the_final_ones(tmp_path, m
     monkeypatch.setattr(module, "top1_accuracy", top1)
     ckpt, _ = write_checkpoint(tmp_path / "ckpt.pt", "test_convnext")
     out = tmp_path / "ft"
-    result = CliRunner().invoke(
-        main,
-        [
-            "finetune",
-            "--checkpoint",
-            str(ckpt),
-            "--epochs",
-            "3",
-            "--batch-size",
-            "16",
-            "--max-steps-per-epoch",
-            "1",
-            "--workers",
-            "0",
-            "--randaug",
-            "none",
-            "--warmup-epochs",
-            "0",
-            "--quiet",
-            "--out",
-            str(out),
-        ],
-    )
+    result = CliRunner().invoke(main, finetune_argv(ckpt, out, "--warmup-epochs", "0", epochs=3))
     assert result.exit_code == 0, result.output
     results = json.loads((out / "results.json").read_text())
     assert (results["best_epoch"], results["best_top1"], results["final_top1"]) == (2, 70.0, 60.0)
@@ -140,24 +118,7 @@ def test_a_folder_holding_only_a_best_pt_is_a_run(tmp_path):
     out = tmp_path / "ft"
     out.mkdir()
     (out / "best.pt").write_bytes(b"an earlier run's best weights")
-    args = [
-        "finetune",
-        "--checkpoint",
-        str(ckpt),
-        "--epochs",
-        "1",
-        "--batch-size",
-        "16",
-        "--max-steps-per-epoch",
-        "1",
-        "--workers",
-        "0",
-        "--randaug",
-        "none",
-        "--quiet",
-        "--out",
-        str(out),
-    ]
+    args = finetune_argv(ckpt, out)
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and "already holds a run (best.pt)" in result.output
     assert (out / "best.pt").read_bytes() == b"an earlier run's best weights"

@@ -105,7 +105,7 @@ class Finetuner(TrainingRun):
     def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line):
         self.echo = echo
         cfg = dataclasses.replace(cfg)  # the run's record is this copy, resolved below; the caller's stays as asked
-        self.begin(cfg)
+        self.begin(cfg, cfg.accum_iter)
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
         np.random.seed(cfg.seed)  # Mixup from numpy's
         # the checkpoint's config first: its data is the default when --data is not given

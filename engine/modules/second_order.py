@@ -105,11 +105,10 @@ def rewrite_double_backward(model: nn.Module, layers: frozenset[str] = LAYERS) -
 
 def restore_double_backward(model: nn.Module) -> int:
     """Undo `rewrite_double_backward`: back to autograd's own double backward."""
-    originals = {SecondOrderConv2d: nn.Conv2d, SecondOrderBatchNorm2d: nn.BatchNorm2d}  # each class's own base
     count = 0
     for module in model.modules():
-        if original := originals.get(type(module)):
-            module.__class__ = original
+        if type(module) in KIND:
+            module.__class__ = type(module).__bases__[0]  # each rewritten class subclasses its original
             count += 1
     return count
 

@@ -71,7 +71,7 @@ class Pretrainer(TrainingRun):
 
     def __init__(self, cfg: PretrainConfig, method: type[Method] | None = None):
         self.echo = stderr_line
-        self.begin(cfg)
+        self.begin(cfg, cfg.accum_iter)
         self.method = (method or METHODS.get(cfg.method))(
             cfg, pretexts.create_pretext(cfg.task, **cfg.task_args), self.device
         )

@@ -1,10 +1,11 @@
-"""What every resumable training command shares (`Pretrainer`, `Finetuner`): its ranks and device, the epoch's
-steps, the lr schedule, precision and the guarded optimiser step, stop signals, progress lines, and the run folder
-it holds while it trains (locked, claimed, resumed). Each command builds its own data, model and optimiser between
-these calls, in this order:
+"""What every resumable training command shares (`Pretrainer`, `Finetuner`, `Segmentation`): its ranks and device,
+the epoch's steps, the lr schedule, precision and the guarded optimiser step, stop signals, progress lines, the
+epoch checkpoint and its resume, and the run folder it holds while it trains (locked, claimed, resumed). Each
+command builds its own data, model and optimiser between these calls, in this order:
 
-    begin(cfg) -> plan_epochs(train_set) -> schedule(optimizer, lr_min, total) -> guard_steps(...) -> lines(...)
-    with self.run_folder(command, inputs): ...
+    begin(cfg, accum_iter) -> plan_epochs(train_set) -> schedule(optimizer, lr_min, total) (or a schedule of its
+    own) -> guard_steps(...) -> progress_lines(...)
+    with self.run_folder(command, inputs): ...     # load(path) -> resume_epochs(...); save -> epoch_state(kind)
 """
 
 from contextlib import contextmanager, nullcontext
@@ -40,14 +41,11 @@ class TrainingRun:
 
     resume_file = "checkpoint.pt"
 
-    def begin(self, cfg) -> None:
-        """The ranks (torchrun) and the device with its arithmetic; the seed set for what is built next."""
+    def begin(self, cfg, accum_iter: int = 1) -> None:
+        """The ranks (torchrun) and the device with its arithmetic (the batch must split into ranks x
+        `accum_iter` micro-batches); the seed set for what is built next."""
         self.cfg = cfg
-        self.rank, self.world, self.device = distributed.setup(
-            resolve_device(cfg.device),
-            cfg.batch_size,
-            getattr(cfg, "accum_iter", 1),  # segment takes none
-        )
+        self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size, accum_iter)
         use_cuda_arithmetic(self.device, cfg.tf32, cfg.cudnn_benchmark)
         self.out = Path(cfg.out)
         self.epoch, self.global_step, self.history = 0, 0, []
