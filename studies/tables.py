@@ -10,7 +10,8 @@ number cannot drift between pages. Each table sits between two marker lines in i
 
 Tables: `verdict` (does it work: fine-tuned top-1 of the energy start against the strongest peer and random init),
 `step-cost` and `step-cost-h200` (the energy's exact step against a supervised step on a GPU, gpu_tables.py; the
-newest is what `pretexts list --backbones` prints, from pretexts/cli/step_costs.py, written here too).
+newest is what `pretexts list --backbones` prints, from pretexts/cli/step_costs.py, written here too), `length`
+(fine-tuned score against pretraining steps per recipe arm, length/report.py, which also draws its plot).
 """
 
 import argparse
@@ -23,8 +24,13 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_tables beside this file, also when loaded by path
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [
+    str(HERE),
+    str(HERE / "length"),
+]  # gpu_tables beside this file, report in length/, also when loaded by path
 from gpu_tables import h200_table, step_cost_table, step_costs_module  # noqa: E402
+from report import length_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CELLS = ROOT / "studies" / "representation" / "cells"
@@ -33,6 +39,7 @@ PAGES = {
     "verdict": ["README.md", "docs/results/index.md", "docs/results/representation.md"],
     "step-cost": ["docs/results/gpu-h100.md"],
     "step-cost-h200": ["docs/results/gpu-h100.md"],
+    "length": ["docs/results/length.md"],
 }
 
 
@@ -152,7 +159,12 @@ def verdict_table() -> str:
 
 
 # ---- the pages --------------------------------------------------------------------------------------------------
-TABLES = {"verdict": verdict_table, "step-cost": step_cost_table, "step-cost-h200": h200_table}
+TABLES = {
+    "verdict": verdict_table,
+    "step-cost": step_cost_table,
+    "step-cost-h200": h200_table,
+    "length": length_table,
+}
 
 
 def block(name: str) -> re.Pattern:

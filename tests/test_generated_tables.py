@@ -22,7 +22,7 @@ def test_a_stale_table_is_found_and_rewritten(tmp_path, monkeypatch):
     page.write_text(
         "intro\n<!-- begin generated: verdict -->\n| an old table | 44.1 |\n<!-- end generated: verdict -->\n"
     )
-    monkeypatch.setattr(tables, "PAGES", {"verdict": [str(page)], "step-cost": [], "step-cost-h200": []})
+    monkeypatch.setattr(tables, "PAGES", {"verdict": [str(page)], "step-cost": [], "step-cost-h200": [], "length": []})
     monkeypatch.setattr(tables, "STEP_COSTS", tmp_path / "step_costs.py")
     assert set(tables.stale()) == {page, tmp_path / "step_costs.py"}
     monkeypatch.setattr("sys.argv", ["tables.py"])
@@ -57,3 +57,15 @@ def test_prose_points_to_the_table_rather_than_repeating_its_scores(page):
     prose = tables.block("verdict").sub("", text)
     repeated = sorted(s for s in scores if re.search(rf"(?<![\d.]){re.escape(s)}(?![\d])", prose))
     assert not repeated, f"{page} repeats the verdict table's scores {repeated} outside it: point to the table"
+
+
+def test_the_length_table_holds_every_start_at_its_steps():
+    """The length study's table: the references (the default, MAE, random init) and each arm's cells, one row per
+    start and budget, with scores in [0, 100] and the vit_tiny default falling from 100 to 544 steps as its cells
+    say."""
+    rows = [line.split(" | ") for line in tables.length_table().splitlines() if line.startswith("| vit_tiny")]
+    starts = {(r[1], int(r[3])) for r in rows}
+    assert {("default", 100), ("default", 544), ("MAE", 544), ("random init, sin-cos table", 1)} <= starts
+    tuned = {(r[1], int(r[3])): float(r[6].split(" ")[0]) for r in rows}
+    assert all(0 < score < 100 for score in tuned.values())
+    assert tuned[("default", 544)] < tuned[("default", 100)]

@@ -1,0 +1,172 @@
+"""The length study's table and plot: fine-tuned score against pretraining steps for each arm, from the study's cells
+beside the representation study's cells of the default, MAE and random init (the references every arm is one change
+from).
+
+    python studies/length/report.py     # writes docs/results/length.png
+    python studies/tables.py            # writes the `length` table on docs/results/length.md
+"""
+
+import json
+import statistics
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CELLS = ROOT / "studies" / "length" / "cells"
+REFERENCE = ROOT / "studies" / "representation" / "cells"
+PLOT = ROOT / "docs" / "results" / "length.png"
+BACKBONES = ("vit_tiny", "convnext_atto")
+ARM_ORDER = ("default", "paper", "fast-cosine", "alpha-lr1", "alpha-fixed")
+VIT_DEFAULT = "energy-centred-sincos"  # the representation study's name for the ViT default
+COLOURS = {"default": "C0", "MAE": "C1", "paper": "C2", "fast-cosine": "C3", "alpha-lr1": "C4", "alpha-fixed": "C5"}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One budget of one start: each seed's steps, linear probe and 15-epoch fine-tuned top-1."""
+
+    steps: list[int]
+    linear: list[float]
+    finetuned: list[float]
+
+    def mean_steps(self) -> float:
+        return statistics.mean(self.steps)
+
+    def finetuned_mean_std(self) -> tuple[float, float]:
+        tuned = self.finetuned
+        return statistics.mean(tuned), statistics.stdev(tuned) if len(tuned) > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class Series:
+    """A start's points against steps, and where its cells come from."""
+
+    backbone: str
+    label: str
+    source: str
+    points: tuple[Point, ...]
+
+
+def _point(cells: list[Path], key: str) -> Point | None:
+    """The seeds of `cells` whose snapshot `key` was fine-tuned for 15 epochs."""
+    steps, linear, tuned = [], [], []
+    for path in cells:
+        cell = json.loads(path.read_text())
+        finetune = cell["finetunes"].get(key)
+        if not finetune or finetune.get("epochs") != 15:
+            continue
+        steps.append(cell["points"][key]["steps"])
+        linear.append(cell["points"][key]["linear"])
+        tuned.append(finetune["final"])
+    return Point(steps, linear, tuned) if tuned else None
+
+
+def _series(backbone: str, label: str, source: str, folders: list[tuple[Path, str]]) -> Series | None:
+    found = (_point(sorted(folder.glob("seed*/cell.json")), key) for folder, key in folders)
+    points = tuple(sorted((p for p in found if p), key=Point.mean_steps))
+    return Series(backbone, label, source, points) if points else None
+
+
+def study_series(backbone: str) -> list[Series]:
+    """The length study's arms on `backbone`: `<arm>-<steps>/seed*/cell.json`, each fine-tuned from its end."""
+    series = []
+    for arm in ARM_ORDER:
+        folders = [(f, f.name.rsplit("-", 1)[1]) for f in (CELLS / backbone).glob(f"{arm}-*") if f.is_dir()]
+        if made := _series(backbone, arm, "length", folders):
+            series.append(made)
+    return series
+
+
+def reference_series(backbone: str) -> list[Series]:
+    """The default, MAE and random init on `backbone` as the representation study's cells hold them."""
+    study = "representation"
+    if backbone == "vit_tiny":
+        budgets = ("100", "250", "544")
+        wanted = [
+            ("default", [(REFERENCE / f"steps{b}" / backbone / VIT_DEFAULT, b) for b in budgets]),
+            ("MAE", [(REFERENCE / f"steps{b}" / backbone / "mae", b) for b in budgets]),
+            ("random init, sin-cos table", [(REFERENCE / "steps1" / backbone / VIT_DEFAULT, "1")]),
+        ]
+    else:
+        minutes = REFERENCE / "minutes" / backbone
+        wanted = [
+            ("default", [(minutes / "energy", m) for m in ("5", "15", "30")]),
+            ("random init", [(minutes / "random", "0")]),
+        ]
+    return [s for label, folders in wanted if (s := _series(backbone, label, study, folders))]
+
+
+def all_series() -> list[Series]:
+    return [s for b in BACKBONES for s in reference_series(b) + study_series(b)]
+
+
+def _shown(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f}"
+
+
+def length_table() -> str:
+    """Every start at every budget, references first (a markdown table with its caption)."""
+    lines = [
+        "| backbone | start | cells from | steps | seeds | linear probe | fine-tuned |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in all_series():
+        for p in s.points:
+            lines.append(
+                f"| {s.backbone} | {s.label} | {s.source} | {p.mean_steps():.0f} | {len(p.finetuned)} "
+                f"| {_shown(p.linear)} | {_shown(p.finetuned)} |"
+            )
+    caption = (
+        "Top-1 (%) on 1,017 held-out CIFAR-10 images after pretraining on 4,068 at 32 px: a linear probe on frozen "
+        "features and a 15-epoch fine-tune in fp32; mean +- std over seeds. Steps are optimiser steps at batch 64 "
+        "(the representation study's convnext_atto ran 5, 15 and 30 CPU-minutes: their mean steps). Generated from "
+        "the committed cells by `python studies/tables.py`."
+    )
+    return "\n".join([*lines, "", textwrap.fill(caption, 116)])
+
+
+def plot(path: Path = PLOT) -> None:
+    """Fine-tuned top-1 against steps, one panel per backbone, one line per start; random init as a band."""
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = all_series()
+    fig, axes = plt.subplots(1, len(BACKBONES), figsize=(11, 4.2))
+    for ax, backbone in zip(axes, BACKBONES, strict=True):
+        for s in (s for s in series if s.backbone == backbone):
+            means, stds = zip(*(p.finetuned_mean_std() for p in s.points), strict=True)
+            if s.label.startswith("random"):
+                ax.axhspan(means[0] - stds[0], means[0] + stds[0], color="0.85", label=f"{s.label} (+- std)")
+                ax.axhline(means[0], color="0.5", lw=1)
+                continue
+            steps = [p.mean_steps() for p in s.points]
+            style = "--" if s.source == "representation" else "-"
+            colour = COLOURS[s.label]
+            ax.errorbar(
+                steps, means, yerr=stds, fmt="o" + style, color=colour, capsize=3, label=f"{s.label} ({s.source})"
+            )
+        ax.set_title(backbone)
+        ax.set_xscale("log")
+        low, high = ax.get_xlim()
+        ax.set_xticks([t for t in (100, 250, 500, 1000, 2000, 4000) if low <= t <= high])
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlabel("pretraining steps (batch 64)")
+        ax.set_ylabel("fine-tuned top-1 (%), 15 epochs")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Does longer pretraining fine-tune better? (CIFAR-10 subset, 32 px, CPU)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    plot()
+    print(f"wrote {PLOT.relative_to(ROOT)}")
