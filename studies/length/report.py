@@ -24,11 +24,15 @@ COLOURS = {"default": "C0", "MAE": "C1", "paper": "C2", "fast-cosine": "C3", "al
 
 @dataclass(frozen=True)
 class Point:
-    """One budget of one start: each seed's steps, linear probe and 15-epoch fine-tuned top-1."""
+    """One budget of one start: each seed's steps, linear probe and 15-epoch fine-tuned top-1, and what the monitor
+    read there: the held-out restoration error over the corrupted input's, and the top principal component's share
+    of the features' variance (seeds without a reading are left out of those two)."""
 
     steps: list[int]
     linear: list[float]
     finetuned: list[float]
+    restored: list[float]
+    top_share: list[float]
 
     def mean_steps(self) -> float:
         return statistics.mean(self.steps)
@@ -50,16 +54,21 @@ class Series:
 
 def _point(cells: list[Path], key: str) -> Point | None:
     """The seeds of `cells` whose snapshot `key` was fine-tuned for 15 epochs."""
-    steps, linear, tuned = [], [], []
+    steps, linear, tuned, restored, top_share = [], [], [], [], []
     for path in cells:
         cell = json.loads(path.read_text())
         finetune = cell["finetunes"].get(key)
         if not finetune or finetune.get("epochs") != 15:
             continue
-        steps.append(cell["points"][key]["steps"])
-        linear.append(cell["points"][key]["linear"])
+        point = cell["points"][key]
+        steps.append(point["steps"])
+        linear.append(point["linear"])
         tuned.append(finetune["final"])
-    return Point(steps, linear, tuned) if tuned else None
+        if "held_out_ratio" in point:
+            restored.append(point["held_out_ratio"])
+        shares = [m["top_pc_share"] for m in cell.get("monitor", []) if m["step"] == point["steps"]]
+        top_share += shares[-1:]
+    return Point(steps, linear, tuned, restored, top_share) if tuned else None
 
 
 def _series(backbone: str, label: str, source: str, folders: list[tuple[Path, str]]) -> Series | None:
@@ -101,27 +110,32 @@ def all_series() -> list[Series]:
     return [s for b in BACKBONES for s in reference_series(b) + study_series(b)]
 
 
-def _shown(values: list[float]) -> str:
+def _shown(values: list[float], digits: int = 1) -> str:
+    if not values:
+        return "-"
     if len(values) == 1:
-        return f"{values[0]:.1f}"
-    return f"{statistics.mean(values):.1f} +- {statistics.stdev(values):.1f}"
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} +- {statistics.stdev(values):.{digits}f}"
 
 
 def length_table() -> str:
     """Every start at every budget, references first (a markdown table with its caption)."""
     lines = [
-        "| backbone | start | cells from | steps | seeds | linear probe | fine-tuned |",
-        "|---|---|---|---|---|---|---|",
+        "| backbone | start | cells from | steps | seeds | linear probe | fine-tuned | restored / corrupted "
+        "| top share |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in all_series():
         for p in s.points:
             lines.append(
                 f"| {s.backbone} | {s.label} | {s.source} | {p.mean_steps():.0f} | {len(p.finetuned)} "
-                f"| {_shown(p.linear)} | {_shown(p.finetuned)} |"
+                f"| {_shown(p.linear)} | {_shown(p.finetuned)} | {_shown(p.restored, 2)} | {_shown(p.top_share, 2)} |"
             )
     caption = (
         "Top-1 (%) on 1,017 held-out CIFAR-10 images after pretraining on 4,068 at 32 px: a linear probe on frozen "
-        "features and a 15-epoch fine-tune in fp32; mean +- std over seeds. Steps are optimiser steps at batch 64 "
+        "features and a 15-epoch fine-tune in fp32; mean +- std over seeds. Restored / corrupted: the held-out "
+        "restoration error over the corrupted input's (below 1 restores); top share: the top principal component's "
+        "share of the features' variance at the end (near 1 is collapsed). Steps are optimiser steps at batch 64 "
         "(the representation study's convnext_atto ran 5, 15 and 30 CPU-minutes: their mean steps). Generated from "
         "the committed cells by `python studies/tables.py`."
     )
