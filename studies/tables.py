@@ -24,13 +24,11 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+# gpu_tables beside this file and the length study's report, also when this file is loaded by path
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [
-    str(HERE),
-    str(HERE / "length"),
-]  # gpu_tables beside this file, report in length/, also when loaded by path
+sys.path[:0] = [str(HERE), str(HERE / "length")]
 from gpu_tables import h200_table, step_cost_table, step_costs_module  # noqa: E402
-from report import length_table  # noqa: E402
+from report import VIT_DEFAULT, length_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CELLS = ROOT / "studies" / "representation" / "cells"
@@ -84,7 +82,6 @@ def rand(backbone: str) -> Score:
 
 
 VIT = "vit_tiny"
-VIT_DEFAULT = "energy-centred-sincos"  # the ViT default: patch-centred loss, sin-cos positions
 
 
 def convnext_row(minutes: str, peers: tuple[str, ...]) -> Row:

@@ -18,7 +18,7 @@ REFERENCE = ROOT / "studies" / "representation" / "cells"
 PLOT = ROOT / "docs" / "results" / "length.png"
 BACKBONES = ("vit_tiny", "convnext_atto")
 ARM_ORDER = ("default", "paper", "fast-cosine", "alpha-lr1", "alpha-fixed")
-VIT_DEFAULT = "energy-centred-sincos"  # the representation study's name for the ViT default
+VIT_DEFAULT = "energy-centred-sincos"  # the representation study's ViT default: patch-centred loss, sin-cos positions
 COLOURS = {"default": "C0", "MAE": "C1", "paper": "C2", "fast-cosine": "C3", "alpha-lr1": "C4", "alpha-fixed": "C5"}
 
 
