@@ -13,18 +13,18 @@ from pretexts.backbones.vit_tokens import sincos_pos_embed
 from pretexts.cli import main
 from pretexts.engine import load_checkpoint
 
-RUN = ["train", "--backbone", "vit_tiny", "--img-size", "32", "--batch-size", "16", "--max-steps-per-epoch", "1"]
+RUN = ["train", "--backbone", "vit_tiny", "--img-size", "16", "--batch-size", "16", "--max-steps-per-epoch", "1"]
 RUN += ["--workers", "0", "--eval-images", "16", "--figure-images", "2"]
 
 
 @pytest.mark.slow
 def test_a_vit_run_records_the_resolved_defaults_and_resumes_exactly(tmp_path):
-    assert_resume_is_exact(lambda name, **extra: config(tmp_path / name, 2, "vit_tiny", img_size=32, **extra))
+    assert_resume_is_exact(lambda name, **extra: config(tmp_path / name, 2, "vit_tiny", img_size=16, **extra))
     for run in ("straight", "split"):
         saved = json.loads((tmp_path / run / "config.json").read_text())["method_args"]
         assert (saved["loss"], saved["loss_patch"], saved["positions"]) == ("patch-centred", None, "sincos")
         positions = load_checkpoint(tmp_path / run / "checkpoint.pt")["model"]["backbone.pos_embed"]
-        torch.testing.assert_close(positions[0, 1:], sincos_pos_embed((8, 8), 192))  # frozen for two epochs
+        torch.testing.assert_close(positions[0, 1:], sincos_pos_embed((4, 4), 192))  # frozen for two epochs
 
 
 @pytest.mark.slow
