@@ -13,6 +13,7 @@ from cli_runs import (  # noqa: F401 (one_torch_thread: a fixture)
     tiny_image_folder,
 )
 
+from pretexts.engine.compare.cells import training_curve
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.report import budget_name
 
@@ -41,6 +42,26 @@ def test_every_pretrained_pair_is_snapshotted_at_exactly_the_asked_steps(by_step
         assert cell["points"]["5"]["seconds"] > cell["points"]["2"]["seconds"] > 0  # the time the steps took
         assert cell["settings"]["budget"] == "steps"
         assert 0 <= cell["points"]["5"]["linear"] <= 100
+
+
+def test_a_cell_keeps_its_training_curve_once_its_run_folder_is_gone(by_steps):
+    _, out, _ = by_steps
+    cells = json.loads((out / "compare.json").read_text())["cells"]
+    energy, simmim = cells["energy on random-mask / seed 0"], cells["simmim / seed 0"]
+    for cell in (energy, simmim):
+        assert [row["step"] for row in cell["log"]] == [1, 2, 3, 4, 5]  # every step of a short run
+        assert all(row["loss"] > 0 and row["lr"] >= 0 and "monitor" not in row for row in cell["log"])
+    assert all(row["alpha"] > 0 for row in energy["log"])  # the method's own number: the energy's step size
+
+
+def test_a_long_training_log_is_thinned_to_evenly_spaced_steps_ending_at_the_last(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "loss": 1.0 / s, "monitor": {}}) + "\n" for s in range(1, 1001)))
+    curve = training_curve(log, rows=64)
+    steps = [row["step"] for row in curve]
+    assert 60 <= len(steps) <= 65 and steps[-1] == 1000 and steps == sorted(set(steps))
+    assert {b - a for a, b in zip(steps[:-2], steps[1:-1])} == {16}  # ceil(1000 / 64)
+    assert training_curve(tmp_path / "missing.jsonl") == []
 
 
 def test_the_tables_name_the_budget_in_steps_and_give_the_minutes_taken(by_steps):

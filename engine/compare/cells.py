@@ -28,6 +28,7 @@ from pretexts.errors import OutputError, ParameterError
 from pretexts.registry import METHODS
 
 RANDOM = "random init"
+LOG_ROWS = 64  # rows of the training log a cell keeps
 
 
 @dataclass
@@ -180,8 +181,19 @@ def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
         "snapshots": {budget_name(m): s for m, s in trainer.snapshots.items()},
         "held_out_ratio": ratio,
         "monitor": history or None,
+        "log": training_curve(Path(cfg.out) / "log.jsonl"),
         "arithmetic": results["arithmetic"],
     }
+
+
+def training_curve(log: Path, rows: int = LOG_ROWS) -> list[dict]:
+    """The run's log.jsonl thinned to about `rows` evenly spaced steps (the last always kept), the monitor's
+    entries left out (cell.json has them): the loss, the lr and the method's own numbers (the energy's alpha)
+    for a cell whose run folder is removed once it is scored."""
+    steps = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
+    stride = max(1, -(-len(steps) // rows))
+    kept = steps[stride - 1 :: stride] + ([steps[-1]] if steps and len(steps) % stride else [])
+    return [{k: v for k, v in row.items() if k != "monitor"} for row in kept]
 
 
 def short_run(arm: Arm, steps: int, budget: float, unit: str) -> ParameterError:
@@ -301,6 +313,8 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
                 cell["points"][top]["held_out_ratio"] = pre["held_out_ratio"]
             if pre.get("monitor"):
                 cell["monitor"] = pre["monitor"]
+            if pre.get("log"):
+                cell["log"] = pre["log"]
             if pre.get("arithmetic"):  # the energy's cells repeat only on the same (engine/training/arithmetic.py)
                 cell["arithmetic"] = pre["arithmetic"]
         write_json(done_file, cell)
