@@ -142,8 +142,35 @@ def length_table() -> str:
     return "\n".join([*lines, "", textwrap.fill(caption, 116)])
 
 
+def alpha_curves(backbone: str) -> dict[str, list[tuple[list[int], list[float]]]]:
+    """Arm -> each cell's (steps, alpha) from the training curve its cell.json keeps (cells run before the curve was
+    kept have none)."""
+    curves = {}
+    for arm in ARM_ORDER:
+        for path in sorted((CELLS / backbone).glob(f"{arm}-*/seed*/cell.json")):
+            log = json.loads(path.read_text()).get("log") or []
+            if log and "alpha" in log[0]:
+                curves.setdefault(arm, []).append(([r["step"] for r in log], [r["alpha"] for r in log]))
+    return curves
+
+
+def alpha_panel(ax, backbone: str) -> None:
+    """The energy's step size alpha against steps, one line per cell, coloured by arm."""
+    for arm, cells in alpha_curves(backbone).items():
+        for i, (steps, alpha) in enumerate(cells):
+            ax.plot(steps, alpha, color=COLOURS[arm], lw=1.2, label=arm if i == 0 else None)
+    ax.set_xlabel("pretraining step")
+    ax.set_ylabel("alpha (the restoration's step size)")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no training curve kept yet", ha="center", va="center", transform=ax.transAxes)
+
+
 def plot(path: Path = PLOT) -> None:
-    """Fine-tuned top-1 against steps, one panel per backbone, one line per start; random init as a band."""
+    """Top: fine-tuned top-1 against steps, one panel per backbone, one line per start, random init as a band.
+    Bottom: alpha against steps for the cells that keep their training curve."""
     import matplotlib
     import matplotlib.ticker
 
@@ -151,15 +178,19 @@ def plot(path: Path = PLOT) -> None:
     import matplotlib.pyplot as plt
 
     series = all_series()
-    fig, axes = plt.subplots(1, len(BACKBONES), figsize=(11, 4.2))
-    for ax, backbone in zip(axes, BACKBONES, strict=True):
+    fig, grid = plt.subplots(2, len(BACKBONES), figsize=(11, 7.6), height_ratios=(3, 2))
+    for ax, backbone in zip(grid[1], BACKBONES, strict=True):
+        alpha_panel(ax, backbone)
+    for ax, backbone in zip(grid[0], BACKBONES, strict=True):
         for s in (s for s in series if s.backbone == backbone):
             means, stds = zip(*(p.finetuned_mean_std() for p in s.points), strict=True)
             if s.label.startswith("random"):
                 ax.axhspan(means[0] - stds[0], means[0] + stds[0], color="0.85", label=f"{s.label} (+- std)")
                 ax.axhline(means[0], color="0.5", lw=1)
                 continue
-            steps = [p.mean_steps() for p in s.points]
+            # the arms share their budgets: each is nudged sideways (2 % a place on the log axis) to stay visible
+            nudge = 1 + 0.02 * (ARM_ORDER.index(s.label) - 2) if s.source == "length" else 1
+            steps = [p.mean_steps() * nudge for p in s.points]
             style = "--" if s.source == "representation" else "-"
             colour = COLOURS[s.label]
             ax.errorbar(
