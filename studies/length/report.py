@@ -1,6 +1,6 @@
 """The length study's table and plot: fine-tuned score against pretraining steps for each arm, from the study's cells
 beside the representation study's cells of the default, MAE and random init (the references every arm is one change
-from).
+from); under it, alpha against steps from the training curve each cell keeps.
 
     python studies/length/report.py     # writes docs/results/length.png
     python studies/tables.py            # writes the `length` table on docs/results/length.md
