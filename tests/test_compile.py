@@ -111,7 +111,7 @@ def test_mae_compiles_its_encoder_and_decoder_and_trains_as_eager(tmp_path, real
     backbone's entry points would compile nothing MAE calls."""
 
     def step(compile_):
-        return trained(trainer(tmp_path, compile_, method="mae"), real_images[:8])
+        return trained(trainer(tmp_path, compile_, method="mae", backbone="test_vit"), real_images[:8])
 
     eager, compiled = step(None), step(BACKEND)
     assert {"encode", "decode"} <= set(vars(compiled.model)), "the encoder and decoder are compiled in place"

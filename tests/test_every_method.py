@@ -5,6 +5,7 @@ import dataclasses
 import json
 
 import pytest
+import timm
 import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file
@@ -29,7 +30,7 @@ ENERGY_OPTIONS = [
 
 
 def config(method: str, out) -> PretrainConfig:
-    backbone = "vit_tiny" if method == "mae" else "test_convnext"  # MAE masks ViT tokens
+    backbone = "test_vit" if method == "mae" else "test_convnext"  # MAE masks ViT tokens (timm's 0.4M-parameter ViT)
     return PretrainConfig(
         method=method,
         backbone=backbone,
@@ -200,3 +201,5 @@ def test_its_checkpoint_fine_tunes_probes_and_exports(method, tmp_path):
     exported = load_file(tmp_path / "export" / "model.safetensors")
     name, weight = next((k, v) for k, v in exported.items() if v.ndim > 1)
     assert torch.equal(weight, trained[f"backbone.{name}"])  # the pretrained backbone, not a fresh one
+    loaded = timm.create_model(f"local-dir:{tmp_path / 'export'}", pretrained=True).state_dict()
+    assert torch.equal(loaded[name], weight)  # timm reads the export back as it is

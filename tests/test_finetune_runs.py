@@ -32,7 +32,7 @@ def test_a_stopped_fine_tune_resumes_to_the_same_weights(tmp_path):
     }
 
     def config(out, **extra):
-        return FinetuneConfig(from_scratch=True, backbone="convnext_atto", out=str(out), **{**recipe, **extra})
+        return FinetuneConfig(from_scratch=True, backbone="test_convnext", out=str(out), **{**recipe, **extra})
 
     straight = Finetuner(config(tmp_path / "straight"), echo=lambda line: None)
     straight.run()

@@ -11,7 +11,7 @@ from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.errors import CheckpointError
 
 
-def config(out, epochs: int, backbone: str = "resnet18", **kw) -> PretrainConfig:
+def config(out, epochs: int, backbone: str = "test_resnet", **kw) -> PretrainConfig:
     kw.setdefault("monitor_every", 0)  # the monitor has tests of its own (test_monitor.py)
     return PretrainConfig(
         backbone=backbone,
@@ -109,7 +109,7 @@ def test_resume_with_another_backbone_is_refused(tmp_path):
     Pretrainer(config(tmp_path, 1)).run()
     cfg = config(tmp_path, 2, resume="auto")
     cfg.backbone = "vit_tiny"
-    with pytest.raises(CheckpointError, match="backbone='resnet18'"):
+    with pytest.raises(CheckpointError, match="backbone='test_resnet'"):
         Pretrainer(cfg).run()
 
 

@@ -31,8 +31,9 @@ def test_first_and_second_derivatives_match_finite_differences(affine, shape):
 
     expected = nn.functional.batch_norm(x, None, None, w, b, True, 0.1, 1e-5)
     torch.testing.assert_close(norm(*args), expected, rtol=0, atol=0)
-    assert torch.autograd.gradcheck(norm, args)
-    assert torch.autograd.gradgradcheck(norm, args)
+    # fast mode compares random projections of the Jacobians (seconds, not a minute); a wrong second order fails it
+    assert torch.autograd.gradcheck(norm, args, fast_mode=True)
+    assert torch.autograd.gradgradcheck(norm, args, fast_mode=True)
 
 
 def energy_gradients(module, x, weights):

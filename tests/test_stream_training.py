@@ -99,7 +99,7 @@ def packed(tmp_path_factory):
 
 
 def test_shards_written_by_pretexts_shard_train_from_the_command_line(tmp_path, packed):
-    args = ["train", "--data", packed, "--backbone", "resnet18", "--epochs", "1", "--batch-size", "16"]
+    args = ["train", "--data", packed, "--backbone", "test_resnet", "--epochs", "1", "--batch-size", "16"]
     result, _ = run_cli([*args, "--max-steps-per-epoch", "2", "--workers", "0", "--out", tmp_path / "run"])
     assert result.exit_code == 0, result.output
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
@@ -110,7 +110,7 @@ def test_shards_written_by_pretexts_shard_train_from_the_command_line(tmp_path, 
 def test_finetune_streams_the_training_shards_and_scores_every_val_image(tmp_path, packed):
     cfg = FinetuneConfig(
         from_scratch=True,
-        backbone="resnet18",
+        backbone="test_resnet",
         data=str(packed),
         epochs=1,
         max_steps_per_epoch=3,
@@ -121,7 +121,7 @@ def test_finetune_streams_the_training_shards_and_scores_every_val_image(tmp_pat
     assert isinstance(tuner.train_set, ImageStream) and tuner.classes[0] == "airplane"
     results = tuner.run()
     assert results["val_images"] == 80 and results["classes"] == 10 and len(results["top1"]) == 1
-    cfg = FinetuneConfig(from_scratch=True, backbone="resnet18", data=str(packed), label_fraction=0.1)
+    cfg = FinetuneConfig(from_scratch=True, backbone="test_resnet", data=str(packed), label_fraction=0.1)
     with pytest.raises(DataError, match="--label-fraction draws a class-balanced subset"):
         Finetuner(cfg, echo=lambda line: None)
 
