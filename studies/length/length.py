@@ -28,12 +28,15 @@ RESOLVED = {
     "convnext_atto": {"loss": "mse", "positions": "learned"},
 }
 # name -> (overrides over the default, whether the lr schedule is planned to the budget)
+# (the fast recipe's lr is constant after the warm-up in every arm but `paper` and `fast-cosine`: given explicitly,
+# since `--schedule auto` would decay a ViT's)
+CONSTANT = {"schedule": "constant"}
 ARMS = {
-    "default": ({}, False),
+    "default": (CONSTANT, False),
     "paper": ({"recipe": "paper"}, True),
     "fast-cosine": ({"schedule": "cosine"}, True),
-    "alpha-lr1": ({"alpha_lr_scale": 1.0}, False),
-    "alpha-fixed": ({"alpha_lr_scale": 0.0}, False),
+    "alpha-lr1": ({**CONSTANT, "alpha_lr_scale": 1.0}, False),
+    "alpha-fixed": ({**CONSTANT, "alpha_lr_scale": 0.0}, False),
 }
 
 

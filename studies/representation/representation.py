@@ -52,6 +52,8 @@ def arm(args, name: str) -> Arm:
     method, overrides = METHODS[name]
     if method == "energy":  # its rows ran before loss=auto and positions=auto: mse and learned, unless the row says
         overrides = {"loss": "mse", "positions": "learned", **overrides}
+        if "recipe" not in overrides:  # and before schedule=auto: the fast recipe's constant lr
+            overrides = {"schedule": "constant", **overrides}
     return Arm(name, method, overrides if method in OWN_MASKS else {"task": args.task, **overrides})
 
 
