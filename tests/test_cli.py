@@ -54,6 +54,8 @@ def test_train_writes_checkpoint_log_figure_and_reports_held_out_error(tmp_path)
     )
     assert result.exit_code == 0, result.output
     assert "held-out restoration MSE on 80 images: corrupted" in result.output
+    assert "schedule auto: constant after the warm-up" in result.output  # the fast recipe's auto, resolved
+    assert json.loads((out / "config.json").read_text())["schedule"] == "constant"  # and recorded
     assert (out / "checkpoint.pt").is_file() and (out / "restoration_epoch001.png").is_file()
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all(r["alpha"] > 0 for r in rows)

@@ -369,3 +369,8 @@ def test_an_arms_override_wins_over_the_cells_own_values(tmp_path):
     open_ended = compare_cells.Arm("energy", "energy", {"task": "random-mask"})
     assert compare_cells.pretrain_config(study, planned, 0, tmp_path).epochs == 9
     assert compare_cells.pretrain_config(study, open_ended, 0, tmp_path).epochs == 100000
+    # `--schedule auto` decays to a planned end: an open-ended run, cut at its budgets, keeps the lr constant
+    assert compare_cells.pretrain_config(study, open_ended, 0, tmp_path).schedule == "constant"
+    assert compare_cells.pretrain_config(study, planned, 0, tmp_path).schedule == "cosine"
+    planned_auto = compare_cells.Arm("energy", "energy", {"task": "random-mask", "epochs": 9})
+    assert compare_cells.pretrain_config(study, planned_auto, 0, tmp_path).schedule == "auto"

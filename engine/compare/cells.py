@@ -23,6 +23,7 @@ from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.recipes import AUTO_SCHEDULE
 from pretexts.engine.training.run_folder import write_json
 from pretexts.errors import OutputError, ParameterError
 from pretexts.registry import METHODS
@@ -127,8 +128,10 @@ class BudgetedPretrainer(Pretrainer):
 
 def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
     """The arm's run; a method's own options among its overrides (e.g. grad_mode) go into method_args. An override
-    wins over the cell's own values (`epochs`: a schedule planned to end at the budget)."""
-    return PretrainConfig(
+    wins over the cell's own values (`epochs`: a schedule planned to end at the budget). An open-ended run is cut at
+    its budgets rather than planned to one, so `--schedule auto` has no end to decay to there: it keeps the lr
+    constant."""
+    cfg = PretrainConfig(
         **with_method_args(
             dict(
                 method=arm.method or "energy",
@@ -151,6 +154,9 @@ def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
             | arm.overrides
         )
     )
+    if cfg.schedule == AUTO_SCHEDULE and "epochs" not in arm.overrides:
+        return dataclasses.replace(cfg, schedule="constant")
+    return cfg
 
 
 def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:

@@ -117,7 +117,8 @@ class PretrainConfig:
     min_lr: float = setting(0.0, "End of the cosine decay.", section="optimisation", range=MIN_LR_RANGE)
     schedule: str | None = setting(
         None,
-        "After the warm-up: cosine (decay to --min-lr) or constant. Default: the recipe's.",
+        "After the warm-up: cosine (decay to --min-lr), constant, or auto: cosine for the energy method on a ViT "
+        "planned past 200 steps, else constant. Default: the recipe's (fast: auto).",
         section="optimisation",
     )
     warmup_epochs: float = setting(

@@ -44,6 +44,7 @@ from pretexts.engine.training.preflight import (
 )
 from pretexts.engine.training.pretrain_checkpoint import check_task_sizes, pretrain_entries, same_arguments
 from pretexts.engine.training.progress import held_out_ratio, progress, stderr_line
+from pretexts.engine.training.recipes import resolved_schedule, schedule_line
 from pretexts.engine.training.resume import check_continues
 from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
@@ -95,15 +96,17 @@ class Pretrainer(TrainingRun):
             img_size=cfg.img_size,
         )
         self.model = self.method.prepare(model, self.compile_choice.backend)
+        schedule = resolved_schedule(cfg.schedule, cfg.method, getattr(model, "backbone", None), total)
+        self.schedule_note = schedule_line(cfg.schedule, schedule, total)  # the start line's, under `auto`
         # the run's record (config.json, checkpoints): the config as asked, with what `auto` resolved to
-        self.record = dataclasses.replace(cfg, compile=self.compile_choice.backend, method_args=dict(self.method.args))
+        self.record = dataclasses.replace(
+            cfg, compile=self.compile_choice.backend, schedule=schedule, method_args=dict(self.method.args)
+        )
         self.task = self.method.task
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
         check_task_fits(self.task, cfg.img_size, self.device)
-        self.schedule(
-            build_optimizer(self.method, cfg), cfg.peak_lr if cfg.schedule == "constant" else cfg.min_lr, total
-        )
+        self.schedule(build_optimizer(self.method, cfg), cfg.peak_lr if schedule == "constant" else cfg.min_lr, total)
         self.guard_steps(self.model, self.replicated)
         self.progress_lines(total)
         self.batch = 0  # the next batch of the epoch (a stop part-way through saves it)
@@ -125,7 +128,7 @@ class Pretrainer(TrainingRun):
     def load(self, path: Path) -> None:
         same = same_arguments(self.cfg, self.task, self.method)
         check = partial(check_task_sizes, self.cfg, path=path)
-        ckpt = self.resume_epochs(path, "pretrain", PRETRAIN_MAY_CHANGE, same, check)
+        ckpt = self.resume_epochs(path, "pretrain", PRETRAIN_MAY_CHANGE, same, check, resolved=self.record)
         check_continues(ckpt, path, self.cfg.epochs, self.out)
         self.batch, self.monitor_state = ckpt["batch"], ckpt.get("monitor")
 

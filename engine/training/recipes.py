@@ -7,14 +7,16 @@ between recipes declares those defaults itself (`Method.recipe_defaults`: the en
 
 import difflib
 
+from timm.models.vision_transformer import VisionTransformer
+
 from pretexts.errors import ParameterError
 
 RECIPES: dict[str, dict] = {
     # Appendix A, Table A (pretraining column)
     "paper": {"base_lr": 1e-4, "weight_decay": 0.05, "betas": (0.9, 0.95), "schedule": "cosine"},
-    # docs/results/learning-speed.md: 10x the base lr and no decay, which stalls the energy
-    # method's step size growing in a short run (the method raises alpha's lr x400 in this recipe)
-    "fast": {"base_lr": 1e-3, "weight_decay": 0.05, "betas": (0.9, 0.95), "schedule": "constant"},
+    # docs/results/learning-speed.md: 10x the base lr, so that the energy method's step size grows in a short run
+    # (the method raises alpha's lr x400 in this recipe); the lr decays only where a long run needs it (AUTO_SCHEDULE)
+    "fast": {"base_lr": 1e-3, "weight_decay": 0.05, "betas": (0.9, 0.95), "schedule": "auto"},
     # microsoft/SimMIM's pretraining configs (vit_base / swin_base, 800 epochs): BASE_LR 1e-4 per 512 images,
     # AdamW betas (0.9, 0.999), weight decay 0.05, gradient clip 5.0; their multistep decay (x0.1 at epoch 700
     # of 800) is read as cosine here, and their 10 warm-up epochs are `--warmup-epochs 10`
@@ -22,7 +24,10 @@ RECIPES: dict[str, dict] = {
 }
 
 
-SCHEDULES = ("cosine", "constant")
+AUTO_SCHEDULE = "auto"
+SCHEDULES = ("cosine", "constant", AUTO_SCHEDULE)
+# the demo's length (40 epochs of 5 steps on the embedded images): a run planned longer decays under auto
+DEMO_STEPS = 200
 
 
 def apply_recipe(cfg) -> None:
@@ -36,3 +41,22 @@ def apply_recipe(cfg) -> None:
             setattr(cfg, name, value)
     if cfg.schedule not in SCHEDULES:
         raise ParameterError(f"schedule must be one of {', '.join(SCHEDULES)}; got {cfg.schedule!r}.")
+
+
+def resolved_schedule(schedule: str, method: str, backbone, planned_steps: int) -> str:
+    """`schedule`, with auto resolved: cosine to the planned end for the energy method on a ViT planned past the
+    demo's steps (with a constant lr its fine-tuned score falls as the run goes on; docs/results/length.md),
+    constant for the rest (a short run, other backbones and methods, as measured)."""
+    if schedule != AUTO_SCHEDULE:
+        return schedule
+    long_vit = method == "energy" and isinstance(backbone, VisionTransformer) and planned_steps > DEMO_STEPS
+    return "cosine" if long_vit else "constant"
+
+
+def schedule_line(asked: str, resolved: str, planned_steps: int) -> str | None:
+    """The start line naming what `--schedule auto` resolved to, None when a schedule was given."""
+    if asked != AUTO_SCHEDULE:
+        return None
+    if resolved == "cosine":
+        return f"schedule auto: cosine to step {planned_steps} (an energy run on a ViT planned past {DEMO_STEPS} steps)"
+    return f"schedule auto: constant after the warm-up (cosine only for an energy run on a ViT past {DEMO_STEPS} steps)"

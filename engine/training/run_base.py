@@ -118,12 +118,13 @@ class TrainingRun:
             "arithmetic": arithmetic(self.device, self.world),
         }
 
-    def resume_epochs(self, path: Path, kind: str, may_change: frozenset, same=None, check=None) -> dict:
+    def resume_epochs(self, path: Path, kind: str, may_change: frozenset, same=None, check=None, resolved=None) -> dict:
         """Continue from the `epoch_state` checkpoint at `path` (returned): refused in one line if it is of another
-        kind or would change the run (`same` and `check(ckpt)` add a command's own comparisons); a resume on other
-        arithmetic is told so (`echo`)."""
+        kind or would change the run (`same` and `check(ckpt)` add a command's own comparisons; `resolved`, the
+        config with its `auto` values resolved as the checkpoint records them, is what is compared); a resume on
+        other arithmetic is told so (`echo`)."""
         ckpt = checkpoint_to_resume(path, self.cfg.resume == "auto", self.out, kind=kind)
-        check_resumable(ckpt["config"], self.cfg, may_change, path, same)
+        check_resumable(ckpt["config"], resolved or self.cfg, may_change, path, same)
         if check:
             check(ckpt)
         restore_training_state(ckpt, path, self.epochs, self.model, self.optimizer, self.scheduler, self.scaler)

@@ -71,9 +71,9 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}" + threads_note(trainer.device, threads)
     )
     echo(trainer.compile_choice.describe())
-    resolved = resolved_line(trainer.method)
-    if resolved:
-        echo(resolved)
+    for line in (resolved_line(trainer.method), trainer.schedule_note):
+        if line:
+            echo(line)
     try:
         results = trainer.run()
     finally:

@@ -1,0 +1,52 @@
+"""`--schedule auto`, the fast recipe's: cosine to the planned end for the energy method on a ViT planned past the
+demo's steps, constant otherwise; config.json records what it resolved to, and a resume keeps it."""
+
+import json
+
+import pytest
+import torch
+from test_resume import assert_resume_is_exact, config
+
+from pretexts.backbones import create_backbone
+from pretexts.engine import PretrainConfig
+from pretexts.engine.training import recipes
+from pretexts.engine.training.recipes import DEMO_STEPS, resolved_schedule
+
+
+def built(name: str):
+    with torch.device("meta"):
+        return create_backbone(name, img_size=32)
+
+
+@pytest.mark.parametrize(
+    "method, backbone, steps, expected",
+    [
+        ("energy", "vit_tiny", DEMO_STEPS + 1, "cosine"),
+        ("energy", "vit_tiny", DEMO_STEPS, "constant"),  # the demo's length keeps its constant lr
+        ("energy", "convnext_atto", 10 * DEMO_STEPS, "constant"),
+        ("mae", "vit_tiny", 10 * DEMO_STEPS, "constant"),
+    ],
+)
+def test_auto_decays_a_long_energy_run_on_a_vit_only(method, backbone, steps, expected):
+    assert resolved_schedule("auto", method, built(backbone), steps) == expected
+    for given in ("cosine", "constant"):  # a schedule given explicitly is kept
+        assert resolved_schedule(given, method, built(backbone), steps) == given
+
+
+def test_the_fast_recipe_asks_for_auto_and_the_paper_recipe_for_cosine():
+    assert PretrainConfig().schedule == "auto" and PretrainConfig(recipe="paper").schedule == "cosine"
+
+
+def lrs(out) -> list:
+    return [json.loads(line)["lr"] for line in (out / "log.jsonl").read_text().splitlines()]
+
+
+def test_a_long_vit_run_decays_records_cosine_and_resumes_exactly(tmp_path, monkeypatch):
+    monkeypatch.setattr(recipes, "DEMO_STEPS", 4)  # these 6-step runs stand for one planned past the demo
+    assert_resume_is_exact(lambda name, **extra: config(tmp_path / name, 3, "test_vit", **extra))
+    run = tmp_path / "straight"
+    assert json.loads((run / "config.json").read_text())["schedule"] == "cosine"
+    decay = lrs(run)[2:]  # after the 1-epoch (2-step) warm-up
+    assert len(decay) == 4 and decay == sorted(decay, reverse=True) and decay[0] > decay[-1]
+    assert recipes.schedule_line("auto", "cosine", 6).startswith("schedule auto: cosine to step 6")
+    assert recipes.schedule_line("cosine", "cosine", 6) is None  # a schedule given is not announced
