@@ -7,8 +7,6 @@ between recipes declares those defaults itself (`Method.recipe_defaults`: the en
 
 import difflib
 
-from timm.models.vision_transformer import VisionTransformer
-
 from pretexts.errors import ParameterError
 
 RECIPES: dict[str, dict] = {
@@ -49,6 +47,8 @@ def resolved_schedule(schedule: str, method: str, backbone, planned_steps: int) 
     constant for the rest (a short run, other backbones and methods, as measured)."""
     if schedule != AUTO_SCHEDULE:
         return schedule
+    from timm.models.vision_transformer import VisionTransformer  # here: `import pretexts` loads no torch or timm
+
     long_vit = method == "energy" and isinstance(backbone, VisionTransformer) and planned_steps > DEMO_STEPS
     return "cosine" if long_vit else "constant"
 
