@@ -8,7 +8,7 @@ import torch
 from test_resume import assert_resume_is_exact, config
 
 from pretexts.backbones import create_backbone
-from pretexts.engine import PretrainConfig
+from pretexts.engine import PretrainConfig, Pretrainer
 from pretexts.engine.training import recipes
 from pretexts.engine.training.recipes import DEMO_STEPS, resolved_schedule
 
@@ -50,3 +50,20 @@ def test_a_long_vit_run_decays_records_cosine_and_resumes_exactly(tmp_path, monk
     assert len(decay) == 4 and decay == sorted(decay, reverse=True) and decay[0] > decay[-1]
     assert recipes.schedule_line("auto", "cosine", 6).startswith("schedule auto: cosine to step 6")
     assert recipes.schedule_line("cosine", "cosine", 6) is None  # a schedule given is not announced
+
+
+def test_a_resume_keeps_the_schedule_auto_chose_at_the_start(tmp_path, monkeypatch):
+    """A run that `auto` held constant stays constant when a resume plans it past the threshold (and the other way):
+    the schedule is chosen once, as the run starts, and a resume continues it."""
+    monkeypatch.setattr(recipes, "DEMO_STEPS", 4)
+    out = tmp_path / "run"
+    Pretrainer(config(out, 2, "test_vit")).run()  # 4 steps: constant
+    assert json.loads((out / "config.json").read_text())["schedule"] == "constant"
+    longer = Pretrainer(config(out, 3, "test_vit", resume="auto"))  # 6 steps planned: auto alone would say cosine
+    assert (
+        longer.record.schedule == "constant"
+        and longer.schedule_note == "schedule auto: constant, as the resumed run chose when it started"
+    )
+    longer.run()
+    assert json.loads((out / "config.json").read_text())["schedule"] == "constant"
+    assert len(set(lrs(out)[2:])) == 1  # the lr after the warm-up stays where it was

@@ -44,9 +44,9 @@ from pretexts.engine.training.preflight import (
 )
 from pretexts.engine.training.pretrain_checkpoint import check_task_sizes, pretrain_entries, same_arguments
 from pretexts.engine.training.progress import held_out_ratio, progress, stderr_line
-from pretexts.engine.training.recipes import resolved_schedule, schedule_line
+from pretexts.engine.training.recipes import AUTO_SCHEDULE, resolved_schedule, schedule_line
 from pretexts.engine.training.resume import check_continues
-from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE
+from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, recorded_setting
 from pretexts.engine.training.run_base import TrainingRun
 from pretexts.engine.training.run_folder import open_log, write_json, write_text
 from pretexts.errors import DataError, ParameterError
@@ -96,8 +96,10 @@ class Pretrainer(TrainingRun):
             img_size=cfg.img_size,
         )
         self.model = self.method.prepare(model, self.compile_choice.backend)
-        schedule = resolved_schedule(cfg.schedule, cfg.method, getattr(model, "backbone", None), total)
-        self.schedule_note = schedule_line(cfg.schedule, schedule, total)  # the start line's, under `auto`
+        # auto chooses once, as a run starts: a resume keeps what its checkpoint recorded
+        resumed = recorded_setting(cfg, "schedule") if cfg.schedule == AUTO_SCHEDULE else None
+        schedule = resumed or resolved_schedule(cfg.schedule, cfg.method, getattr(model, "backbone", None), total)
+        self.schedule_note = schedule_line(cfg.schedule, schedule, total, resumed=bool(resumed))  # the start line's
         # the run's record (config.json, checkpoints): the config as asked, with what `auto` resolved to
         self.record = dataclasses.replace(
             cfg, compile=self.compile_choice.backend, schedule=schedule, method_args=dict(self.method.args)

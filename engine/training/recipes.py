@@ -53,10 +53,13 @@ def resolved_schedule(schedule: str, method: str, backbone, planned_steps: int) 
     return "cosine" if long_vit else "constant"
 
 
-def schedule_line(asked: str, resolved: str, planned_steps: int) -> str | None:
-    """The start line naming what `--schedule auto` resolved to, None when a schedule was given."""
+def schedule_line(asked: str, resolved: str, planned_steps: int, resumed: bool = False) -> str | None:
+    """The start line naming what `--schedule auto` resolved to (or, `resumed`, kept from the checkpoint), None
+    when a schedule was given."""
     if asked != AUTO_SCHEDULE:
         return None
+    if resumed:
+        return f"schedule auto: {resolved}, as the resumed run chose when it started"
     if resolved == "cosine":
         return f"schedule auto: cosine to step {planned_steps} (an energy run on a ViT planned past {DEMO_STEPS} steps)"
     return f"schedule auto: constant after the warm-up (cosine only for an energy run on a ViT past {DEMO_STEPS} steps)"

@@ -86,3 +86,15 @@ def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) ->
                 f"{now!r}; a resumed run keeps its {option} (leave it out to keep the saved one), "
                 f"or start a new run with --out."
             )
+
+
+def recorded_setting(cfg, name: str, file: str = "checkpoint.pt"):
+    """The value of `name` in the config of the checkpoint `cfg.resume` names; None when there is no resume or no
+    such checkpoint (the run's own load says what is wrong). What `auto` chose as a run started is kept this way:
+    a resume that plans the run longer continues the run rather than choosing again."""
+    from pretexts.engine.training.checkpoint import load_checkpoint
+
+    if not cfg.resume:
+        return None
+    path = checkpoint_path(dataclasses.asdict(cfg), type(cfg), file)
+    return load_checkpoint(path)["config"].get(name) if path.is_file() else None
