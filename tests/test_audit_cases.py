@@ -146,15 +146,6 @@ def test_case_08_a_lost_rank_is_one_line_on_the_survivor_naming_it_and_the_resum
     assert "rank 1 was lost" in errors[0] and "--resume" in errors[0] and "torchrun --nproc-per-node 2" in errors[0]
 
 
-def test_case_09_python_m_pretexts_imports_no_module_of_the_working_directory(tmp_path):
-    (tmp_path / "yaml.py").write_text("open('IMPORTED', 'w').close()\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "pretexts", "train", "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert not (tmp_path / "IMPORTED").exists()
-
-
 def test_case_10_force_never_replaces_the_commands_own_config_file(runs):
     config = runs["A"] / "config.json"
     before = config.read_bytes()

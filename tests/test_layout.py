@@ -126,12 +126,14 @@ def test_no_module_imports_the_repository_folders_by_their_bare_names():
 
 
 def test_a_users_engine_and_backbones_do_not_shadow_the_library(tmp_path):
-    """Run from a folder holding an engine.py and a backbones/ package (DETR-family repositories have both),
-    with that folder first on the path as `python -m` puts it, `pretexts train` still trains."""
+    """Run from a folder holding an engine.py and a backbones/ package (DETR-family repositories have both), and a
+    yaml.py, with that folder first on the path as `python -m` puts it, `pretexts train` still trains and imports
+    none of them."""
     import subprocess
     import sys
 
     (tmp_path / "engine.py").write_text("raise ImportError('the user engine.py was imported')\n")
+    (tmp_path / "yaml.py").write_text("open('IMPORTED', 'w').close()\n")
     (tmp_path / "backbones").mkdir()
     (tmp_path / "backbones" / "__init__.py").write_text("raise ImportError('the user backbones/ was imported')\n")
     result = subprocess.run(
@@ -167,7 +169,7 @@ def test_a_users_engine_and_backbones_do_not_shadow_the_library(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert (tmp_path / "run" / "checkpoint.pt").is_file()
+    assert (tmp_path / "run" / "checkpoint.pt").is_file() and not (tmp_path / "IMPORTED").exists()
 
 
 def test_architecture_names_only_files_that_exist():
