@@ -62,11 +62,11 @@ PLAN = [
 
 
 def dry(argv: list[str]) -> list[str]:
-    """The same table at tiny sizes on the CPU: vit_tiny at 32 px for the ViTs, convnext_atto for the rest, batch 4,
-    one repeat, compiled with the eager backend (the code path, not the compiler)."""
+    """The same table at tiny sizes on the CPU: timm's test_vit at 32 px for the ViTs, test_convnext for the rest,
+    batch 4, one repeat, compiled with the eager backend (the code path, not the compiler)."""
     out = list(argv)
     backbone = out[out.index("--backbone") + 1]
-    out[out.index("--backbone") + 1] = "vit_tiny" if backbone.startswith("vit") else "convnext_atto"
+    out[out.index("--backbone") + 1] = "test_vit" if backbone.startswith("vit") else "test_convnext"
     out[out.index("--batch") + 1], out[out.index("--size") + 1], out[out.index("--repeats") + 1] = "4", "32", "1"
     if "--compile" in out:
         out[out.index("--compile") + 1] = "eager"

@@ -27,7 +27,7 @@ def test_a_dry_run_measures_each_kind_of_item_into_one_folder(tmp_path):
         assert f"| {item} | done |" in summary, summary
     assert "GPU: none (a dry run on the CPU)" in (tmp_path / "machine.txt").read_text()
     resnet = (tmp_path / "resnet50-128.txt").read_text()
-    assert "convnext_atto at 32 px, batch 4" in resnet  # the dry run's stand-in for ResNet-50 at 224 px
+    assert "test_convnext at 32 px, batch 4" in resnet  # the dry run's stand-in for ResNet-50 at 224 px
     for row in ("| supervised + bf16 autocast |", "| energy N=2 exact + bf16 autocast |"):
         assert row in resnet, resnet
     attention = (tmp_path / "attention-second-order.txt").read_text()
