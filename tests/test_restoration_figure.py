@@ -11,7 +11,7 @@ from pretexts.engine.methods.energy import figure_columns, restoration_error
 from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.methods.energy.restore import restore
 from pretexts.engine.methods.states import state_adapter
-from pretexts.engine.training.figures import restoration_figure
+from pretexts.engine.training.figures import restoration_figure, stacked
 
 KEPT = "step 2, known pixels kept"
 
@@ -79,3 +79,12 @@ def test_the_figure_draws_the_kept_column(model, held_out_images, tmp_path):
     path = tmp_path / "figure.png"
     restoration_figure(figure_columns(model, task, held_out_images[:2], 2), path, "title")
     assert path.stat().st_size > 0
+
+
+def test_a_column_stacks_its_images_in_order_with_white_gaps():
+    images = torch.rand(3, 3, 32, 32) * 0.9  # below white, so a gap row is told apart from an image row
+    column = torch.from_numpy(stacked(images))
+    assert column.shape == (3 * 32 + 2 * 2, 32, 3)
+    for i in range(3):
+        assert torch.equal(column[i * 34 : i * 34 + 32], images[i].permute(1, 2, 0))
+    assert (column[32:34] == 1).all() and (column[66:68] == 1).all()

@@ -12,24 +12,29 @@ from pretexts.engine.training.run_folder import save_figure  # noqa: E402
 
 
 def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") -> None:
-    """One row per image, one column per named batch [B,3,H,W] in [0,1] (shown in order)."""
+    """One row per image, one column per named batch [B,3,H,W] in [0,1] (shown in order). A column is drawn as one
+    image, its batch stacked with white gaps: one axes a column, not one a cell, as axes are matplotlib's cost."""
     names = list(columns)
     rows = columns[names[0]].shape[0]
-    fig, axes = plt.subplots(rows, len(names), figsize=(1.6 * len(names), 1.6 * rows), squeeze=False)
-    for c, name in enumerate(names):
-        images = columns[name].detach().float().clamp(0, 1).permute(0, 2, 3, 1).cpu().numpy()
-        for r in range(rows):
-            ax = axes[r][c]
-            ax.imshow(images[r], interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if r == 0:
-                ax.set_title(textwrap.fill(name, 16), fontsize=9)  # a long name on two lines, not over its neighbour
+    fig, axes = plt.subplots(1, len(names), figsize=(1.6 * len(names), 1.6 * rows), squeeze=False, layout="constrained")
+    for ax, name in zip(axes[0], names):
+        ax.imshow(stacked(columns[name]), interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_frame_on(False)
+        ax.set_title(textwrap.fill(name, 16), fontsize=9)  # a long name on two lines, not over its neighbour
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)
+
+
+def stacked(images: torch.Tensor):
+    """[B,3,H,W] in [0,1] as one [B*(H+gap)-gap, W, 3] array, the images top to bottom with white gaps between."""
+    images = images.detach().float().clamp(0, 1).cpu()
+    gap = max(1, images.shape[-2] // 16)
+    padded = torch.nn.functional.pad(images, (0, 0, 0, gap), value=1.0)  # white below each image
+    return torch.cat(list(padded), dim=1)[:, :-gap].permute(1, 2, 0).numpy()
 
 
 def loss_curve(steps: list[int], losses: list[float], path, title: str = "restoration loss") -> None:
