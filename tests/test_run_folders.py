@@ -2,9 +2,11 @@
 by rename (never through a link), --resume keeps the run's settings, and non-finite weights are never saved."""
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,19 +22,31 @@ def train_args(out, *extra) -> list:
     return [*TRAIN, "--epochs", "1", "--max-steps-per-epoch", "2", "--workers", "0", "--out", out, *extra]
 
 
-def test_train_into_a_folder_holding_a_run_is_refused_and_loses_nothing(tmp_path):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """One finished `train_args` run, trained once for the module; `finished_run` copies it where a test needs it."""
+    out = tmp_path_factory.mktemp("finished") / "run"
     result, _ = run_cli(train_args(out))
     assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture
+def finished_run(finished, tmp_path):
+    """A copy of `finished` at tmp_path/run, the test's to change."""
+    return Path(shutil.copytree(finished, tmp_path / "run"))
+
+
+def test_train_into_a_folder_holding_a_run_is_refused_and_loses_nothing(finished_run):
+    out = finished_run
     checkpoint, log = (out / "checkpoint.pt").read_bytes(), (out / "log.jsonl").read_text()
     result, error = run_cli(train_args(out))
     assert result.exit_code == 2 and "already holds a run" in error and "--resume" in error and "--force" in error
     assert (out / "checkpoint.pt").read_bytes() == checkpoint and (out / "log.jsonl").read_text() == log
 
 
-def test_force_starts_the_run_over_with_a_fresh_log(tmp_path):
-    out = tmp_path / "run"
-    assert run_cli(train_args(out))[0].exit_code == 0
+def test_force_starts_the_run_over_with_a_fresh_log(finished_run):
+    out = finished_run
     result, _ = run_cli(train_args(out, "--force"))
     assert result.exit_code == 0, result.output
     steps = [json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()]
@@ -86,9 +100,8 @@ def test_restore_into_an_unwritable_place_is_refused_before_the_work(tmp_path):
 
 
 # ---- never over another run, never over an input ------------------------------------------------
-def test_resume_from_another_folder_into_a_run_is_refused_and_loses_nothing(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    assert run_cli(train_args(a))[0].exit_code == 0
+def test_resume_from_another_folder_into_a_run_is_refused_and_loses_nothing(tmp_path, finished_run):
+    a, b = finished_run, tmp_path / "b"
     assert run_cli(train_args(b, "--seed", "1"))[0].exit_code == 0
     before = {name: (b / name).read_bytes() for name in ("checkpoint.pt", "log.jsonl", "config.json", "results.json")}
     result, error = run_cli(
@@ -183,9 +196,8 @@ def test_temporary_files_of_a_live_process_are_left_alone(tmp_path):
 
 
 # ---- files are replaced, never written through a link -------------------------------------------
-def test_resume_never_writes_through_a_symlink(tmp_path):
-    out = tmp_path / "run"
-    assert run_cli(train_args(out))[0].exit_code == 0
+def test_resume_never_writes_through_a_symlink(tmp_path, finished_run):
+    out = finished_run
     outside = {name: tmp_path / f"outside-{name}" for name in ("log.jsonl", "config.json", "results.json")}
     for name, target in outside.items():
         target.write_text(f"precious {name}\n")
@@ -261,9 +273,8 @@ def test_nonfinite_weights_are_never_saved_as_the_last_good_checkpoint(tmp_path)
     assert (tmp_path / "checkpoint.pt").read_bytes() == good
 
 
-def test_export_never_replaces_its_checkpoint_a_run_or_an_earlier_export(tmp_path):
-    run = tmp_path / "run"
-    assert run_cli(train_args(run))[0].exit_code == 0
+def test_export_never_replaces_its_checkpoint_a_run_or_an_earlier_export(tmp_path, finished_run):
+    run = finished_run
     ckpt = run / "checkpoint.pt"
     good = ckpt.read_bytes()
     for out in (ckpt, run):  # the checkpoint itself; its folder (whose config.json the export would replace)
