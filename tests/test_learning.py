@@ -39,7 +39,10 @@ def test_the_default_recipe_and_task_beat_the_corrupted_input_on_held_out_images
     20, 0.980x and alpha 1.7 at step 80; the paper's recipe keeps alpha at 0.100 for 150 steps)."""
     from pretexts.engine import PretrainConfig, Pretrainer
 
-    cfg = PretrainConfig(batch_size=32, epochs=8, workers=0, eval_images=64, figure_images=2, out=str(tmp_path))
+    # figures at the last epoch only: they are not what this test measures
+    cfg = PretrainConfig(
+        batch_size=32, epochs=8, workers=0, eval_images=64, figure_images=2, figure_every=0, out=str(tmp_path)
+    )
     assert (cfg.recipe, cfg.task, cfg.backbone) == ("fast", "random-mask", "convnext_atto")
     trainer = Pretrainer(cfg)
     held = trainer.run()["held_out"]
