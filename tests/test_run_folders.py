@@ -6,7 +6,6 @@ import shutil
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -34,7 +33,7 @@ def finished(tmp_path_factory):
 @pytest.fixture
 def finished_run(finished, tmp_path):
     """A copy of `finished` at tmp_path/run, the test's to change."""
-    return Path(shutil.copytree(finished, tmp_path / "run"))
+    return shutil.copytree(finished, tmp_path / "run")
 
 
 def test_train_into_a_folder_holding_a_run_is_refused_and_loses_nothing(finished_run):

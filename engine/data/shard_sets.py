@@ -198,22 +198,19 @@ def require(module: str, extra: str):
 MAX_PATTERN_SHARDS = 1_000_000
 
 
-def braceexpand(pattern: str, most: int) -> list[str]:
-    """The first `most` names of a brace pattern, by braceexpand (installed with webdataset)."""
-    return list(islice(require("braceexpand", "wds").braceexpand(pattern), most))
-
-
 def expand(pattern: str) -> list[str]:
     """The names a brace pattern stands for (braceexpand, installed with webdataset); at most MAX_PATTERN_SHARDS,
     counted before they are listed (ten million names would take minutes and gigabytes)."""
-    ranges = math.prod(abs(int(b) - int(a)) + 1 for a, b in BRACE.findall(pattern))  # each {a..b} multiplies
-    names = [] if ranges > MAX_PATTERN_SHARDS else braceexpand(pattern, MAX_PATTERN_SHARDS + 1)
-    if ranges > MAX_PATTERN_SHARDS or len(names) > MAX_PATTERN_SHARDS:
-        raise DataError(
-            f"the pattern '{pattern}' names more than {MAX_PATTERN_SHARDS:,} shards; name the shards that exist "
-            f"(a smaller range, or the folder that holds them)."
-        )
-    return names
+    # ranges side by side multiply exactly; a range inside an alternation {a,b} may not, so braceexpand counts then
+    ranges = 0 if "," in pattern else math.prod(abs(int(b) - int(a)) + 1 for a, b in BRACE.findall(pattern))
+    if ranges <= MAX_PATTERN_SHARDS:
+        names = list(islice(require("braceexpand", "wds").braceexpand(pattern), MAX_PATTERN_SHARDS + 1))
+        if len(names) <= MAX_PATTERN_SHARDS:
+            return names
+    raise DataError(
+        f"the pattern '{pattern}' names more than {MAX_PATTERN_SHARDS:,} shards; name the shards that exist "
+        f"(a smaller range, or the folder that holds them)."
+    )
 
 
 def existing_matches(pattern: str) -> list[Path]:

@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+from torchvision.utils import make_grid  # noqa: E402
 
 from pretexts.engine.training.run_folder import save_figure  # noqa: E402
 
@@ -31,10 +32,9 @@ def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") 
 
 def stacked(images: torch.Tensor):
     """[B,3,H,W] in [0,1] as one [B*(H+gap)-gap, W, 3] array, the images top to bottom with white gaps between."""
-    images = images.detach().float().clamp(0, 1).cpu()
     gap = max(1, images.shape[-2] // 16)
-    padded = torch.nn.functional.pad(images, (0, 0, 0, gap), value=1.0)  # white below each image
-    return torch.cat(list(padded), dim=1)[:, :-gap].permute(1, 2, 0).numpy()
+    grid = make_grid(images.detach().float().clamp(0, 1).cpu(), nrow=1, padding=gap, pad_value=1.0)
+    return grid[:, gap:-gap, gap:-gap].permute(1, 2, 0).numpy()  # the grid's outer border off
 
 
 def loss_curve(steps: list[int], losses: list[float], path, title: str = "restoration loss") -> None:
