@@ -1,13 +1,11 @@
-"""--compile: the energy method's restoration step through torch.func + torch.compile gives eager's gradients in
-both gradient modes; other methods compile the backbone; a backbone that does not compile runs eagerly."""
+"""--compile: the energy method's restoration step through torch.func + torch.compile gives eager's gradients and
+weights in both gradient modes; other methods compile the backbone; a backbone that does not compile runs eagerly."""
 
 import pytest
 import torch
 from torch._dynamo import register_backend
 
-import pretexts
-from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, restoration_loss, restore
-from pretexts.engine.methods.energy.compiled import CompiledRestore
+from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer
 from pretexts.engine.methods.energy.model import create_energy_model
 
 # AOTAutograd without inductor's code generation: the same traced double backward, seconds instead of minutes
@@ -32,27 +30,6 @@ def tiny_vit():
     return create_energy_model("vit_tiny", img_size=32, patch_size=8, depth=2)
 
 
-def parameter_gradients(model, states_of, target) -> torch.Tensor:
-    model.zero_grad(set_to_none=True)
-    restoration_loss(states_of(), target).backward()
-    return torch.cat([torch.zeros(p.numel()) if p.grad is None else p.grad.flatten() for p in model.parameters()])
-
-
-@pytest.mark.parametrize("mode", ["exact", "finite-difference"])
-def test_compiled_restoration_step_gives_eagers_gradients(mode, real_images):
-    model = tiny_vit()
-    task = pretexts.create_pretext("colorization")
-    sample = task(real_images[:8], torch.Generator().manual_seed(0))
-    eager = parameter_gradients(model, lambda: restore(model, task, sample, 2, grad_mode=mode), sample.target)
-    compiled = CompiledRestore(model, BACKEND, mode, 1e-2, "vit_tiny")
-    got = parameter_gradients(model, lambda: compiled(task, sample, 2), sample.target)
-    assert not compiled.failed
-    # a first-order-only step would leave the backbone without gradient: far outside this tolerance
-    backbone = sum(p.numel() for p in model.backbone.parameters())
-    assert eager[:backbone].norm() > 0
-    assert (got - eager).norm() <= 1e-5 * eager.norm()
-
-
 class TinyVit(EnergyMethod):
     def build_model(self):
         return tiny_vit()
@@ -71,14 +48,28 @@ def trained(run: Pretrainer, images: torch.Tensor) -> Pretrainer:
     return run
 
 
+def gradients(run: Pretrainer) -> torch.Tensor:
+    """Every parameter's gradient of the run's last step, flattened (zeros where a parameter got none)."""
+    return torch.cat([torch.zeros(p.numel()) if p.grad is None else p.grad.flatten() for p in run.model.parameters()])
+
+
 @pytest.mark.parametrize("mode", ["exact", "finite-difference"])
-def test_a_compiled_run_trains_the_same_weights_as_eager(mode, tmp_path, real_images):
+def test_a_compiled_run_takes_eagers_gradients_and_trains_the_same_weights(mode, tmp_path, real_images):
     def step(compile_):
         return trained(trainer(tmp_path, compile_, TinyVit, method_args={"grad_mode": mode}), real_images[:8])
 
     eager, compiled = step(None), step(BACKEND)
     assert compiled.method.compiled is not None and not compiled.method.compiled.failed
-    assert eager.model.state_dict().keys() == compiled.model.state_dict().keys()
+    # finite differences need no double backward, so fused attention stays allowed
+    assert compiled.model.math_attention is (mode == "exact")
+    # a first-order-only step would leave the backbone without gradient: far outside this tolerance
+    backbone = sum(p.numel() for p in eager.model.backbone.parameters())
+    assert gradients(eager)[:backbone].norm() > 0
+    assert (gradients(compiled) - gradients(eager)).norm() <= 1e-5 * gradients(eager).norm()
+    assert eager.model.state_dict().keys() == compiled.model.state_dict().keys(), "compiled in place, same keys"
+    fresh = tiny_vit().state_dict()
+    changed = [k for k, v in compiled.model.state_dict().items() if not torch.equal(fresh[k], v)]
+    assert "backbone.blocks.0.attn.qkv.weight" in changed and "head.weight" in changed
     for key, value in eager.model.state_dict().items():
         torch.testing.assert_close(compiled.model.state_dict()[key], value, rtol=1e-5, atol=1e-7)
 
