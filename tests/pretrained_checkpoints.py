@@ -15,7 +15,7 @@ from pretexts.engine.training.checkpoint import save_checkpoint
 
 def write_checkpoint(
     path: Path,
-    backbone: str = "convnext_atto",
+    backbone: str = "test_convnext",
     task: str = "colorization",
     method: str = "energy",
     task_args: dict | None = None,

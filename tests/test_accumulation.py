@@ -17,10 +17,10 @@ def close_weights(a: dict, b: dict) -> None:
 
 
 def test_pretraining_with_accumulation_equals_the_larger_batch(tmp_path):
-    # colorization is deterministic per image and convnext_atto has no BatchNorm: micro-batches see the same
-    # images and corruptions as the whole batch
+    # colorization is deterministic per image and test_convnext (LayerNorm) has no BatchNorm: micro-batches see the
+    # same images and corruptions as the whole batch
     common = dict(
-        backbone="convnext_atto",
+        backbone="test_convnext",
         task="colorization",
         batch_size=16,
         epochs=1,

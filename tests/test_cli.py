@@ -39,7 +39,7 @@ def test_train_writes_checkpoint_log_figure_and_reports_held_out_error(tmp_path)
             "--task",
             "colorization",
             "--backbone",
-            "resnet18",
+            "test_resnet",
             "--epochs",
             "1",
             "--batch-size",

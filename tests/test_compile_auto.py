@@ -82,7 +82,8 @@ def test_a_trainer_resolves_auto_from_its_backbone_method_and_length(tmp_path, r
 
 def test_the_start_line_says_what_auto_chose_and_config_json_records_it(tmp_path):
     out = tmp_path / "run"
-    args = ["train", "--backbone", "convnext_atto", "--epochs", "1", "--max-steps-per-epoch", "1", "--out", out]
+    args = ["train", "--backbone", "test_convnext", "--batch-size", "8", "--epochs", "1", "--max-steps-per-epoch", "1"]
+    args += ["--out", out]
     result = CliRunner().invoke(main, [str(a) for a in args])
     assert result.exit_code == 0, result.output
     assert "compile: off (auto: this method's step on this backbone was not measured faster compiled)" in result.output

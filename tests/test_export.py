@@ -61,7 +61,7 @@ def test_exported_patch_sorting_vit_carries_the_sincos_table(tmp_path):
 
 
 def test_cli_export_prints_the_load_line_and_writes_its_json(tmp_path):
-    path, _ = write_checkpoint(tmp_path / "ckpt.pt")
+    path, _ = write_checkpoint(tmp_path / "ckpt.pt", "convnext_atto")
     out = tmp_path / "w" / "backbone.safetensors"
     result = CliRunner().invoke(main, ["export", "--checkpoint", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output

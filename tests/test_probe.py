@@ -89,7 +89,7 @@ def test_unknown_probe_method_is_refused():
 
 
 def test_cli_probe_extracts_once_and_reports_every_method(tmp_path):
-    path, _ = write_checkpoint(tmp_path / "ckpt.pt")
+    path, model = write_checkpoint(tmp_path / "ckpt.pt")
     out = tmp_path / "probe"
     result = CliRunner().invoke(
         main,
@@ -116,7 +116,7 @@ def test_cli_probe_extracts_once_and_reports_every_method(tmp_path):
     assert result.exit_code == 0, result.output
     assert result.output.count("features: 320 train, 80 val images") == 1
     results = json.loads((out / "results.json").read_text())
-    assert results["feature_dim"] == 320 and results["classes"] == 10
+    assert results["feature_dim"] == model.backbone.num_features and results["classes"] == 10
     assert 0 <= results["linear"]["top1"] <= 100 and 0 <= results["mlp"]["top1"] <= 100
     assert set(results["knn"]) == {"k=20", "k=200", "temperature"} and results["knn"]["temperature"] == 0.07
 
