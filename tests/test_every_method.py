@@ -166,16 +166,11 @@ def test_a_config_file_with_the_energy_options_at_the_top_reads_them_into_method
 
 
 @pytest.mark.parametrize("method", BUILT_IN)
-def test_a_killed_run_resumes_to_the_same_weights(method, tmp_path):
+def test_a_killed_run_resumes_exactly_and_its_checkpoint_fine_tunes_probes_and_exports(method, tmp_path):
     from test_resume import assert_resume_is_exact
 
     assert_resume_is_exact(lambda out, **extra: dataclasses.replace(config(method, tmp_path / out), epochs=2, **extra))
-
-
-@pytest.mark.parametrize("method", BUILT_IN)
-def test_its_checkpoint_fine_tunes_probes_and_exports(method, tmp_path):
-    Pretrainer(config(method, tmp_path / "run")).run()
-    ckpt = tmp_path / "run" / "checkpoint.pt"
+    ckpt = tmp_path / "straight" / "checkpoint.pt"
     for command in (
         [
             "finetune",
