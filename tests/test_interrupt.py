@@ -1,5 +1,7 @@
 """Kills and signals lose nothing: SIGKILL mid-save leaves the last checkpoint, SIGTERM and Ctrl-C
-save one at the current step, and --resume continues to the weights of a run never stopped."""
+save one at the current step, and --resume continues to the weights of a run never stopped. The tests that signal a
+`pretexts train` process of its own are `slow` (an interpreter start each); the same stop and resume in one process
+run with the rest."""
 
 import json
 import os
@@ -122,6 +124,7 @@ def stop_a_cli_run(args: list, out: Path, sig: signal.Signals) -> dict:
     return ckpt
 
 
+@pytest.mark.slow  # a `pretexts train` process of its own, signalled
 def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(tmp_path, data, straight):
     """SIGTERM, as a job scheduler sends before it kills."""
     args = RUN + ["--data", str(data), "--workers", "0"]
@@ -132,6 +135,7 @@ def test_sigterm_saves_and_resume_equals_an_uninterrupted_run(tmp_path, data, st
     assert log_rows(tmp_path) == log_rows(straight)  # every step once, with the same loss
 
 
+@pytest.mark.slow  # a `pretexts train` process of its own, signalled
 def test_ctrl_c_with_loader_workers_saves(tmp_path, data):
     """Ctrl-C signals the whole process group: the loader workers ignore it, the main process saves."""
     stop_a_cli_run(RUN + ["--data", str(data), "--workers", "2"], tmp_path, signal.SIGINT)
@@ -196,6 +200,7 @@ def test_stop_signals_set_a_flag_and_a_second_ctrl_c_raises():
     assert signal.getsignal(signal.SIGINT) is before
 
 
+@pytest.mark.slow  # a `pretexts train` process of its own, signalled
 def test_sigkill_of_a_training_run_leaves_a_checkpoint_that_resumes_to_the_same_weights(tmp_path, data, straight):
     """`kill -9` of `pretexts train` after its first epoch's checkpoint, during the second epoch: the
     epoch-1 checkpoint loads, and --resume ends with the weights of the run never killed."""
