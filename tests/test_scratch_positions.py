@@ -65,11 +65,11 @@ def test_a_random_init_probe_of_a_vit_has_the_table_unless_asked():
 
 
 def test_the_reference_command_names_learned_positions_where_the_weights_had_them(tmp_path):
-    path, _ = write_checkpoint(tmp_path / "learned.pt", "vit_tiny", "random-mask")  # timm's learned positions
+    path, _ = write_checkpoint(tmp_path / "learned.pt", "test_vit", "random-mask")  # timm's learned positions
     out = tmp_path / "probe"
     result, _ = run_cli(["probe", "--checkpoint", path, "--probe", "knn", "--workers", "0", "--quiet", "--out", out])
     assert result.exit_code == 0, result.output
-    hint = "`pretexts probe --from-scratch --backbone vit_tiny --img-size 32 --positions learned --data sample`"
+    hint = "`pretexts probe --from-scratch --backbone test_vit --img-size 32 --positions learned --data sample`"
     assert f"random init not measured here: {hint}" in result.output
     table = create_energy_model("vit_tiny", img_size=32, depth=1, positions="sincos")  # as the default trains
     assert starting_positions(table.backbone) == "sincos"
