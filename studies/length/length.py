@@ -12,11 +12,13 @@ without help from the package. Cells are cached in studies/length/cells/ (commit
 """
 
 import argparse
+import sys
 from pathlib import Path
 
 from pretexts.engine.compare.cells import Arm, load_cell, run_cell
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.report import summarise
+from pretexts.engine.compare.scoring import Interrupted
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[2] / "shared" / "data" / "cifar10-subset"
@@ -111,4 +113,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Interrupted as stopped:  # the cell saved what it had: one line, as `pretexts compare` says it
+        print(f"{stopped}; the cell keeps what it had. Run the same command again to continue.", file=sys.stderr)
+        sys.exit(stopped.exit_code)
