@@ -26,7 +26,7 @@ def data(tmp_path_factory):
 
 
 def config(data, out, **extra) -> SegmentConfig:
-    common = dict(data=data, backbone="resnet18", img_size=32, head="linear", batch_size=4, epochs=2, lr=1e-3)
+    common = dict(data=data, backbone="test_resnet", img_size=32, head="linear", batch_size=4, epochs=2, lr=1e-3)
     return SegmentConfig(**{**common, "out": str(out), **extra})
 
 
@@ -67,7 +67,7 @@ def test_a_resume_that_would_change_the_run_is_refused(data, tmp_path):
 
 def test_the_cli_resumes_a_run_in_out_and_generated_data_stays_out_of_it(tmp_path):
     out = tmp_path / "seg"
-    options = ["segment", "--data", "generated", "--from-scratch", "--backbone", "resnet18", "--img-size", "32"]
+    options = ["segment", "--data", "generated", "--from-scratch", "--backbone", "test_resnet", "--img-size", "32"]
     options += ["--head", "linear", "--batch-size", "16", "--max-steps", "4", "--out", str(out)]
     first = CliRunner().invoke(main, options)
     assert first.exit_code == 0, first.output

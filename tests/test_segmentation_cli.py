@@ -47,7 +47,7 @@ def test_segment_from_scratch_and_bad_arguments(tmp_path):
             "segment",
             "--from-scratch",
             "--backbone",
-            "resnet18",
+            "test_resnet",
             "--img-size",
             "32",
             "--data",
@@ -66,11 +66,11 @@ def test_segment_from_scratch_and_bad_arguments(tmp_path):
     assert [json.loads(x)["step"] for x in (out / "log.jsonl").read_text().splitlines()] == [4, 5]
     result, error = run_cli(["segment", "--data", "generated", "--out", out])
     assert result.exit_code == 2 and "exactly one of --checkpoint" in error
-    again = ["segment", "--from-scratch", "--backbone", "resnet18", "--img-size", "32", "--data", "generated"]
+    again = ["segment", "--from-scratch", "--backbone", "test_resnet", "--img-size", "32", "--data", "generated"]
     result, error = run_cli([*again, "--head", "linear", "--out", out])
     assert result.exit_code == 2 and "already holds a run" in error and "--force" in error  # never over a run
     assert "continue it with --resume" in error
     result, error = run_cli(
-        ["segment", "--from-scratch", "--backbone", "resnet18", "--data", tmp_path, "--out", tmp_path / "other"]
+        ["segment", "--from-scratch", "--backbone", "test_resnet", "--data", tmp_path, "--out", tmp_path / "other"]
     )
     assert result.exit_code == 2 and "neither ADE20K" in error
