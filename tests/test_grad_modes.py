@@ -89,7 +89,7 @@ def test_evaluation_takes_the_same_first_order_gradient_in_both_modes(real_image
         assert torch.equal(a, b)
 
 
-def test_unknown_grad_modes_are_refused():  # compile with the exact mode is allowed now: tests/test_compile.py
+def test_unknown_grad_modes_are_refused():  # both modes under --compile: tests/test_compile.py
     with pytest.raises(ParameterError, match="grad_mode"):
         EnergyMethod.parse_args(PretrainConfig(method_args={"grad_mode": "approximate"}))
 
