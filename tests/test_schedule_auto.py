@@ -1,5 +1,6 @@
 """`--schedule auto`, the fast recipe's: cosine to the planned end for the energy method on a ViT planned past the
-demo's steps, constant otherwise; config.json records what it resolved to, and a resume keeps it."""
+demo's steps, constant otherwise; config.json records what it resolved to (with what loss=auto and positions=auto
+resolved to), and a resume keeps it."""
 
 import json
 
@@ -8,7 +9,8 @@ import torch
 from test_resume import assert_resume_is_exact, config
 
 from pretexts.backbones import create_backbone
-from pretexts.engine import PretrainConfig, Pretrainer
+from pretexts.backbones.vit_tokens import sincos_pos_embed
+from pretexts.engine import PretrainConfig, Pretrainer, load_checkpoint
 from pretexts.engine.training import recipes
 from pretexts.engine.training.recipes import DEMO_STEPS, resolved_schedule
 
@@ -41,11 +43,20 @@ def lrs(out) -> list:
     return [json.loads(line)["lr"] for line in (out / "log.jsonl").read_text().splitlines()]
 
 
-def test_a_long_vit_run_decays_records_cosine_and_resumes_exactly(tmp_path, monkeypatch):
+def test_a_long_vit_run_records_its_resolved_defaults_decays_and_resumes_exactly(tmp_path, monkeypatch):
     monkeypatch.setattr(recipes, "DEMO_STEPS", 4)  # these 6-step runs stand for one planned past the demo
     assert_resume_is_exact(lambda name, **extra: config(tmp_path / name, 3, "test_vit", **extra))
+    for name in ("straight", "split"):
+        saved = json.loads((tmp_path / name / "config.json").read_text())
+        assert saved["schedule"] == "cosine"
+        assert [saved["method_args"][k] for k in ("loss", "loss_patch", "positions")] == [
+            "patch-centred",
+            None,
+            "sincos",
+        ]
+        positions = load_checkpoint(tmp_path / name / "checkpoint.pt")["model"]["backbone.pos_embed"]
+        torch.testing.assert_close(positions[0, 1:], sincos_pos_embed((2, 2), 64))  # frozen through the run
     run = tmp_path / "straight"
-    assert json.loads((run / "config.json").read_text())["schedule"] == "cosine"
     decay = lrs(run)[2:]  # after the 1-epoch (2-step) warm-up
     assert len(decay) == 4 and decay == sorted(decay, reverse=True) and decay[0] > decay[-1]
     assert recipes.schedule_line("auto", "cosine", 6).startswith("schedule auto: cosine to step 6")
