@@ -9,6 +9,7 @@ import zipfile
 import pytest
 import torch
 from cli_runs import TRAIN, fails_cleanly, one_torch_thread, run_cli, tiny_image_folder  # noqa: F401 (autouse)
+from pretrained_checkpoints import finetune_argv
 
 from pretexts.engine.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
 
@@ -32,31 +33,7 @@ def runs(tmp_path_factory):
     data = tiny_image_folder(root / "data")
     result, _ = run_cli(FAST + ["--data", data, "--out", root / "pre"])
     assert result.exit_code == 0, result.output
-    result, _ = run_cli(
-        [
-            "finetune",
-            "--checkpoint",
-            root / "pre" / "checkpoint.pt",
-            "--data",
-            data,
-            "--epochs",
-            "1",
-            "--max-steps-per-epoch",
-            "1",
-            "--batch-size",
-            "8",
-            "--workers",
-            "0",
-            "--randaug",
-            "none",
-            "--mixup",
-            "0",
-            "--cutmix",
-            "0",
-            "--out",
-            root / "ft",
-        ]
-    )
+    result, _ = run_cli(finetune_argv(root / "pre" / "checkpoint.pt", root / "ft", "--data", str(data)))
     assert result.exit_code == 0, result.output
     return {
         "data": data,
@@ -248,31 +225,7 @@ def test_finetune_resume_continues_from_its_own_checkpoint(runs, tmp_path):
     """The fine-tuning checkpoint (RNG states included) reads back under weights_only and resumes."""
     assert torch.load(runs["ft"], weights_only=True)["rng"]["numpy"]["key"].dtype == torch.int64  # no numpy inside
     shutil.copytree(runs["ft"].parent, tmp_path / "ft")
-    result, _ = run_cli(
-        [
-            "finetune",
-            "--checkpoint",
-            runs["pre"],
-            "--data",
-            runs["data"],
-            "--epochs",
-            "2",
-            "--max-steps-per-epoch",
-            "1",
-            "--batch-size",
-            "8",
-            "--workers",
-            "0",
-            "--randaug",
-            "none",
-            "--mixup",
-            "0",
-            "--cutmix",
-            "0",
-            "--out",
-            tmp_path / "ft",
-            "--resume",
-        ]
-    )
+    args = finetune_argv(runs["pre"], tmp_path / "ft", "--data", str(runs["data"]), "--resume", epochs=2)
+    result, _ = run_cli(args)
     assert result.exit_code == 0, result.output
     assert load_checkpoint(tmp_path / "ft" / "checkpoint.pt")["epoch"] == 2

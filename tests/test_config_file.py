@@ -4,7 +4,7 @@ import json
 
 import torch
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
-from pretrained_checkpoints import write_checkpoint
+from pretrained_checkpoints import finetune_argv, write_checkpoint
 
 
 def weights(path) -> dict:
@@ -108,25 +108,7 @@ def test_probe_and_finetune_take_their_saved_configs(tmp_path):
     assert first["knn"] == second["knn"]
     assert "give --checkpoint CKPT" in run_cli(["probe", "--workers", "0"])[1]  # or --timm-model, --from-scratch
     finetune = tmp_path / "ft"
-    result, _ = run_cli(
-        [
-            "finetune",
-            "--checkpoint",
-            ckpt,
-            "--epochs",
-            "1",
-            "--max-steps-per-epoch",
-            "1",
-            "--batch-size",
-            "8",
-            "--workers",
-            "0",
-            "--randaug",
-            "none",
-            "--out",
-            finetune,
-        ]
-    )
+    result, _ = run_cli(finetune_argv(ckpt, finetune))
     assert result.exit_code == 0, result.output
     result, _ = run_cli(["finetune", "--config", finetune / "config.json", "--out", tmp_path / "ft2"])
     assert result.exit_code == 0, result.output

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli  # noqa: F401 (a fixture)
-from pretrained_checkpoints import write_checkpoint
+from pretrained_checkpoints import finetune_argv, write_checkpoint
 
 from pretexts.engine import PretrainConfig, Pretrainer
 from pretexts.engine.training.run_folder import write_json
@@ -55,27 +55,7 @@ def test_force_starts_the_run_over_with_a_fresh_log(finished_run):
 def test_finetune_into_a_folder_holding_a_run_is_refused(tmp_path):
     ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
     out = tmp_path / "ft"
-    args = [
-        "finetune",
-        "--checkpoint",
-        ckpt,
-        "--epochs",
-        "1",
-        "--max-steps-per-epoch",
-        "1",
-        "--batch-size",
-        "8",
-        "--workers",
-        "0",
-        "--randaug",
-        "none",
-        "--mixup",
-        "0",
-        "--cutmix",
-        "0",
-        "--out",
-        out,
-    ]
+    args = finetune_argv(ckpt, out)
     assert run_cli(args)[0].exit_code == 0
     result, error = run_cli(args)
     assert result.exit_code == 2 and "already holds a run" in error
