@@ -16,6 +16,7 @@ from pretexts.engine.data.datasets import SAMPLE_DIR
 
 # A 0.2M-parameter ConvNeXt: LayerNorm, so a batch of 8 is fine, and among timm's fastest double backward.
 TRAIN = ["train", "--backbone", "test_convnext", "--batch-size", "8"]
+ONE_STEP = [*TRAIN, "--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]  # one epoch of one step
 
 
 @pytest.fixture(scope="module", autouse=True)

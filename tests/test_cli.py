@@ -4,6 +4,7 @@ import json
 
 import click
 import pytest
+from cli_runs import ONE_STEP, TRAIN
 from click.testing import CliRunner
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
@@ -183,24 +184,8 @@ def test_list_methods_shows_each_method_and_its_arguments_with_ranges():
 
 def test_the_wrote_line_names_every_file_of_the_run(tmp_path):
     out = tmp_path / "run"
-    result = CliRunner().invoke(
-        main,
-        [
-            "train",
-            "--backbone",
-            "test_convnext",
-            "--batch-size",
-            "8",
-            "--epochs",
-            "2",
-            "--max-steps-per-epoch",
-            "1",
-            "--workers",
-            "0",
-            "--out",
-            str(out),
-        ],
-    )
+    two_steps = [*TRAIN, "--epochs", "2", "--max-steps-per-epoch", "1", "--workers", "0"]
+    result = CliRunner().invoke(main, [*two_steps, "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == (
         f"wrote {out}/: checkpoint.pt, config.json, log.jsonl, loss_curve.png, "
@@ -261,31 +246,8 @@ def test_every_config_field_is_reachable_as_an_option(command, config, tmp_path)
 
 def test_betas_and_eval_sizes_reach_the_training_config(tmp_path):
     out = tmp_path / "run"
-    result = CliRunner().invoke(
-        main,
-        [
-            "train",
-            "--backbone",
-            "test_convnext",
-            "--batch-size",
-            "8",
-            "--epochs",
-            "1",
-            "--max-steps-per-epoch",
-            "1",
-            "--workers",
-            "0",
-            "--betas",
-            "0.8",
-            "0.99",
-            "--eval-images",
-            "8",
-            "--figure-images",
-            "3",
-            "--out",
-            str(out),
-        ],
-    )
+    options = ["--betas", "0.8", "0.99", "--eval-images", "8", "--figure-images", "3"]
+    result = CliRunner().invoke(main, [*ONE_STEP, *options, "--out", str(out)])
     assert result.exit_code == 0, result.output
     saved = json.loads((out / "config.json").read_text())
     assert saved["betas"] == [0.8, 0.99] and saved["eval_images"] == 8 and saved["figure_images"] == 3

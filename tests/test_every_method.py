@@ -7,6 +7,7 @@ import json
 import pytest
 import timm
 import torch
+from cli_runs import ONE_STEP
 from click.testing import CliRunner
 from safetensors.torch import load_file
 
@@ -102,36 +103,9 @@ def test_the_help_follows_a_config_files_method(tmp_path):
 def test_a_methods_options_reach_its_arguments(tmp_path):
     """--steps and --grad-mode (the energy method's), --set and --method-arg all land in method_args."""
     out = tmp_path / "run"
-    result = CliRunner().invoke(
-        main,
-        [
-            "train",
-            "--backbone",
-            "test_convnext",
-            "--batch-size",
-            "8",
-            "--epochs",
-            "1",
-            "--max-steps-per-epoch",
-            "1",
-            "--workers",
-            "0",
-            "--monitor-every",
-            "0",
-            "--steps",
-            "1",
-            "--alpha",
-            "0.2",
-            "--grad-mode",
-            "finite-difference",
-            "--set",
-            "fd_delta=0.02",
-            "--method-arg",
-            "energy_scale=2",
-            "--out",
-            str(out),
-        ],
-    )
+    options = ["--monitor-every", "0", "--steps", "1", "--alpha", "0.2", "--grad-mode", "finite-difference"]
+    options += ["--set", "fd_delta=0.02", "--method-arg", "energy_scale=2"]
+    result = CliRunner().invoke(main, [*ONE_STEP, *options, "--out", str(out)])
     assert result.exit_code == 0, result.output
     args = json.loads((out / "config.json").read_text())["method_args"]
     assert (args["steps"], args["alpha"], args["grad_mode"], args["fd_delta"], args["energy_scale"]) == (

@@ -6,6 +6,7 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
+from cli_runs import ONE_STEP
 
 from pretexts import create_pretext, get_pretext_class, list_pretexts
 from pretexts.base import Corrupted
@@ -154,28 +155,8 @@ def test_a_run_reports_the_trivial_restorer_in_results_line_and_figure_title(tmp
     from pretexts.cli import main
 
     out = tmp_path / "run"
-    result = CliRunner().invoke(
-        main,
-        [
-            "train",
-            "--backbone",
-            "test_convnext",
-            "--batch-size",
-            "8",
-            "--epochs",
-            "1",
-            "--max-steps-per-epoch",
-            "1",
-            "--workers",
-            "0",
-            "--eval-images",
-            "8",
-            "--figure-images",
-            "2",
-            "--out",
-            str(out),
-        ],
-    )
+    options = ["--eval-images", "8", "--figure-images", "2"]
+    result = CliRunner().invoke(main, [*ONE_STEP, *options, "--out", str(out)])
     assert result.exit_code == 0, result.output
     held = json.loads((out / "results.json").read_text())["held_out"]
     assert held["trivial_restorer"] == "visible-mean fill" and 0 < held["trivial_mse"] < held["corrupted_mse"]
