@@ -345,6 +345,9 @@ class Pretrainer(TrainingRun):
                 self.lines.restart_clock()  # img/s counts loading and stepping, not the evaluations above
                 if self.stop_requested():
                     break
+                if cfg.save_every and self.global_step % cfg.save_every == 0 and self.batch < self.steps_per_epoch:
+                    if self.rank == 0:  # every rank holds the same weights; the epoch's end saves anyway
+                        self.save()
 
     # ---- evaluation and outputs -----------------------------------------------------------------
     def val_batches(self, limit: int):

@@ -29,6 +29,7 @@ PRETRAIN_MAY_CHANGE = RUN_MAY_CHANGE | {
     "keep_best",
     "log_every",
     "figure_every",
+    "save_every",
 }
 
 OPTION_NAMES = {"task_args": "--task-arg and --preset", "method_args": "--method-arg"}
