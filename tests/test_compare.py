@@ -307,16 +307,19 @@ def test_a_fine_tune_from_a_checkpoint_left_on_disk_records_that_checkpoints_ste
     assert not list(path.parent.glob("m*/checkpoint.pt"))  # used, then removed like any other
 
 
-def test_loader_workers_reach_the_pretraining_and_do_not_invalidate_cached_cells(tmp_path):
-    """--workers feeds a GPU's pretraining; it changes how fast batches come, not what a step computes, so a cell
-    cached with other workers is still the same measurement."""
+def test_loader_workers_and_save_every_reach_the_pretraining_and_do_not_invalidate_cached_cells(tmp_path):
+    """--workers feeds a GPU's pretraining and --save-every checkpoints it more often; they change how fast batches
+    come and what a kill loses, not what a step computes, so a cell cached with others is the same measurement."""
     from pretexts.engine.compare.config import CompareConfig
 
     arm = compare_cells.Arm("energy", "energy", {"task": "random-mask"})
     study, fed = CompareConfig(backbone="test_convnext"), CompareConfig(backbone="test_convnext", workers=4)
+    saving = CompareConfig(backbone="test_convnext", save_every=5)
     assert compare_cells.pretrain_config(fed, arm, 0, tmp_path).workers == 4
     assert compare_cells.pretrain_config(study, arm, 0, tmp_path).workers == 0
-    assert compare_cells.settings(fed, arm) == compare_cells.settings(study, arm)
+    assert compare_cells.pretrain_config(saving, arm, 0, tmp_path).save_every == 5
+    assert compare_cells.pretrain_config(study, arm, 0, tmp_path).save_every is None
+    assert compare_cells.settings(fed, arm) == compare_cells.settings(study, arm) == compare_cells.settings(saving, arm)
     fails_cleanly([*BASE, "--workers", "65", "--out", tmp_path], "workers must be in [0, 64]")
 
 

@@ -148,6 +148,7 @@ def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
                 figure_images=4,
                 quiet=True,
                 force=True,
+                save_every=study.save_every,
                 # eager unless the arm compiles: at the study's minutes compiling did not pay (docs/performance.md)
                 compile=None,
             )

@@ -8,6 +8,7 @@ from pretexts.engine.training.settings import (
     EPOCHS_RANGE,
     IMG_SIZE_RANGE,
     SEED_RANGE,
+    STEPS_RANGE,
     Range,
     check_field_types,
     check_ranges,
@@ -121,6 +122,13 @@ class CompareConfig:
     )
     force: bool = setting(
         False, "Start over in an --out that holds another comparison (its cells are removed).", section="output"
+    )
+    save_every: int | None = setting(
+        None,
+        "Also write each pretraining run's checkpoint every this many optimiser steps (it is written at each "
+        "epoch's end anyway), so that a comparison killed without warning loses at most that many.",
+        section="output",
+        range=STEPS_RANGE,
     )
     quiet: bool = setting(False, "Only the table at the end.", section="logging")
 

@@ -70,6 +70,7 @@ def study(args, backbone: str, budgets: tuple) -> CompareConfig:
         threads=args.threads,
         workers=0,
         device="cpu",
+        save_every=STEPS_PER_EPOCH // 3,  # a cell runs for hours: a killed one loses a few minutes, not an epoch
     )
 
 
