@@ -8,11 +8,11 @@ from pretexts.engine.training.settings import (
     EPOCHS_RANGE,
     IMG_SIZE_RANGE,
     SEED_RANGE,
-    STEPS_RANGE,
     Range,
     check_field_types,
     check_ranges,
     max_images_setting,
+    save_every_setting,
     setting,
 )
 from pretexts.errors import ParameterError, suggest
@@ -123,13 +123,7 @@ class CompareConfig:
     force: bool = setting(
         False, "Start over in an --out that holds another comparison (its cells are removed).", section="output"
     )
-    save_every: int | None = setting(
-        None,
-        "Also write each pretraining run's checkpoint every this many optimiser steps (it is written at each "
-        "epoch's end anyway), so that a comparison killed without warning loses at most that many.",
-        section="output",
-        range=STEPS_RANGE,
-    )
+    save_every: int | None = save_every_setting("each pretraining run's checkpoint")
     quiet: bool = setting(False, "Only the table at the end.", section="logging")
 
     def __post_init__(self):

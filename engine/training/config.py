@@ -31,6 +31,7 @@ from pretexts.engine.training.settings import (
     clip_grad_setting,
     cudnn_benchmark_setting,
     log_every_setting,
+    save_every_setting,
     setting,
     skip_nonfinite_setting,
     tf32_setting,
@@ -172,14 +173,7 @@ class PretrainConfig:
     force: bool = setting(
         False, "Start over in an --out that already holds a run (its checkpoint and log are removed).", section="output"
     )
-    # a killed run (no SIGTERM first: a lost node, an OOM kill) loses the steps since its last checkpoint
-    save_every: int | None = setting(
-        None,
-        "Also write OUT/checkpoint.pt every this many optimiser steps (it is written at each epoch's end anyway), "
-        "so that a killed run loses at most that many.",
-        section="output",
-        range=STEPS_RANGE,
-    )
+    save_every: int | None = save_every_setting("OUT/checkpoint.pt")
     workers: int = setting(2, "Data loader worker processes.", section="speed", range=WORKERS_RANGE)
     quiet: bool = setting(False, "No progress bars on a terminal, no progress lines off one.", section="logging")
     # off a terminal (nohup, a cluster job) the loop prints one line per epoch on stderr; these add step lines

@@ -147,6 +147,18 @@ def log_every_setting():
     )
 
 
+def save_every_setting(what: str):
+    """`--save-every`, shared by `train` and `compare`: a run killed with no signal first (a lost node, an OOM kill)
+    loses the steps since its last checkpoint, written at each epoch's end otherwise."""
+    return setting(
+        None,
+        f"Also write {what} every this many optimiser steps (it is written at each epoch's end anyway), so that a "
+        "run killed without warning loses at most that many.",
+        section="output",
+        range=STEPS_RANGE,
+    )
+
+
 def max_images_setting():
     """`--max-images`: what a command that needs whole splits (probes, fine-tuning's val) reads of streamed shards."""
     return setting(
