@@ -75,17 +75,17 @@ def stopped_once(args: list[str], phase: str, sig: signal.Signals, ready) -> Non
 @pytest.mark.slow
 def test_a_stopped_cell_says_how_to_continue_and_the_reruns_equal_an_uninterrupted_one(tmp_path, data):
     """SIGTERM part-way through the pretraining (after its first epoch's checkpoint: 4 steps of 32 images), then
-    Ctrl-C after the first of 6 fine-tuning epochs; each rerun continues where the last stopped."""
+    Ctrl-C after the first of 4 fine-tuning epochs; each rerun continues where the last stopped."""
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    args = compare_args(data, stopped, steps=40, finetune_epochs=6)
+    args = compare_args(data, stopped, steps=16, finetune_epochs=4)
     cell = stopped / CELL
     stopped_once(args, "pretraining", signal.SIGTERM, lambda: lines_in(cell / "run" / "log.jsonl") >= 6)
-    stopped_once(args, "fine-tuning", signal.SIGINT, lambda: (cell / "m40" / "finetune" / "checkpoint.pt").is_file())
+    stopped_once(args, "fine-tuning", signal.SIGINT, lambda: (cell / "m16" / "finetune" / "checkpoint.pt").is_file())
     resumed = finish(args)
-    expected = finish(compare_args(data, straight, steps=40, finetune_epochs=6))
+    expected = finish(compare_args(data, straight, steps=16, finetune_epochs=4))
     keys = ("steps", "knn", "knn_std", "linear", "held_out_ratio")
-    assert {k: resumed["points"]["40"][k] for k in keys} == {k: expected["points"]["40"][k] for k in keys}
-    assert resumed["finetunes"]["40"]["top1"] == expected["finetunes"]["40"]["top1"]
+    assert {k: resumed["points"]["16"][k] for k in keys} == {k: expected["points"]["16"][k] for k in keys}
+    assert resumed["finetunes"]["16"]["top1"] == expected["finetunes"]["16"]["top1"]
     assert not (cell / "run").exists()  # a finished cell keeps only its record
 
 
