@@ -110,14 +110,15 @@ def vit_row(budget: str, cache: str, key: str, mae_cache: str | None = None) -> 
     )
 
 
-def cosine_row(steps: int, mae_steps: int) -> Row:
+def cosine_row(steps: int, mae_steps: int | None) -> Row:
     """vit_tiny's default past 200 steps (the fast recipe, its lr decayed) from the length study's cells, against
-    MAE's cached cells at the nearest budget."""
+    MAE's cached cells at the nearest budget (none where MAE has no cell that long)."""
+    peers = (Score("MAE", f"steps{mae_steps}", VIT, "mae", str(mae_steps)),) if mae_steps else ()
     return Row(
         VIT,
-        f"{steps} steps, cosine lr (MAE {mae_steps})",
+        f"{steps} steps, cosine lr" + (f" (MAE {mae_steps})" if mae_steps else ""),
         Score("energy", "", VIT, f"fast-cosine-{steps}", str(steps), root=LENGTH_CELLS),
-        (Score("MAE", f"steps{mae_steps}", VIT, "mae", str(mae_steps)),),
+        peers,
         rand(VIT),
     )
 
@@ -132,6 +133,7 @@ VERDICT_ROWS = (
     # the default since `--schedule auto` (a ViT's long run decays its lr): the length study's cells
     cosine_row(252, 250),
     cosine_row(567, 544),
+    cosine_row(1008, None),
     vit_row("15 CPU-minutes", "fp32", "15", mae_cache="minutes"),  # MAE's 15 minutes were fine-tuned in bf16
 )
 
