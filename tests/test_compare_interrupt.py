@@ -17,6 +17,7 @@ from pretexts.engine.compare.config import CompareConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = Path("cells") / "test_convnext" / "energy__random-mask" / "seed0"
+STEPS, FINETUNE_EPOCHS = 16, 4  # the stop lands mid-phase: step 7 of 16, then after fine-tune epoch 1 of 4
 
 
 def compare_args(data: Path, out: Path, steps: int, finetune_epochs: int) -> list[str]:
@@ -75,17 +76,19 @@ def stopped_once(args: list[str], phase: str, sig: signal.Signals, ready) -> Non
 @pytest.mark.slow
 def test_a_stopped_cell_says_how_to_continue_and_the_reruns_equal_an_uninterrupted_one(tmp_path, data):
     """SIGTERM part-way through the pretraining (after its first epoch's checkpoint: 4 steps of 32 images), then
-    Ctrl-C after the first of 4 fine-tuning epochs; each rerun continues where the last stopped."""
+    Ctrl-C after the first fine-tuning epoch; each rerun continues where the last stopped."""
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    args = compare_args(data, stopped, steps=16, finetune_epochs=4)
+    args = compare_args(data, stopped, steps=STEPS, finetune_epochs=FINETUNE_EPOCHS)
     cell = stopped / CELL
     stopped_once(args, "pretraining", signal.SIGTERM, lambda: lines_in(cell / "run" / "log.jsonl") >= 6)
-    stopped_once(args, "fine-tuning", signal.SIGINT, lambda: (cell / "m16" / "finetune" / "checkpoint.pt").is_file())
+    tune = cell / f"m{STEPS}" / "finetune"
+    stopped_once(args, "fine-tuning", signal.SIGINT, lambda: (tune / "checkpoint.pt").is_file())
     resumed = finish(args)
-    expected = finish(compare_args(data, straight, steps=16, finetune_epochs=4))
+    expected = finish(compare_args(data, straight, steps=STEPS, finetune_epochs=FINETUNE_EPOCHS))
     keys = ("steps", "knn", "knn_std", "linear", "held_out_ratio")
-    assert {k: resumed["points"]["16"][k] for k in keys} == {k: expected["points"]["16"][k] for k in keys}
-    assert resumed["finetunes"]["16"]["top1"] == expected["finetunes"]["16"]["top1"]
+    at = str(STEPS)
+    assert {k: resumed["points"][at][k] for k in keys} == {k: expected["points"][at][k] for k in keys}
+    assert resumed["finetunes"][at]["top1"] == expected["finetunes"][at]["top1"]
     assert not (cell / "run").exists()  # a finished cell keeps only its record
 
 
