@@ -37,6 +37,7 @@ ARMS = {
     "default": (CONSTANT, False),
     "paper": ({"recipe": "paper"}, True),
     "fast-cosine": ({"schedule": "cosine"}, True),
+    "fast-cosine-half": ({"schedule": "cosine", "base_lr": 5e-4}, True),
     "alpha-lr1": ({**CONSTANT, "alpha_lr_scale": 1.0}, False),
     "alpha-fixed": ({**CONSTANT, "alpha_lr_scale": 0.0}, False),
 }

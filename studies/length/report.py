@@ -17,9 +17,17 @@ CELLS = ROOT / "studies" / "length" / "cells"
 REFERENCE = ROOT / "studies" / "representation" / "cells"
 PLOT = ROOT / "docs" / "results" / "length.png"
 BACKBONES = ("vit_tiny", "convnext_atto")
-ARM_ORDER = ("default", "paper", "fast-cosine", "alpha-lr1", "alpha-fixed")
+ARM_ORDER = ("default", "paper", "fast-cosine", "fast-cosine-half", "alpha-lr1", "alpha-fixed")
 VIT_DEFAULT = "energy-centred-sincos"  # the representation study's ViT default: patch-centred loss, sin-cos positions
-COLOURS = {"default": "C0", "MAE": "C1", "paper": "C2", "fast-cosine": "C3", "alpha-lr1": "C4", "alpha-fixed": "C5"}
+COLOURS = {
+    "default": "C0",
+    "MAE": "C1",
+    "paper": "C2",
+    "fast-cosine": "C3",
+    "fast-cosine-half": "C6",
+    "alpha-lr1": "C4",
+    "alpha-fixed": "C5",
+}
 
 
 @dataclass(frozen=True)
@@ -77,11 +85,16 @@ def _series(backbone: str, label: str, source: str, folders: list[tuple[Path, st
     return Series(backbone, label, source, points) if points else None
 
 
+def arm_folders(backbone: str, arm: str) -> list[Path]:
+    """`<arm>-<steps>` folders of one arm (not of an arm whose name starts with this one's, as `fast-cosine-half`)."""
+    return sorted(f for f in (CELLS / backbone).glob(f"{arm}-*") if f.is_dir() and f.name[len(arm) + 1 :].isdigit())
+
+
 def study_series(backbone: str) -> list[Series]:
     """The length study's arms on `backbone`: `<arm>-<steps>/seed*/cell.json`, each fine-tuned from its end."""
     series = []
     for arm in ARM_ORDER:
-        folders = [(f, f.name.rsplit("-", 1)[1]) for f in (CELLS / backbone).glob(f"{arm}-*") if f.is_dir()]
+        folders = [(f, f.name.rsplit("-", 1)[1]) for f in arm_folders(backbone, arm)]
         if made := _series(backbone, arm, "length", folders):
             series.append(made)
     return series
@@ -94,7 +107,7 @@ def reference_series(backbone: str) -> list[Series]:
         budgets = ("100", "250", "544")
         wanted = [
             ("default", [(REFERENCE / f"steps{b}" / backbone / VIT_DEFAULT, b) for b in budgets]),
-            ("MAE", [(REFERENCE / f"steps{b}" / backbone / "mae", b) for b in budgets]),
+            ("MAE", [(REFERENCE / f"steps{b}" / backbone / "mae", b) for b in (*budgets, "1008")]),
             ("random init, sin-cos table", [(REFERENCE / "steps1" / backbone / VIT_DEFAULT, "1")]),
         ]
     else:
@@ -147,7 +160,7 @@ def alpha_curves(backbone: str) -> dict[str, list[tuple[list[int], list[float]]]
     kept have none)."""
     curves = {}
     for arm in ARM_ORDER:
-        for path in sorted((CELLS / backbone).glob(f"{arm}-*/seed*/cell.json")):
+        for path in sorted(p for f in arm_folders(backbone, arm) for p in f.glob("seed*/cell.json")):
             log = json.loads(path.read_text()).get("log") or []
             if log and "alpha" in log[0]:
                 curves.setdefault(arm, []).append(([r["step"] for r in log], [r["alpha"] for r in log]))
