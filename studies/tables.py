@@ -133,7 +133,7 @@ VERDICT_ROWS = (
     # the default since `--schedule auto` (a ViT's long run decays its lr): the length study's cells
     cosine_row(252, 250),
     cosine_row(567, 544),
-    cosine_row(1008, None),
+    cosine_row(1008, 1008),
     vit_row("15 CPU-minutes", "fp32", "15", mae_cache="minutes"),  # MAE's 15 minutes were fine-tuned in bf16
 )
 
