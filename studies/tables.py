@@ -110,15 +110,14 @@ def vit_row(budget: str, cache: str, key: str, mae_cache: str | None = None) -> 
     )
 
 
-def cosine_row(steps: int, mae_steps: int | None) -> Row:
+def cosine_row(steps: int, mae_steps: int) -> Row:
     """vit_tiny's default past 200 steps (the fast recipe, its lr decayed) from the length study's cells, against
-    MAE's cached cells at the nearest budget (none where MAE has no cell that long)."""
-    peers = (Score("MAE", f"steps{mae_steps}", VIT, "mae", str(mae_steps)),) if mae_steps else ()
+    MAE's cached cells at the nearest budget (named where it is not the same)."""
     return Row(
         VIT,
-        f"{steps} steps, cosine lr" + (f" (MAE {mae_steps})" if mae_steps else ""),
+        f"{steps} steps, cosine lr" + (f" (MAE {mae_steps})" if mae_steps != steps else ""),
         Score("energy", "", VIT, f"fast-cosine-{steps}", str(steps), root=LENGTH_CELLS),
-        peers,
+        (Score("MAE", f"steps{mae_steps}", VIT, "mae", str(mae_steps)),),
         rand(VIT),
     )
 
