@@ -10,7 +10,7 @@ from pretexts.backbones.patches import patchify, unpatchify
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, compile_forward
 from pretexts.engine.methods.mae_model import MAEModel
-from pretexts.engine.methods.report import Figure, HeldOut, with_figure_numbers
+from pretexts.engine.methods.report import Figure, HeldOut, fill_report, with_figure_numbers
 from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.params import Param
 
@@ -103,19 +103,7 @@ def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> HeldO
     if count == 0:
         raise ValueError("no held-out images to evaluate")
     fill = "patch-mean fill" if model.norm_pix_loss else "visible-mean fill"
-    return HeldOut(
-        count,
-        blank / count,
-        [restored / count],
-        ("reconstructed",),
-        result="reconstructed",
-        measure="masked-patch MSE",
-        baseline=fill,
-        against=f"the {fill}",
-        method="mae",
-        trivial_mse=blank / count,
-        trivial_restorer=fill,
-    )
+    return fill_report(count, blank / count, restored / count, fill, "masked-patch MSE", "mae")
 
 
 def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:

@@ -108,6 +108,26 @@ class HeldOut:
         return line
 
 
+def fill_report(
+    images: int, fill_mse: float, reconstructed_mse: float, fill: str, measure: str, method: str
+) -> HeldOut:
+    """The report of a masked-prediction baseline (MAE, SimMIM), measured against a fill of the masked part
+    (`fill`: 'visible-mean fill'), which is both its baseline and its trivial restorer."""
+    return HeldOut(
+        images,
+        fill_mse,
+        [reconstructed_mse],
+        ("reconstructed",),
+        result="reconstructed",
+        measure=measure,
+        baseline=fill,
+        against=f"the {fill}",
+        method=method,
+        trivial_mse=fill_mse,
+        trivial_restorer=fill,
+    )
+
+
 def with_figure_numbers(title: str, held: HeldOut | None) -> str:
     """The figure's numbers on a first line above `title` (the loop appends the epoch to the title)."""
     numbers = held.figure_numbers() if held is not None else ""

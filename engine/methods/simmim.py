@@ -11,7 +11,7 @@ from pretexts.backbones import create_backbone
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method
-from pretexts.engine.methods.report import Figure, HeldOut, with_figure_numbers
+from pretexts.engine.methods.report import Figure, HeldOut, fill_report, with_figure_numbers
 from pretexts.engine.methods.simmim_model import SimMIMModel, mask_patch_size, random_mask
 from pretexts.engine.modules.decoders import PyramidDecoder
 from pretexts.engine.modules.eval_mode import eval_mode
@@ -134,20 +134,7 @@ def masked_pixel_error(method: SimMIMMethod, batches) -> HeldOut:
             count += images.shape[0]
     if count == 0:
         raise ValueError("no held-out images to evaluate")
-    name = "visible-mean fill"
-    return HeldOut(
-        count,
-        fill / count,
-        [restored / count],
-        ("reconstructed",),
-        result="reconstructed",
-        measure="masked-pixel MSE",
-        baseline=name,
-        against=f"the {name}",
-        method="simmim",
-        trivial_mse=fill / count,
-        trivial_restorer=name,
-    )
+    return fill_report(count, fill / count, restored / count, "visible-mean fill", "masked-pixel MSE", "simmim")
 
 
 def masked_mse(guess: torch.Tensor, images: torch.Tensor, pixels: torch.Tensor) -> torch.Tensor:
