@@ -40,6 +40,7 @@ ARMS = {
     "fast-cosine-half": ({"schedule": "cosine", "base_lr": 5e-4}, True),
     "alpha-lr1": ({**CONSTANT, "alpha_lr_scale": 1.0}, False),
     "alpha-fixed": ({**CONSTANT, "alpha_lr_scale": 0.0}, False),
+    "alpha-lr1-cosine": ({"schedule": "cosine", "alpha_lr_scale": 1.0}, True),  # two changes: the two that held at 567
 }
 
 

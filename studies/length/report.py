@@ -17,7 +17,7 @@ CELLS = ROOT / "studies" / "length" / "cells"
 REFERENCE = ROOT / "studies" / "representation" / "cells"
 PLOT = ROOT / "docs" / "results" / "length.png"
 BACKBONES = ("vit_tiny", "convnext_atto")
-ARM_ORDER = ("default", "paper", "fast-cosine", "fast-cosine-half", "alpha-lr1", "alpha-fixed")
+ARM_ORDER = ("default", "paper", "fast-cosine", "fast-cosine-half", "alpha-lr1", "alpha-fixed", "alpha-lr1-cosine")
 VIT_DEFAULT = "energy-centred-sincos"  # the representation study's ViT default: patch-centred loss, sin-cos positions
 COLOURS = {
     "default": "C0",
@@ -27,6 +27,7 @@ COLOURS = {
     "fast-cosine-half": "C6",
     "alpha-lr1": "C4",
     "alpha-fixed": "C5",
+    "alpha-lr1-cosine": "C8",
 }
 
 
