@@ -4,17 +4,19 @@ priority until the time is spent. Every output, and a summary of what ran and wh
     python benchmarks/gpu_session.py --minutes 8 --out benchmarks/results/gpu-h200-2026-11-29
     python benchmarks/gpu_session.py --dry-run --out /tmp/gpu-dry     # the same plan, tiny, on the CPU (a test)
 
-The plan (PLAN), each item one `benchmarks/throughput.py` table at 224 px in bf16 autocast (the supervised step,
-the exact energy step, finite differences), in this order:
+The plan (PLAN), each table one `benchmarks/throughput.py` run at 224 px in bf16 autocast against the bf16
+supervised step of the same run, in order of what is still unmeasured (the eager tables of every family have
+been measured once with TF32 on, docs/results/gpu-h100.md; compiled steps and attention's second order have not):
 1. the CUDA tests (`pytest -m cuda`);
-2. batch 128, TF32 on (the package's default on CUDA): ViT-S/16, ConvNeXt-T, ResNet-50, ViT-B/16, Swin-T;
-3. batch 128, TF32 off: ViT-S/16 and ConvNeXt-T (finite differences run float32 passes, which TF32 speeds);
-4. batch 32, TF32 on: the five backbones;
-5. one ViT-S/16 attention layer's second order at batch 128 by each way that exists
+2. one ViT-S/16 attention layer's second order at batch 128 by each way that exists
    (`benchmarks/attention_second_order.py`: math, math compiled, a fused forward with a differentiable backward,
    FlexAttention);
-6. compiled (inductor; compile time and the steps that repay it printed): ViT-S/16 and ConvNeXt-T at batch 128,
-   last because inductor's warm-up of the exact step alone can take more than a minute and a half.
+3. the exact step compiled (inductor) beside it eager, batch 128, TF32 on: ViT-S/16, ConvNeXt-T, then ResNet-50
+   (whose eager exact step has BatchNorm's rewritten double backward since the last table), Swin-T, ViT-B/16; the
+   compile time and the steps that repay it printed. Only the exact step is compiled (not the supervised step):
+   inductor's warm-up of it alone can take more than a minute and a half;
+4. the eager tables (supervised fp32 and bf16, the exact step, finite differences): batch 128 with TF32 on, then
+   ViT-S/16 and ConvNeXt-T with TF32 off (finite differences run float32 passes, which TF32 speeds), then batch 32.
 Each table reports ms, x supervised, peak MiB, GFLOP per step and the fraction of its FLOP bound. An item runs with
 the time left as its limit; one cut short is kept as far as it got, and what had no time left is listed as skipped.
 """
@@ -34,8 +36,10 @@ ROWS = (
     "energy N=2 exact + bf16 autocast",
     "energy N=2 finite-difference + bf16 autocast",
 )
-COMPILED_ROWS = ("supervised + bf16 autocast*", "energy N=2 exact + bf16 autocast*")
+# the eager supervised row (no wildcard: not its compiled twin) and the exact step eager and compiled
+COMPILED_ROWS = ("supervised + bf16 autocast", "energy N=2 exact + bf16 autocast*")
 BACKBONES = ("vit_small", "convnext_t", "resnet50", "vit_base", "swin_t")
+COMPILE_ORDER = ("vit_small", "convnext_t", "resnet50", "swin_t", "vit_base")
 
 
 def table(name: str, backbone: str, batch: int, tf32: str = "on", compiled: bool = False) -> tuple[str, list[str]]:
@@ -53,20 +57,23 @@ ATTENTION_DRY += ["--repeats", "1", "--compile-backend", "eager"]
 
 PLAN = [
     ("cuda-tests", None),
+    ATTENTION,
+    *(table(f"{b}-128-compiled", b, 128, compiled=True) for b in COMPILE_ORDER),
     *(table(f"{b}-128", b, 128) for b in BACKBONES),
     *(table(f"{b}-128-no-tf32", b, 128, tf32="off") for b in ("vit_small", "convnext_t")),
     *(table(f"{b}-32", b, 32) for b in BACKBONES),
-    ATTENTION,
-    *(table(f"{b}-128-compiled", b, 128, compiled=True) for b in ("vit_small", "convnext_t")),
 ]
 
 
 def dry(argv: list[str]) -> list[str]:
-    """The same table at tiny sizes on the CPU: timm's test_vit at 32 px for the ViTs, test_convnext for the rest,
-    batch 4, one repeat, compiled with the eager backend (the code path, not the compiler)."""
+    """The same table at tiny sizes on the CPU: timm's test_vit at 32 px for the ViTs, test_resnet (BatchNorm) for
+    ResNet-50, test_convnext for the rest, batch 4, one repeat, compiled with the eager backend (the code path, not
+    the compiler)."""
     out = list(argv)
     backbone = out[out.index("--backbone") + 1]
-    out[out.index("--backbone") + 1] = "test_vit" if backbone.startswith("vit") else "test_convnext"
+    stand_ins = {"vit": "test_vit", "resnet": "test_resnet"}
+    stand_in = next((small for prefix, small in stand_ins.items() if backbone.startswith(prefix)), "test_convnext")
+    out[out.index("--backbone") + 1] = stand_in
     out[out.index("--batch") + 1], out[out.index("--size") + 1], out[out.index("--repeats") + 1] = "4", "32", "1"
     if "--compile" in out:
         out[out.index("--compile") + 1] = "eager"

@@ -17,6 +17,8 @@ H100_TABLE = ROOT / "benchmarks" / "results" / "gpu-h100-2026-11-25" / "paper_si
 H200_SESSION = ROOT / "benchmarks" / "results" / "gpu-h200-2026-11-28"
 
 HEADER = re.compile(r"^(\w+) at (\d+) px, batch (\d+),")
+COMPILED = re.compile(r"^compiled / eager, energy N=2 exact \+ bf16 autocast: ([\d.]+)$")
+COMPILE_COST = re.compile(r"^  compile time (-?[\d.]+) s; (?:repaid after (\d+) steps|never repaid)")
 NAMES = {
     "vit_small": "ViT-S/16",
     "vit_base": "ViT-B/16",
@@ -62,6 +64,35 @@ def h200_rows(tf32: bool = True) -> list[dict]:
         for batch in (32, 128):
             path = H200_SESSION / f"{backbone}-{batch}{'' if tf32 else '-no-tf32'}.txt"
             rows += parsed(path.read_text()) if path.is_file() else []
+    return rows
+
+
+def compiled_rows(session: Path) -> list[dict]:
+    """The exact step compiled beside it eager, from a GPU session's `*-128-compiled.txt` items (named by their
+    backbone; the batch from the table's header): {"backbone", "batch", "eager", "compiled" (ms), "gain" (compiled /
+    eager), "compile_s", "repaid_after" (steps, None where never)}."""
+    rows = []
+    for backbone in NAMES:
+        path = session / f"{backbone}-128-compiled.txt"
+        lines = path.read_text().splitlines() if path.is_file() else []
+        header = next((m for line in lines if (m := HEADER.match(line))), None)
+        at = next((i for i, line in enumerate(lines) if COMPILED.match(line)), None)
+        if header is None or at is None:  # cut short before its table: nothing measured
+            continue
+        cost = COMPILE_COST.match(lines[at + 1])  # the break-even line under its ratio
+        cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| energy")]
+        times = {row[0]: float(row[1]) for row in cells}
+        rows.append(
+            {
+                "backbone": NAMES[backbone],
+                "batch": int(header[3]),
+                "gain": float(COMPILED.match(lines[at])[1]),
+                "eager": times["energy N=2 exact + bf16 autocast"],
+                "compiled": next(ms for name, ms in times.items() if "compile" in name),
+                "compile_s": float(cost[1]),
+                "repaid_after": int(cost[2]) if cost[2] else None,
+            }
+        )
     return rows
 
 
