@@ -142,8 +142,15 @@ def test_finetune_and_segment_add_step_lines_under_log_every_and_print_none_unde
 def test_a_resumed_run_may_change_how_often_it_reports():
     import dataclasses
 
+    from pretexts.engine.evaluation.finetune_config import FinetuneConfig
+    from pretexts.engine.evaluation.segmentation.config import SegmentConfig
     from pretexts.engine.training.config import PretrainConfig
-    from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, check_resumable
+    from pretexts.engine.training.resume_config import (
+        FINETUNE_MAY_CHANGE,
+        PRETRAIN_MAY_CHANGE,
+        SEGMENT_MAY_CHANGE,
+        check_resumable,
+    )
 
     saved = PretrainConfig(method_args={"positions": "sincos"})  # a run's config records what its positions were
     check_resumable(
@@ -152,3 +159,6 @@ def test_a_resumed_run_may_change_how_often_it_reports():
         PRETRAIN_MAY_CHANGE,
         "checkpoint.pt",
     )
+    for config, may_change in ((FinetuneConfig, FINETUNE_MAY_CHANGE), (SegmentConfig, SEGMENT_MAY_CHANGE)):
+        saved = config(**{"checkpoint": "run/checkpoint.pt"} | ({"data": "ade"} if config is SegmentConfig else {}))
+        check_resumable(saved.to_dict(), dataclasses.replace(saved, log_every=20, quiet=True), may_change, "x.pt")

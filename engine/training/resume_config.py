@@ -14,8 +14,8 @@ RUN_MAY_CHANGE = frozenset(
     {"epochs", "out", "resume", "force", "workers", "quiet", "device", "accum_iter", "skip_nonfinite"}
     | {"tf32", "cudnn_benchmark"}  # the arithmetic: a resume on other arithmetic is told so (arithmetic.py)
 )
-FINETUNE_MAY_CHANGE = RUN_MAY_CHANGE
-SEGMENT_MAY_CHANGE = RUN_MAY_CHANGE | {"max_steps", "log_every"}  # a longer run re-plans its schedule, as --epochs
+FINETUNE_MAY_CHANGE = RUN_MAY_CHANGE | {"log_every"}
+SEGMENT_MAY_CHANGE = FINETUNE_MAY_CHANGE | {"max_steps"}  # a longer run re-plans its schedule, as --epochs
 PRETRAIN_MAY_CHANGE = RUN_MAY_CHANGE | {
     "figure_images",
     "eval_images",
