@@ -147,6 +147,23 @@ def test_fp16_leaves_an_overflowing_step_to_the_scaler():
         return value
 
     stats = step(overflow, [(inputs, labels)], 1)
-    # the scaler skips the update and halves its scale, as it does for fp16's routine overflows: no fault
-    assert stats.grad_norm is None and step.nonfinite.skipped == 0 and step.scaler.get_scale() == 2.0**15
+    # the scaler skips the update and halves its scale, as it does for fp16's routine overflows: no fault, but
+    # the step is reported skipped and counted with the skipped steps
+    assert stats.grad_norm is None and stats.skipped and step.nonfinite.skipped == 1
+    assert step.scaler.get_scale() == 2.0**15
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_fp16_gradients_that_overflow_even_unscaled_stop_the_run_with_the_way_out():
+    inputs, labels = data()
+    model, step = parts(dtype=torch.float16)
+
+    def overflow(micro):
+        value = loss_of(model, torch.float16)(micro) * 1.0
+        value.register_hook(lambda grad: grad * float("inf"))
+        return value
+
+    for number in range(1, 17):  # 65536 halved 16 times is 1: the scaler may still find a scale that fits
+        assert step(overflow, [(inputs, labels)], number).skipped
+    with pytest.raises(NonFiniteLossError, match=r"loss scale fell to 0.5 by step 17, 17 steps skipped.*--amp bf16"):
+        step(overflow, [(inputs, labels)], 17)

@@ -33,6 +33,18 @@ class NonFiniteGuard:
             raise NonFiniteLossError(f"{what} is {loss} at {self.in_a_row} steps in a row (up to step {step}); {hint}.")
         return True
 
+    def overflowed(self, scale: float, step: int) -> None:
+        """fp16's loss scaler skipped this step: its gradients held inf or NaN. Counted with the skipped steps;
+        a few at the start are how the scaler finds its scale, but a scale below 1 means the gradients overflow
+        float16 even unscaled, so no step will be taken again and the run stops."""
+        self.skipped += 1
+        if scale < 1:
+            raise NonFiniteLossError(
+                f"fp16: the gradients overflow float16 even unscaled (the loss scale fell to {scale:g} by step "
+                f"{step}, {self.skipped} steps skipped); {last_good(self.out, self.checkpoint)}. Train in bf16 "
+                "(--amp bf16) or full precision (--amp off)."
+            )
+
 
 def last_good(out: Path, checkpoint: str = "checkpoint.pt") -> str:
     return (

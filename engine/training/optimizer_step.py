@@ -71,10 +71,14 @@ class OptimizerStep:
             and self.nonfinite.should_skip(norm, number, "gradient norm")
         ):
             return self.skip(value, number, norm)
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
         self.scaler.step(self.optimizer)  # under fp16 the scaler itself skips a step with inf gradients
         self.scaler.update()
         self.scheduler.step_update(num_updates=number)
-        return StepStats(value, self.optimizer.param_groups[0]["lr"], norm, False)
+        skipped = scale is not None and self.scaler.get_scale() < scale  # it lowers its scale after a skip
+        if skipped:
+            self.nonfinite.overflowed(self.scaler.get_scale(), number)
+        return StepStats(value, self.optimizer.param_groups[0]["lr"], norm, skipped)
 
     def unscale_and_clip(self) -> float | None:
         """The gradient norm before clipping, measured in one pass with the clip (max_norm inf only measures it);
