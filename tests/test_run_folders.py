@@ -44,6 +44,17 @@ def test_train_into_a_folder_holding_a_run_is_refused_and_loses_nothing(finished
     assert (out / "checkpoint.pt").read_bytes() == checkpoint and (out / "log.jsonl").read_text() == log
 
 
+def test_a_run_stopped_before_its_first_checkpoint_is_pointed_to_force_not_round_in_a_circle(finished_run):
+    out = finished_run  # what a run killed in its first epoch leaves: its config and log, no checkpoint
+    (out / "checkpoint.pt").unlink()
+    result, error = run_cli(train_args(out))
+    assert result.exit_code == 2 and "saved no checkpoint" in error and "--force" in error
+    assert "--resume" not in error
+    result, error = run_cli(train_args(out, "--resume"))
+    assert result.exit_code == 2 and "drop --resume and start it over with --force" in error
+    assert (out / "log.jsonl").is_file() and (out / "config.json").is_file()  # nothing removed by refusing
+
+
 def test_force_starts_the_run_over_with_a_fresh_log(finished_run):
     out = finished_run
     result, _ = run_cli(train_args(out, "--force"))

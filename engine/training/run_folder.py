@@ -82,7 +82,10 @@ def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable:
     check_not_inputs([out], inputs)
     found = run_files_in(out)
     if found and not force:
-        hint = "continue it with --resume (resume='auto' in Python), " if resumable and not resume else ""
+        saved = {"checkpoint.pt", "segmenter.pt"} & set(found)  # what a bare --resume continues
+        hint = "continue it with --resume (resume='auto' in Python), " if resumable and not resume and saved else ""
+        if resumable and not saved:
+            hint = "it saved no checkpoint to continue (stopped before its first one), so "
         raise OutputError(
             f"output folder '{out}' already holds a run ({', '.join(found)}); {hint}start it over "
             f"with --force (force=True in Python), or choose another --out."
