@@ -53,7 +53,10 @@ def test_bad_checkpoints(trained, tmp_path):
     save_checkpoint({**ckpt, "format_version": 99}, tmp_path / "future.pt")
     fails_cleanly(resume + [str(tmp_path / "future.pt")], "format version 99", f"reads version {FORMAT_VERSION}")
     torch.save({"state_dict": ckpt["model"]}, tmp_path / "foreign.pt")
-    fails_cleanly(resume + [str(tmp_path / "foreign.pt")], "is not a pretexts checkpoint")
+    fails_cleanly(resume + [str(tmp_path / "foreign.pt")], "is not a pretexts checkpoint", "checkpoint.pt written")
+    for name in ("config.json", "loss_curve.png"):  # a run's other files, given for its checkpoint
+        (tmp_path / name).write_bytes(b"\x89PNG\r\n" if name.endswith("png") else b'{"epochs": 2}')
+        fails_cleanly(resume + [str(tmp_path / name)], f"'{tmp_path / name}' is not a checkpoint", "checkpoint.pt")
     model = {k: v for k, v in ckpt["model"].items() if "head" not in k}
     save_checkpoint({**ckpt, "model": model}, tmp_path / "mismatch.pt")
     fails_cleanly(resume + [str(tmp_path / "mismatch.pt")], "does not fit this model", "head.weight")
@@ -69,6 +72,7 @@ OTHER_COMMANDS = [
     (["finetune", "--from-scratch", "--backbone", "resnet181"], ["Did you mean: resnet18"]),
     (["finetune"], ["give --checkpoint"]),
     (["probe", "--checkpoint", "{cut}"], ["truncated"]),
+    (["probe", "--checkpoint", "{run}"], ["lacks model.safetensors", "Did you mean '{ckpt}'?"]),
     (
         ["probe", "--checkpoint", "{ckpt}", "--probe", "knn", "--knn-k", "0"],
         ["probe knn: parameter 'knn_k' is 0; allowed range is [1, "],
@@ -150,5 +154,6 @@ def test_other_commands_bad_input(trained, tmp_path, args, expected):
         "foreign": tmp_path / "foreign.pt",
         "tmp": tmp_path,
         "file": tmp_path / "file",
+        "run": trained.parent,
     }
     fails_cleanly([a.format(**paths) for a in args], *(e.format(**paths) for e in expected))

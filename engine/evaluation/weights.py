@@ -95,10 +95,13 @@ def input_size(model: nn.Module) -> int:
 
 def export_folder(path: Path) -> Weights:
     """A folder of `pretexts export` (or any timm Hub folder): timm's `local-dir:` loader."""
+    missing = [name for name in ("config.json", HUB_FILES[0]) if not (path / name).is_file()]
     if not (path / "config.json").is_file() or not any((path / name).is_file() for name in HUB_FILES):
+        run = path / "checkpoint.pt"  # a training run's folder, given for the checkpoint inside it
+        hint = f" Did you mean '{run}'?" if run.is_file() else ""
         raise CheckpointError(
-            f"'{path}' is a folder but no export (it lacks config.json and model.safetensors); give "
-            f"a checkpoint.pt of `pretexts train`, or a folder or file written by `pretexts export`."
+            f"'{path}' is a folder but no export (it lacks {' and '.join(missing)}); give "
+            f"a checkpoint.pt of `pretexts train`, or a folder or file written by `pretexts export`.{hint}"
         )
     model = timm_call(f"local-dir:{path}", pretrained=True, num_classes=0)
     info = read_json(path / "pretexts.json")

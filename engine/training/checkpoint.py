@@ -49,7 +49,10 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
         )
     ckpt = read_weights(path)
     if not isinstance(ckpt, dict) or "model" not in ckpt or not isinstance(ckpt.get("config"), dict):
-        raise CheckpointError(f"'{path}' is not a pretexts checkpoint (no model or config inside).")
+        raise CheckpointError(
+            f"'{path}' is not a pretexts checkpoint (no model or config inside); give the checkpoint.pt written by "
+            f"`pretexts train`."
+        )
     version = ckpt.get("format_version")
     if version != FORMAT_VERSION:
         raise CheckpointError(

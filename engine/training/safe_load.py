@@ -36,6 +36,13 @@ def unsafe_globals(path: Path, err: Exception) -> list[str]:
 
 
 def unreadable(path: Path, err: Exception) -> CheckpointError:
+    with open(path, "rb") as file:
+        head = file.read(2)
+    if head and head not in (b"PK", b"\x80\x02"):  # torch.save writes a zip, or (legacy) a protocol-2 pickle
+        return CheckpointError(
+            f"'{path}' is not a checkpoint (torch.save did not write it); give the checkpoint.pt written by "
+            f"`pretexts train`."
+        )
     cause = " ".join(str(err).split()).split(". ")[0]  # torch adds paragraphs of advice
     return CheckpointError(
         f"checkpoint '{path}' cannot be read ({type(err).__name__}: {cause}); it may be "
