@@ -55,6 +55,17 @@ def test_a_run_stopped_before_its_first_checkpoint_is_pointed_to_force_not_round
     assert (out / "log.jsonl").is_file() and (out / "config.json").is_file()  # nothing removed by refusing
 
 
+def test_resuming_a_finished_run_says_nothing_is_left_and_keeps_its_weights(finished_run):
+    out = finished_run
+    checkpoint = (out / "checkpoint.pt").read_bytes()
+    result, _ = run_cli(train_args(out, "--resume"))  # a requeued job of a finished run ends well
+    assert result.exit_code == 0, result.output
+    assert (
+        "has done all 1 epochs asked: nothing is left to train" in result.output and "raise --epochs" in result.output
+    )
+    assert (out / "checkpoint.pt").read_bytes() == checkpoint
+
+
 def test_force_starts_the_run_over_with_a_fresh_log(finished_run):
     out = finished_run
     result, _ = run_cli(train_args(out, "--force"))

@@ -134,6 +134,11 @@ class TrainingRun:
         note = resumed_arithmetic_note(ckpt.get("arithmetic"), arithmetic(self.device, self.world), path)
         if note and self.rank == 0:
             self.echo(note)
+        if self.epoch >= self.epochs and self.rank == 0:  # a requeued job of a finished run ends well; a user is told
+            self.echo(
+                f"'{path}' has done all {self.epochs} epochs asked: nothing is left to train, only the end-of-run "
+                f"outputs are written again; raise --epochs to train on."
+            )
         return ckpt
 
     @contextmanager
