@@ -8,6 +8,7 @@ import torch
 from PIL import Image
 
 from pretexts.backbones.normalisation import IMAGENET_MEAN, IMAGENET_STD
+from pretexts.engine.data.image_check import reason
 from pretexts.engine.data.loader import image_seed
 from pretexts.errors import DataError
 
@@ -15,6 +16,7 @@ from .metrics import IGNORE
 
 MEAN, STD = IMAGENET_MEAN, IMAGENET_STD  # the folders are read before any backbone: ImageNet's, as MAE/BEiT
 SUFFIXES = {".jpg", ".jpeg", ".png"}
+SPLITS = ("training", "validation")
 
 
 def refuse_shards(data: str) -> None:
@@ -36,16 +38,28 @@ def layout(root: str | Path) -> tuple[str, Path, Path]:
         return "ade20k", root / "images", root / "annotations"
     if (root / "masks").is_dir():
         return "generic", root / "images", root / "masks"
+    # `--data generated` makes a set for the run alone (a temporary folder), so it is offered, not "written"
     raise DataError(
-        f"'{root}' is neither ADE20K (images/ + annotations/) nor generic (images/ + masks/); "
-        f"write a set with `pretexts segment --data generated`."
+        f"'{root}' is neither ADE20K (images/ + annotations/) nor generic (images/ + masks/), each with "
+        f"training/ and validation/ subfolders; give such a folder, or --data generated for a small built-in set."
     )
 
 
+def is_image(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in SUFFIXES
+
+
 def pairs(images: Path, masks: Path, split: str) -> list[tuple[Path, Path]]:
-    found = sorted(p for p in (images / split).glob("*") if p.suffix.lower() in SUFFIXES)
+    found = sorted(p for p in (images / split).glob("*") if is_image(p))
     if not found:
-        raise DataError(f"no images in '{images / split}'.")
+        # the layout is said in full: a flat images/ (no split subfolders) is the usual cause
+        expected = (
+            f"images go in {images.name}/{SPLITS[0]}/ and {images.name}/{SPLITS[1]}/, their masks (same name, "
+            f".png) in {masks.name}/{SPLITS[0]}/ and {masks.name}/{SPLITS[1]}/"
+        )
+        flat = any(is_image(p) for p in images.glob("*"))
+        where = f"; '{images}' holds its images directly: move them into these subfolders" if flat else ""
+        raise DataError(f"no images in '{images / split}': {expected}{where}.")
     out = []
     for img in found:
         mask = masks / split / (img.stem + ".png")
@@ -55,12 +69,31 @@ def pairs(images: Path, masks: Path, split: str) -> list[tuple[Path, Path]]:
     return out
 
 
+def read_image(path: Path) -> Image.Image:
+    """The image as RGB, or a DataError naming it: a bad file ends the run in one line, as a bad mask does."""
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except Exception as err:  # noqa: BLE001 - PIL raises many types (OSError, SyntaxError, ValueError) for bad files
+        raise DataError(
+            f"image '{path}' is unreadable ({reason(err)}); replace it with a readable image, or remove it."
+        ) from None
+
+
+def open_mask(path: Path) -> np.ndarray:
+    """The mask's pixels, or a DataError naming it (removed alone, it would leave its image without a mask)."""
+    try:
+        with Image.open(path) as mask:
+            return np.array(mask)
+    except Exception as err:  # noqa: BLE001 - as read_image
+        raise DataError(
+            f"mask '{path}' is unreadable ({reason(err)}); replace it with a readable mask, or remove it and its image."
+        ) from None
+
+
 def read_mask(path: Path, size: tuple[int, int], kind: str, num_classes: int | None) -> np.ndarray:
     """Labels 0..C-1 and IGNORE; ADE20K's 0 becomes IGNORE and the rest shift down (reduce_zero_label)."""
-    try:
-        mask = np.array(Image.open(path))
-    except (OSError, ValueError) as err:
-        raise DataError(f"mask '{path}' is unreadable ({err}).") from None
+    mask = open_mask(path)
     if mask.ndim != 2 or mask.shape != size[::-1]:
         raise DataError(
             f"mask '{path}' is {mask.shape}, its image is {size[::-1]}; masks are single-channel and the image's size."
@@ -77,7 +110,7 @@ def read_mask(path: Path, size: tuple[int, int], kind: str, num_classes: int | N
 
 
 def infer_classes(items: list[tuple[Path, Path]]) -> int:
-    top = max(int(np.array(Image.open(m)).max()) for _, m in items)
+    top = max(int(open_mask(m).max()) for _, m in items)
     return top + 1
 
 
@@ -122,7 +155,7 @@ class SegmentationFolder(torch.utils.data.Dataset):
         if epoch is not None:
             self.transform.set_random_seed(image_seed(self.seed, epoch, i))
         img_path, mask_path = self.items[i]
-        img = Image.open(img_path).convert("RGB")
+        img = read_image(img_path)
         mask = read_mask(mask_path, img.size, self.kind, self.num_classes)
         out = self.transform(image=np.asarray(img), mask=mask)
         return torch.from_numpy(out["image"]).permute(2, 0, 1).float(), torch.from_numpy(out["mask"]).long()
