@@ -214,13 +214,14 @@ def test_resume_never_writes_through_a_symlink(tmp_path, finished_run):
 
 
 # ---- --resume keeps the run's settings ----------------------------------------------------------
-def test_resume_keeps_the_saved_settings_and_refuses_changes_to_the_run(tmp_path):
+def test_resume_keeps_the_saved_settings_and_refuses_changes_to_the_run(tmp_path, monkeypatch):
     data = copy_sample_images(tmp_path / "data", 10)
     out = tmp_path / "run"
+    monkeypatch.chdir(tmp_path)  # a relative --data is recorded absolute: probe and finetune read it from anywhere
     first = [
         *TRAIN,
         "--data",
-        data,
+        "data",
         "--seed",
         "3",
         "--epochs",
@@ -235,6 +236,7 @@ def test_resume_keeps_the_saved_settings_and_refuses_changes_to_the_run(tmp_path
         out,
     ]
     assert run_cli(first)[0].exit_code == 0
+    monkeypatch.chdir(out)
     result, _ = run_cli(["train", "--resume", "--out", out, "--epochs", "2", "--workers", "0"])
     assert result.exit_code == 0, result.output
     saved = json.loads((out / "config.json").read_text())

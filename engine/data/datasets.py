@@ -20,6 +20,14 @@ SAMPLE_DIR = Path(str(files("pretexts.engine") / "data" / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
 
 
+def recorded_spec(spec: str) -> str:
+    """`spec` as a run records it: a relative path made absolute, so that the commands which default to a
+    checkpoint's data read the images it was trained on from any folder; the built-in names and URLs as given."""
+    if spec in ("sample", "synthetic") or "://" in spec or spec.startswith("pipe:"):
+        return spec
+    return os.path.abspath(os.path.expanduser(spec))
+
+
 def build_source(
     spec: str,
     split: str,

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 import pretexts
-from pretexts.engine.data.datasets import build_source
+from pretexts.engine.data.datasets import build_source, recorded_spec
 from pretexts.engine.data.image_check import report_skipped
 from pretexts.engine.data.loader import (
     Augment,
@@ -102,7 +102,11 @@ class Pretrainer(TrainingRun):
         self.schedule_note = schedule_line(cfg.schedule, schedule, total, resumed=bool(resumed))  # the start line's
         # the run's record (config.json, checkpoints): the config as asked, with what `auto` resolved to
         self.record = dataclasses.replace(
-            cfg, compile=self.compile_choice.backend, schedule=schedule, method_args=dict(self.method.args)
+            cfg,
+            compile=self.compile_choice.backend,
+            schedule=schedule,
+            method_args=dict(self.method.args),
+            data=recorded_spec(cfg.data),
         )
         self.task = self.method.task
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
