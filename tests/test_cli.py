@@ -18,6 +18,14 @@ def test_list_shows_tasks_with_parameters():
     assert "colorization" in result.output and "Grayscale input" in result.output
 
 
+def test_list_of_a_pattern_that_matches_nothing_says_so_with_the_wildcard_and_close_names():
+    result = CliRunner().invoke(main, ["list", "rando"])
+    assert result.exit_code == 0 and "no pretext task matches 'rando'" in result.output
+    assert "'rando*' lists names it begins" in result.output and "Did you mean: random-mask" in result.output
+    result = CliRunner().invoke(main, ["list", "--methods", "zz*"])
+    assert result.output.strip() == "no method matches 'zz*'."
+
+
 def test_list_verbose_shows_ranges_defaults_and_presets():
     result = CliRunner().invoke(main, ["list", "-v"])
     assert result.exit_code == 0, result.output

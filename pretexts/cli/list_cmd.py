@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import click
 
+from ..errors import suggest
 from ..listing_cache import summary_of
 from ..registry import METHODS, PROBES, TASKS, Registry
 from . import main
@@ -66,6 +67,11 @@ def list_registry(listing: Listing, pattern: str, verbose: bool, debug: bool = F
     registry = listing.registry
     entries = registry.entries()  # the built-ins from the listing cache: no torch
     names = [name for name in entries if fnmatch.fnmatch(name, pattern)]
+    if not names:  # a bare word matches only itself: say so rather than print nothing
+        wildcard = (
+            "" if any(c in pattern for c in "*?[") else f" (a shell wildcard: '{pattern}*' lists names it begins)"
+        )
+        click.echo(f"no {registry.kind} matches '{pattern}'{wildcard}.{suggest(pattern, entries)}", err=True)
     for name in sorted(names) if listing.sort else names:
         entry = entries[name]
         source = registry.plugin_of.get(name)
