@@ -133,11 +133,16 @@ def find_scan(dataset) -> ImageScan | None:
     return None if dataset is None else dataset.scan
 
 
-def report_skipped(datasets, out: Path, write_text) -> str | None:
+def report_skipped(datasets, out: Path | None = None, write_text=None) -> str | None:
     """Write OUT/skipped_images.txt with `write_text(path, text)` (the run folder's, by rename: never through a
-    link in OUT) and return a one-line note, or None when every image is fine."""
+    link in OUT) and return a one-line note, or None when every image is fine. Without `out` (probe's and fine-tune's
+    labelled splits are built apart from their run folder) nothing is written: the note lists each unreadable file by
+    path, one a line, and leaves out the small ones (the crop size is pretraining's)."""
     scans = [s for s in map(find_scan, datasets) if s is not None]
     bad = dict(pair for scan in scans for pair in scan.bad)  # the train and val splits may share files
+    if out is None:
+        listed = "".join(f"\n  {path}: {why}" for path, why in bad.items())
+        return f"skipped {len(bad)} unreadable images:{listed}" if bad else None
     small = {path for scan in scans for path in scan.small}
     notes = []
     if bad:

@@ -1,16 +1,20 @@
 """Labelled images for fine-tuning and probing: timm transforms, class names, class-balanced subsets."""
 
+import os
 import random
+import sys
 from collections import defaultdict
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import torch
 from timm.data import create_transform
 from torch.utils.data import Dataset, Subset
+from torchvision.datasets import DatasetFolder
 
 from pretexts.engine.data.datasets import build_source
-from pretexts.engine.data.image_check import read_or_substitute
+from pretexts.engine.data.image_check import read_or_substitute, report_skipped
 from pretexts.engine.data.loader import image_seed
 from pretexts.errors import DataError
 
@@ -42,7 +46,50 @@ def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | N
         )
     if streamed:
         name_classes(train, val)
+    else:
+        match_folder_classes(data, train, val)
+        note = report_skipped([train, val])
+        if note and note not in _reported and os.environ.get("RANK", "0") == "0":  # rank 0 alone, once a process
+            _reported.add(note)  # (compare reads the same data for every cell)
+            print(note, file=sys.stderr, flush=True)
     return train, val
+
+
+_reported: set[str] = set()
+
+
+def match_folder_classes(data: str, train, val) -> None:
+    """Of class folders: DataError for one class (accuracy over one class measures nothing), or for a val/ class
+    train/ lacks; val/'s labels become train/'s index of the same name (ImageFolder numbers each split's own
+    sorted folders, so a val/ that leaves out a class of train/ would shift every label after it)."""
+    folder = train.dataset if isinstance(train, Subset) else train
+    if not isinstance(folder, DatasetFolder):
+        return
+    if len(folder.classes) < 2:
+        raise DataError(
+            f"data '{data}' holds one class ('{folder.classes[0]}'); a probe or fine-tune needs at least 2 classes: "
+            f"add class folders beside '{Path(folder.root) / folder.classes[0]}'."
+        )
+    if not isinstance(val, DatasetFolder):  # a held-out share of train's own folder
+        return
+    only_val = [name for name in val.classes if name not in folder.class_to_idx]
+    if only_val:
+        only_train = [name for name in folder.classes if name not in val.class_to_idx]
+        alone = f"; only in train/: {listed(only_train)}" if only_train else ""
+        raise DataError(
+            f"class folders of '{val.root}' and '{folder.root}' differ: only in val/: {listed(only_val)}{alone}. "
+            f"Labels are matched by class folder name: give val/ the same class folders as train/ (val/ may leave "
+            f"some out)."
+        )
+    index = [folder.class_to_idx[name] for name in val.classes]
+    val.samples = val.imgs = [(path, index[label]) for path, label in val.samples]
+    val.targets = [label for _, label in val.samples]
+    val.classes, val.class_to_idx = list(folder.classes), dict(folder.class_to_idx)
+
+
+def listed(names: list[str], most: int = 10) -> str:
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
 
 
 def name_classes(train, val) -> None:
