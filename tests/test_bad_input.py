@@ -40,6 +40,8 @@ FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]
         (["--backbone", "vit_tiny", "--img-size", "30"], ["not divisible by the patch size 4", "e.g. 28"]),
         (["--img-size", "16"], ["backbone 'test_convnext' cannot run at image size 16", "use a larger --img-size"]),
         (["--steps", "-1"], ["parameter 'steps' is -1; allowed range is [0, 64]"]),
+        (["--steps", "3", "--method-arg", "steps=1"], ["--steps 3 and --method-arg steps=1 set the same option"]),
+        (["--resume", "--force"], ["--resume continues the run in --out and --force starts it over"]),
         (["--lr", "0"], ["lr must be in (0, 1], got 0.0"]),
         (["--lr", "-1e-3"], ["lr must be in (0, 1], got -0.001"]),
         # out of range or not finite: trained to NaN or exploded weights, exit 0 (issue 19)

@@ -237,6 +237,8 @@ def build_config(
         values[key] = {**values.get(key, {}), **value} if key in merge and isinstance(value, dict) else value
     values = apply_sets(cls, values, sets, loose)
     if resume and values.get("resume"):
+        if values.get("force"):  # the two ask opposite things of the run in --out: neither is dropped silently
+            raise ParameterError("--resume continues the run in --out and --force starts it over: give one of them.")
         values = resume(values)
     required = [
         f.name

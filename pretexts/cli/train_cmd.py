@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..errors import ParameterError
 from . import main, parse_task_args, rank_zero_echo, written_files
 from .config_file import build_config, config_options, options_from
 from .help_sections import option
@@ -50,10 +51,17 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
     args = parse_task_args(task_args)
     if preset is not None:
         args["preset"] = preset
-    method_values = {
-        **parse_task_args(method_args, "--method-arg"),
-        **method_option_values(click.get_current_context(), options),
-    }
+    given, flags = (
+        parse_task_args(method_args, "--method-arg"),
+        method_option_values(click.get_current_context(), options),
+    )
+    if twice := [key for key in flags if key in given and str(given[key]) != str(flags[key])]:
+        key = twice[0]
+        raise ParameterError(
+            f"--{key.replace('_', '-')} {flags[key]} and --method-arg {key}={given[key]} set the same option to two "
+            f"values; give one of them."
+        )
+    method_values = {**given, **flags}
     cfg = build_config(
         PretrainConfig,
         {"task_args": args, "method_args": method_values, **options},
