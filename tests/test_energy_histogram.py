@@ -35,6 +35,13 @@ def test_scores_cover_every_group_are_seeded_and_each_step_goes_down_the_energy(
     assert summary["step 2"]["mean"] == pytest.approx(scores["step 2"].mean().item())
 
 
+def test_one_held_out_image_is_refused_rather_than_summarised_as_nan(checkpoint, held_out_images):
+    _, model = checkpoint
+    task = pretexts.create_pretext("colorization")
+    with pytest.raises(pretexts.errors.DataError, match="at least 2 held-out images, got 1"):
+        energy_scores(model, task, [held_out_images[:1]], steps=2, device=torch.device("cpu"))
+
+
 def test_cli_energy_writes_the_figure_and_its_numbers(checkpoint, tmp_path):
     path, _ = checkpoint
     out = tmp_path / "energy.png"

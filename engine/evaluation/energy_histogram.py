@@ -33,9 +33,13 @@ def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> di
             states = restore(model, task, sample, steps)  # takes its own gradients inside
             for name, state in zip(scores, [sample.target, sample.state, *states]):
                 scores[name].append(state_adapter(task, model).energy(sample, state).float().cpu())
-    if not scores["real"]:
-        raise DataError("no images to score")
-    return {name: torch.cat(values) for name, values in scores.items()}
+    scored = {name: torch.cat(values) for name, values in scores.items() if values}
+    if len(scored.get("real", ())) < 2:  # a spread (std) and a histogram need two energies
+        raise DataError(
+            f"the histogram needs at least 2 held-out images, got {len(scored.get('real', ()))}: give --data a "
+            f"folder with more images in val/ (a flat folder holds out 5 % of its images)."
+        )
+    return scored
 
 
 def summarise(scores: dict[str, torch.Tensor]) -> dict:
