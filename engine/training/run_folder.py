@@ -140,6 +140,8 @@ class RunLock:
         self.held = False
 
     def __enter__(self) -> "RunLock":
+        if self.path.parent.is_file():
+            raise OutputError(f"--out '{self.path.parent}' is a file, not a folder; choose a folder for --out.")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:

@@ -130,6 +130,8 @@ def read_config_file(path: str) -> dict:
             f"config file '{path}' is {size:,} bytes, more than a config may be ({MAX_CONFIG_BYTES:,}, the limit)."
         )
     note_input(file)  # no output of the command may replace it (--out FOLDER --force with FOLDER/config.json)
+    if file.suffix.lower() not in (".yaml", ".yml", ".json"):  # a TOML or INI file would read as one YAML string
+        raise ParameterError(f"config file '{path}' is not YAML or JSON; give a .yaml, .yml or .json file.")
     try:
         text = file.read_text()
         values = load_json(text) if file.suffix == ".json" else load_yaml(text)
