@@ -42,6 +42,8 @@ FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]
         (["--steps", "-1"], ["parameter 'steps' is -1; allowed range is [0, 64]"]),
         (["--steps", "3", "--method-arg", "steps=1"], ["--steps 3 and --method-arg steps=1 set the same option"]),
         (["--resume", "--force"], ["--resume continues the run in --out and --force starts it over"]),
+        (["--set", "betas=0.9"], ["betas must be tuple or None, got 0.9 (write a list: betas=[a, b])"]),
+        (["--set", "task_args=foo"], ["task_args must be dict, got 'foo' (write a mapping: task_args={key: value})"]),
         (["--lr", "0"], ["lr must be in (0, 1], got 0.0"]),
         (["--lr", "-1e-3"], ["lr must be in (0, 1], got -0.001"]),
         # out of range or not finite: trained to NaN or exploded weights, exit 0 (issue 19)

@@ -240,6 +240,10 @@ def check_finite(cfg) -> None:
                 raise ParameterError(f"{f.name} must be a finite number, got {item}.")
 
 
+# how a config file or --set writes the types that a bare value cannot stand for
+WRITTEN_AS = {tuple: " (write a list: {}=[a, b])", dict: " (write a mapping: {}={{key: value}})"}
+
+
 def check_field_types(cfg) -> None:
     """Each field holds its declared type, so the Python API gets a ParameterError, not a TypeError
     deep in the loop. An int may stand for a float, a list for a tuple (JSON), a Path for a str. Every
@@ -261,5 +265,7 @@ def check_field_types(cfg) -> None:
             setattr(cfg, f.name, os.fspath(value))
         elif not isinstance(value, allowed) or isinstance(value, bool):
             names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
-            raise ParameterError(f"{f.name} must be {names}, got {value!r}.")
+            raise ParameterError(
+                f"{f.name} must be {names}, got {value!r}{WRITTEN_AS.get(allowed[0], '').format(f.name)}."
+            )
     check_finite(cfg)
