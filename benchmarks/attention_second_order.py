@@ -12,6 +12,8 @@ Ways (rows; each checked against `math` on its gradients, the largest difference
 - `fused forward, differentiable backward`: the forward on the fused kernel (scaled_dot_product_attention), its
   backward written in differentiable ops (softmax recomputed), so that the second backward runs matmuls and
   elementwise ops only.
+- `math, recomputed`: math attention under activation checkpointing (its probabilities recomputed in the
+  backward): what memory it saves, at what time.
 - `flex attention`: torch's FlexAttention, compiled; reported as unsupported where it has no double backward.
 """
 
@@ -24,6 +26,7 @@ import torch.nn.functional as F
 from timm.layers import Attention
 from torch import nn
 from torch.func import functional_call, grad
+from torch.utils.checkpoint import checkpoint
 
 
 class _FusedAttention(torch.autograd.Function):
@@ -66,6 +69,12 @@ class Layer(nn.Module):
 def math_attention(q, k, v):
     scale = q.shape[-1] ** -0.5
     return torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v
+
+
+def recomputed(q, k, v):
+    """Math attention whose scores and probabilities are recomputed in the backward (torch.utils.checkpoint,
+    non-reentrant, which keeps a graph for the double backward): less memory held, one more forward."""
+    return checkpoint(math_attention, q, k, v, use_reentrant=False)
 
 
 def flex(q, k, v):
@@ -120,6 +129,18 @@ def timed(fn, repeats: int, device) -> float:
     return statistics.median(times) * 1000
 
 
+def peak_mib(fn, device) -> tuple[object, str]:
+    """fn()'s result and the GPU memory it held at its peak above what was allocated before (CUDA only: '-')."""
+    if device.type != "cuda":
+        return fn(), "-"
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    resting = torch.cuda.memory_allocated()
+    result = fn()
+    torch.cuda.synchronize()
+    return result, f"{(torch.cuda.max_memory_allocated() - resting) / 2**20:.0f}"
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
@@ -141,32 +162,35 @@ def main(argv=None) -> None:
         "math": (math_attention, eager_step),
         "math, compiled": (math_attention, compiled_step(base, args.compile_backend)),
         "fused forward, differentiable backward": (_FusedAttention.apply, eager_step),
+        "math, recomputed": (recomputed, eager_step),
         "flex attention": (flex, compiled_step(base, args.compile_backend)),
     }
     print(
         f"one attention layer (dim {args.dim}, {args.heads} heads, {args.tokens} tokens), batch {args.batch}, "
         f"{args.dtype}, on {device}; median of {args.repeats} steps"
     )
-    print("| step | ms | x supervised | first call s | gradient difference vs math |")
-    print("|---|---|---|---|---|")
+    print("| step | ms | x supervised | peak MiB | first call s | gradient difference vs math |")
+    print("|---|---|---|---|---|---|")
     with autocast:
         base.attend = F.scaled_dot_product_attention
+        _, memory = peak_mib(lambda: supervised_step(base, x.detach().requires_grad_(), r), device)
         supervised = timed(lambda: supervised_step(base, x.detach().requires_grad_(), r), args.repeats, device)
-        print(f"| supervised (fused attention) | {supervised:.2f} | 1.00 | | |")
+        print(f"| supervised (fused attention) | {supervised:.2f} | 1.00 | {memory} | | |")
         reference = None
         for name, (attend, step) in ways.items():
             base.attend = attend
             try:
                 start = time.perf_counter()
-                grads = step(base, x, r)
+                grads = step(base, x, r)  # the first call: a compiled way's compile
                 first = time.perf_counter() - start
+                grads, memory = peak_mib(lambda: step(base, x, r), device)  # noqa: B023 (called at once)
                 ms = timed(lambda: step(base, x, r), args.repeats, device)  # noqa: B023 (called at once)
             except Exception as err:  # an attention with no double backward, a compiler that refuses it
-                print(f"| {name} | unsupported: {type(err).__name__}: {' '.join(str(err).split())[:120]} | | | |")
+                print(f"| {name} | unsupported: {type(err).__name__}: {' '.join(str(err).split())[:120]} | | | | |")
                 continue
             reference = reference or grads
             diff = max(((g - e).norm() / e.norm().clamp_min(1e-30)).item() for g, e in zip(grads, reference))
-            print(f"| {name} | {ms:.2f} | {ms / supervised:.2f} | {first:.1f} | {diff:.1e} |")
+            print(f"| {name} | {ms:.2f} | {ms / supervised:.2f} | {memory} | {first:.1f} | {diff:.1e} |")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ been measured once with TF32 on, docs/results/gpu-h100.md; compiled steps and at
 1. the CUDA tests (`pytest -m cuda`);
 2. one ViT-S/16 attention layer's second order at batch 128 by each way that exists
    (`benchmarks/attention_second_order.py`: math, math compiled, a fused forward with a differentiable backward,
-   FlexAttention);
+   math recomputed under checkpointing, FlexAttention), with each way's peak memory;
 3. the exact step compiled (inductor) beside it eager, batch 128, TF32 on: ViT-S/16, ConvNeXt-T, then ResNet-50
    (whose eager exact step has BatchNorm's rewritten double backward since the last table), Swin-T, ViT-B/16; the
    compile time and the steps that repay it printed. Only the exact step is compiled (not the supervised step):

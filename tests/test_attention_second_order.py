@@ -31,7 +31,7 @@ def test_the_energy_steps_gradients_agree_across_ways():
     x, r = torch.randn(2, 5, 16, dtype=torch.double), torch.randn(2, 5, 16, dtype=torch.double)
     expected = attention.eager_step(layer, x, r)
     assert all(torch.isfinite(g).all() for g in expected) and expected[0].abs().sum() > 0
-    for way in (attention._FusedAttention.apply,):
+    for way in (attention._FusedAttention.apply, attention.recomputed):
         layer.attend = way
         for got, want in zip(attention.eager_step(layer, x, r), expected, strict=True):
             torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)

@@ -36,7 +36,7 @@ def test_a_dry_run_measures_each_kind_of_item_into_one_folder(tmp_path):
     for row in ("| supervised + bf16 autocast |", "| energy N=2 exact + bf16 autocast |"):
         assert row in resnet, resnet
     attention = (tmp_path / "attention-second-order.txt").read_text()
-    for row in ("| math |", "| math, compiled |", "| fused forward, differentiable backward |"):
+    for row in ("| math |", "| math, compiled |", "| fused forward, differentiable backward |", "| math, recomputed |"):
         assert row in attention, attention
     compiled = (tmp_path / "resnet50-128-compiled.txt").read_text()
     assert "| energy N=2 exact + bf16 autocast + compile (eager) |" in compiled and "compile time" in compiled
