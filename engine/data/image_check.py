@@ -117,12 +117,13 @@ def keep_readable(dataset, root: Path, min_side: int = 0):
 
 def read_or_substitute(source, index: int, tries: int = 16):
     """source[index]; an image that fails to decode is reported and the next one is served instead
-    (deterministically, so a resumed run sees the same data)."""
+    (deterministically, so a resumed run sees the same data). The split keeps its length, so the next image is
+    read twice: the warning says so, as it changes what a val count and its top-1 are made of."""
     for offset in range(tries):
         try:
             return source[(index + offset) % len(source)]
         except DataError as err:
-            print(f"warning: {err} Using the next image instead.", file=sys.stderr, flush=True)
+            print(f"warning: {err} Using the next image instead (it counts twice).", file=sys.stderr, flush=True)
     raise DataError(f"{tries} images in a row from index {index} cannot be read; check the data folder.")
 
 
@@ -133,23 +134,22 @@ def find_scan(dataset) -> ImageScan | None:
     return None if dataset is None else dataset.scan
 
 
-def report_skipped(datasets, out: Path | None = None, write_text=None) -> str | None:
-    """Write OUT/skipped_images.txt with `write_text(path, text)` (the run folder's, by rename: never through a
-    link in OUT) and return a one-line note, or None when every image is fine. Without `out` (probe's and fine-tune's
-    labelled splits are built apart from their run folder) nothing is written: the note lists each unreadable file by
-    path, one a line, and leaves out the small ones (the crop size is pretraining's)."""
+def report_skipped(datasets, out: Path, write_text, small: bool = True) -> str | None:
+    """Write OUT/skipped_images.txt (each unreadable file's path and why, one a line) with `write_text(path, text)`
+    (the run folder's, by rename: never through a link in OUT) and return a one-line note, or None when every
+    image is fine; then the file an earlier run left there is removed (its list is not this run's).
+    `small`: also count the images below the scan's crop size (pretraining's random crop upscales them)."""
     scans = [s for s in map(find_scan, datasets) if s is not None]
     bad = dict(pair for scan in scans for pair in scan.bad)  # the train and val splits may share files
-    if out is None:
-        listed = "".join(f"\n  {path}: {why}" for path, why in bad.items())
-        return f"skipped {len(bad)} unreadable images:{listed}" if bad else None
-    small = {path for scan in scans for path in scan.small}
     notes = []
     if bad:
         write_text(out / SKIPPED_FILE, "".join(f"{path}\t{why}\n" for path, why in bad.items()))
         shown = "; ".join(f"{Path(path).name}: {why}" for path, why in list(bad.items())[:3])
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
         notes.append(f"skipped {len(bad)} unreadable images (see {out / SKIPPED_FILE}): {shown}{more}.")
-    if small:
-        notes.append(f"{len(small)} images are smaller than {scans[0].min_side} px; the random crop upscales them.")
+    else:
+        (out / SKIPPED_FILE).unlink(missing_ok=True)
+    few = {path for scan in scans for path in scan.small} if small else set()
+    if few:
+        notes.append(f"{len(few)} images are smaller than {scans[0].min_side} px; the random crop upscales them.")
     return " ".join(notes) or None

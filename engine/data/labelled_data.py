@@ -1,8 +1,6 @@
 """Labelled images for fine-tuning and probing: timm transforms, class names, class-balanced subsets."""
 
-import os
 import random
-import sys
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,14 +12,16 @@ from torch.utils.data import Dataset, Subset
 from torchvision.datasets import DatasetFolder
 
 from pretexts.engine.data.datasets import build_source
-from pretexts.engine.data.image_check import read_or_substitute, report_skipped
+from pretexts.engine.data.image_check import read_or_substitute
 from pretexts.engine.data.loader import image_seed
 from pretexts.errors import DataError
 
 
 def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | None = None) -> tuple[Dataset, Dataset]:
     """(train, val) sources of (PIL image, label); val is required, accuracy is measured on it. Of streamed shards,
-    the first `max_images` images of each split (None: `HEAD_IMAGES`); folders are read whole."""
+    the first `max_images` images of each split (None: `HEAD_IMAGES`); folders are read whole. A folder's
+    unreadable files are left out and kept in its scan: probe and fine-tune report them in their run folder
+    (`image_check.report_skipped`), so `compare`, which reads the data for every cell, prints nothing here."""
     from pretexts.engine.data.streams import is_stream
 
     train = build_source(data, "train", img_size, seed, labelled=True, max_images=max_images)
@@ -48,14 +48,7 @@ def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | N
         name_classes(train, val)
     else:
         match_folder_classes(data, train, val)
-        note = report_skipped([train, val])
-        if note and note not in _reported and os.environ.get("RANK", "0") == "0":  # rank 0 alone, once a process
-            _reported.add(note)  # (compare reads the same data for every cell)
-            print(note, file=sys.stderr, flush=True)
     return train, val
-
-
-_reported: set[str] = set()
 
 
 def match_folder_classes(data: str, train, val) -> None:

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.vit_tokens import LEARNED_POSITIONS, starting_positions
+from pretexts.engine.data.image_check import report_skipped
 from pretexts.engine.data.labelled_data import (
     LabelledImages,
     class_balanced_subset,
@@ -57,7 +58,7 @@ from pretexts.engine.training.preflight import check_backbone_fits, check_output
 from pretexts.engine.training.progress import progress, stderr_line
 from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
-from pretexts.engine.training.run_folder import open_log, write_json
+from pretexts.engine.training.run_folder import open_log, write_json, write_text
 from pretexts.errors import DataError
 
 
@@ -245,6 +246,11 @@ class Finetuner(TrainingRun):
         with self.run_folder("finetune", inputs=[cfg.checkpoint, cfg.data]):
             if self.rank == 0:
                 write_json(self.out / "config.json", cfg.to_dict())
+                # as train does, through `echo` (stderr; compare's cells silence it); the scan's size is not the
+                # crop's (the checkpoint's), so no small-image count
+                note = report_skipped([self.train_set, self.val_set], self.out, write_text, small=False)
+                if note:
+                    self.echo(note)
             return self.train_and_report()
 
     def train_and_report(self) -> dict:

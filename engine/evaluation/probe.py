@@ -5,6 +5,7 @@ with `@register_probe(name, params)` (or through the entry-point group `pretexts
 `params` declares its options as tasks and methods do (name -> `pretexts.Param`); they reach it as keyword
 arguments, converted and checked, from `--probe-arg KEY=VALUE` (the built-ins' also from their own flags)."""
 
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -18,6 +19,7 @@ from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.vit_tokens import LEARNED_POSITIONS
+from pretexts.engine.data.image_check import report_skipped
 from pretexts.engine.data.labelled_data import (
     LabelledImages,
     class_names,
@@ -35,7 +37,7 @@ from pretexts.engine.modules.features import BlockFeatures
 from pretexts.engine.training import distributed
 from pretexts.engine.training.preflight import check_output_dir, resolve_device
 from pretexts.engine.training.progress import progress
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
 from pretexts.registry import PROBES
 
 
@@ -203,6 +205,10 @@ def probe_features(
         f"probing {weights.source}{read} on {describe_data(cfg.data, origin)}: {describe_sizes(sizes)}, "
         f"{len(classes)} classes, {weights.img_size} px"
     )
+    if rank == 0:  # as train does: OUT/skipped_images.txt and one note; no random crop, so no small-image count
+        note = report_skipped([train_source, val_source], Path(cfg.out), write_text, small=False)
+        if note:
+            print(note, file=sys.stderr, flush=True)
     transform = eval_transform(weights.img_size, *normalisation(weights.model), cfg.crop_pct)
     torch.manual_seed(cfg.seed)
     start = time.time()
