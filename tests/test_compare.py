@@ -193,7 +193,7 @@ def test_a_cell_measured_under_other_settings_is_not_mixed_in(comparison):
             "--out",
             out,
         ],
-        "measured with other settings (batch_size)",
+        "measured with other settings (--batch-size 8, asked 16): rerun with --batch-size 8",
         "--force",
     )
 
@@ -343,10 +343,12 @@ def test_a_cell_records_what_auto_resolved_to_and_another_resolution_is_refused(
     for study, arm, changed in [(vit, masking, "loss"), (vit, random_init, "positions")]:
         cached = {**compare_cells.settings(study, arm), changed: "mse" if changed == "loss" else "learned"}
         (tmp_path / "cell.json").write_text(json.dumps({"points": {}, "settings": cached}))
-        with pytest.raises(OutputError, match=rf"measured with other settings \({changed}\); give --force"):
+        with pytest.raises(
+            OutputError, match=rf"other settings \({changed} {cached[changed]}, asked [\w-]+\); give --force"
+        ):
             compare_cells.load_cell(tmp_path / "cell.json", compare_cells.settings(study, arm))
     (tmp_path / "cell.json").write_text(json.dumps({"points": {}}))  # no settings: nothing says what it measured
-    with pytest.raises(OutputError, match="measured with other settings"):
+    with pytest.raises(OutputError, match=r"measured with other settings \(it records none\)"):
         compare_cells.load_cell(tmp_path / "cell.json", compare_cells.settings(cnn, masking))
 
 

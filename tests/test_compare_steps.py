@@ -87,7 +87,7 @@ def test_a_cache_of_steps_is_not_read_as_minutes(by_steps):
     data, out, _ = by_steps
     fails_cleanly(
         [*BASE, "--budget", "0.015", "--data", data, "--methods", "simmim", "--out", out],
-        "measured with other settings (budget)",
+        "measured with other settings (a budget in steps, asked in minutes)",
         "--force",
     )
 

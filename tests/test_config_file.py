@@ -90,7 +90,7 @@ def test_bad_config_files_and_values_are_one_line_errors(tmp_path):
     listing.write_text("- 1\n- 2\n")
     assert "must hold a mapping" in run_cli(["train", "--config", listing])[1]
     toml = tmp_path / "run.toml"
-    toml.write_text('epochs = 2\n')  # YAML would read it as one string
+    toml.write_text("epochs = 2\n")  # YAML would read it as one string
     assert "is not YAML or JSON; give a .yaml, .yml or .json file" in run_cli(["train", "--config", toml])[1]
     assert "is a file, not a folder" in run_cli(["train", "--out", listing, "--epochs", "1"])[1]
     assert "must be a number" in run_cli(["train", "--set", "base_lr=fast"])[1]

@@ -165,4 +165,8 @@ def test_a_tiny_comparison_on_shards_completes_and_records_what_the_probes_read(
         assert cell["settings"]["max_images"] == 32
         assert all(point["val_images"] == 32 for point in cell["points"].values())
     # cells measured on other images are not reused as if they were these
-    fails_cleanly([*base, "--data", shards, "--max-images", 16, "--out", tmp_path / "out"], "(max_images)")
+    fails_cleanly(
+        [*base, "--data", shards, "--max-images", 16, "--out", tmp_path / "out"],
+        "(--max-images 32, asked 16)",
+        "rerun with --max-images 32",
+    )

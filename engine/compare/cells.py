@@ -279,16 +279,56 @@ def load_cell(path: Path, expected: dict | None = None) -> dict:
     """A cached cell; one measured under other settings is refused."""
     cell = json.loads(path.read_text())
     cell.setdefault("finetunes", {})
-    saved = cell.get("settings")
-    wanted = None if expected is None else json.loads(json.dumps(expected))
-    if wanted is not None and saved != wanted:
-        saved = saved or {}
-        changed = sorted(k for k in {*wanted, *saved} if saved.get(k) != wanted.get(k))  # one either lacks too
+    changes = setting_changes(cell, expected)
+    if changes:
         raise OutputError(
-            f"{path} was measured with other settings ({', '.join(changed)}); give --force to "
-            f"measure again, or another --out."
+            f"{path} was measured with other settings ({changes_text(changes)}); give --force to measure again, "
+            "or another --out."
         )
     return cell
+
+
+# a cell's settings key -> the option of `pretexts compare` that sets it
+OPTION_OF = {
+    "backbone": "--backbone",
+    "data": "--data",
+    "img_size": "--img-size",
+    "batch_size": "--batch-size",
+    "clock": "--clock",
+    "max_images": "--max-images",
+}
+
+
+def setting_changes(cell: dict, expected: dict | None) -> list[tuple]:
+    """(key, the cell's value, the asked value) for each setting (settings()) `cell` was measured with otherwise;
+    [] where they agree or nothing is expected, [(None, None, None)] where the cell records none."""
+    wanted = None if expected is None else json.loads(json.dumps(expected))
+    saved = cell.get("settings")
+    if wanted is None or saved == wanted:
+        return []
+    if saved is None:
+        return [(None, None, None)]
+    keys = sorted(k for k in {*wanted, *saved} if saved.get(k) != wanted.get(k))  # one either lacks too
+    return [(key, saved.get(key), wanted.get(key)) for key in keys]
+
+
+def changes_text(changes: list[tuple]) -> str:
+    """'--batch-size 64, asked 32': each change as a user would set it back."""
+    parts = []
+    for key, was, asked in changes:
+        if key is None:
+            parts.append("it records none")
+        elif key == "budget":  # only a budget in steps is recorded: no key is minutes
+            parts.append(f"a budget in {was or 'minutes'}, asked in {asked or 'minutes'}")
+        else:
+            parts.append(f"{OPTION_OF.get(key, key)} {shown(was)}, asked {shown(asked)}")
+    return "; ".join(parts)
+
+
+def shown(value) -> str:
+    if value is None:
+        return "none"
+    return str(value) if isinstance(value, (str, int, float)) else json.dumps(value, sort_keys=True)
 
 
 def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool, stop=None) -> dict:

@@ -128,10 +128,15 @@ class CompareConfig:
 
     def __post_init__(self):
         check_field_types(self)
-        self.tasks, self.methods = split_names(self.tasks), split_names(self.methods)
-        self.seeds = tuple(int(s) for s in split_names(self.seeds))
-        self.budget = tuple(sorted({float(b) for b in split_names(self.budget)}))
-        self.steps = tuple(sorted({whole_steps(s) for s in split_names(self.steps)}))
+        # a name given twice would plan two cells of one folder and show one row: each is kept once, and said so
+        self.notes = []  # not a field: what compare() says before the plan
+        self.tasks = self.once("--tasks", split_names(self.tasks), "compared")
+        self.methods = self.once("--methods", split_names(self.methods), "compared")
+        self.seeds = self.once("--seeds", tuple(int(s) for s in split_names(self.seeds)), "run")
+        self.budget = tuple(sorted(self.once("--budget", tuple(float(b) for b in split_names(self.budget)), "scored")))
+        self.steps = tuple(
+            sorted(self.once("--steps", tuple(whole_steps(s) for s in split_names(self.steps)), "scored"))
+        )
         check_ranges(self)
         if self.steps and self.budget not in (DEFAULT_BUDGET, ()):
             raise ParameterError(
@@ -148,6 +153,16 @@ class CompareConfig:
         check_names("pretext task", self.tasks, TASKS)
         if self.rank_by == "finetune" and not self.finetune_epochs:
             raise ParameterError("--rank-by finetune needs --finetune-epochs N (N > 0).")
+
+    def once(self, option: str, values: tuple, verb: str) -> tuple:
+        """`values` with each kept once, in the order given; a note in `notes` for each repeated one."""
+        for value in dict.fromkeys(values):
+            times = values.count(value)
+            if times > 1:
+                given = "twice" if times == 2 else f"{times} times"
+                shown = f"{value:g}" if isinstance(value, float) else value
+                self.notes.append(f"note: {shown} given {given} in {option}: {verb} once")
+        return tuple(dict.fromkeys(values))
 
     @property
     def budgets(self) -> tuple:

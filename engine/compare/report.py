@@ -97,8 +97,11 @@ def budget_text(row: dict) -> str:
     return f"{budget_name(row['budget'])} {UNIT_WORDS[row['unit']]}"
 
 
-def cell_text(value: tuple | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value[0]:.{digits}f} +- {value[1]:.{digits}f}"
+def cell_text(value: tuple | None, digits: int = 2, seeds: int | None = None) -> str:
+    """'37.40 +- 0.60'; of one seed (`seeds` 1) the mean alone: its std of 0 was not measured."""
+    if value is None:
+        return "-"
+    return f"{value[0]:.{digits}f}" if seeds == 1 else f"{value[0]:.{digits}f} +- {value[1]:.{digits}f}"
 
 
 def latest(rows: list[dict]) -> list[bool]:
@@ -125,10 +128,14 @@ def columns(rows: list[dict], rank_by: str, clock: str) -> list[tuple[str, str, 
         ("seeds", "seeds", lambda r: str(r["seeds"])),
         ("steps", "steps", lambda r: f"{r['steps']:.0f}"),
         *(
-            (s, SCORE_COLUMNS[s] + (" (ranked by)" if s == rank_by else ""), lambda r, s=s: cell_text(r[s]))
+            (
+                s,
+                SCORE_COLUMNS[s] + (" (ranked by)" if s == rank_by else ""),
+                lambda r, s=s: cell_text(r[s], seeds=r["seeds"]),
+            )
             for s in scores
         ),
-        ("held_out", "held-out restored / baseline", lambda r: cell_text(r["held_out"])),
+        ("held_out", "held-out restored / baseline", lambda r: cell_text(r["held_out"], seeds=r["seeds"])),
         ("top_share", "max top-component share", lambda r: "-" if r["top_share"] is None else f"{r['top_share']:.2f}"),
     ]
 
@@ -147,7 +154,8 @@ def table(rows: list[dict], rank_by: str, clock: str, val_images: int) -> str:
 
 
 def write_csv(rows: list[dict], rank_by: str, clock: str, val_images: int, path: Path) -> None:
-    """Every column of the table, one number a cell (mean and std apart), for a spreadsheet or pandas."""
+    """Every column of the table, one number a cell (mean and std apart), for a spreadsheet or pandas; of one
+    seed the std is empty (not measured), not 0."""
     scores = [*SCORE_COLUMNS, "held_out"]
     header = ["rank", "arm", "minutes", "clock", "seeds", "steps"]
     header += [f"{s}_{part}" for s in scores for part in ("mean", "std")]
@@ -156,7 +164,11 @@ def write_csv(rows: list[dict], rank_by: str, clock: str, val_images: int, path:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     for rank, row in ranked_with_ties(rows, rank_by, val_images):
-        numbers = [x for s in scores for x in (row[s] if row[s] is not None else ("", ""))]
+        numbers = [
+            x
+            for s in scores
+            for x in (("", "") if row[s] is None else (row[s][0], "" if row["seeds"] == 1 else row[s][1]))
+        ]
         epochs = " ".join(map(str, row["finetune_epochs"]))
         precision = " ".join(row["finetune_precision"])
         writer.writerow(
@@ -173,7 +185,8 @@ PALETTE = [
 
 
 def plot(rows: list[dict], rank_by: str, path: Path, title: str) -> None:
-    """One panel per score: each arm's mean +- std over seeds at its largest budget, ranked; random init grey."""
+    """One panel per score: each arm's mean +- std over seeds at its largest budget, ranked; random init grey. A
+    row of one seed has no error bar, and is labelled so where other rows have them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -184,28 +197,39 @@ def plot(rows: list[dict], rank_by: str, path: Path, title: str) -> None:
     scores = [s for s in SCORE_COLUMNS if any(r[s] is not None for r in last)]
     pretrained = [r["arm"] for r in last if r["budget"] > 0]
     colour = {r["arm"]: "0.65" for r in last} | {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(pretrained)}
+    single = [r["seeds"] == 1 for r in last]
+    xlabel = "top-1 on val/ (%), " + (
+        "one seed" if all(single) else "mean +- std" if not any(single) else "mean +- std (2+ seeds)"
+    )
     fig, axes = plt.subplots(1, len(scores), figsize=(4.2 * len(scores), 0.5 * len(last) + 1.6), squeeze=False)
     for ax, score in zip(axes[0], scores):
         shown = [r for r in last if r[score] is not None][::-1]  # best at the top
         ax.barh(
             range(len(shown)),
             [r[score][0] for r in shown],
-            xerr=[r[score][1] for r in shown],
+            xerr=None if all(single) else [0.0 if r["seeds"] == 1 else r[score][1] for r in shown],
             capsize=3,
             color=[colour[r["arm"]] for r in shown],
         )
         ax.set_yticks(
             range(len(shown)),
-            [f"{r['arm']} ({budget_text(r)})" if r["budget"] else r["arm"] for r in shown],
+            [bar_label(r, mixed=any(single) and not all(single)) for r in shown],
             fontsize=8,
         )
         for r in shown:  # random init's level across the panel: what pretraining has to beat
             if r["budget"] == 0:
                 ax.axvline(r[score][0], color="0.4", linestyle="--", linewidth=1)
         ax.set_title(SCORE_COLUMNS[score] + (" (ranked by)" if score == rank_by else ""), fontsize=9)
-        ax.set_xlabel("top-1 on val/ (%), mean +- std")
+        ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3, axis="x")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
+
+
+def bar_label(row: dict, mixed: bool) -> str:
+    """A bar's name: the arm, its budget, and where other bars have error bars, '1 seed' on one without."""
+    notes = [budget_text(row)] if row["budget"] else []
+    notes += ["1 seed"] if mixed and row["seeds"] == 1 else []
+    return f"{row['arm']} ({', '.join(notes)})" if notes else row["arm"]

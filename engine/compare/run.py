@@ -15,7 +15,15 @@ import torch
 
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
-from pretexts.engine.compare.cells import arms_for, clock_kind, run_cell
+from pretexts.engine.compare.cells import (
+    OPTION_OF,
+    arms_for,
+    changes_text,
+    clock_kind,
+    run_cell,
+    setting_changes,
+    settings,
+)
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.inputs import forget, probe_inputs
 from pretexts.engine.compare.plan import Pace, clock_time, fixed_seconds, measure_costs
@@ -30,6 +38,7 @@ from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.progress import duration
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
+from pretexts.errors import OutputError
 
 OUTPUTS = ("compare.json", "compare.md", "compare.csv", "compare.png")
 CROP_PCT = ProbeConfig.__dataclass_fields__["crop_pct"].default  # the probes' evaluation crop
@@ -62,6 +71,28 @@ def finished(cfg: CompareConfig, arm, folder: Path) -> bool:
     return not cfg.finetune_epochs or tuned_as_asked(cell.get("finetunes", {}).get(budgets[-1], {}), cfg)
 
 
+def refuse_other_settings(cfg: CompareConfig, todo: list) -> None:
+    """Before the plan, as the run would after it: a cached cell measured under other settings (cells.settings) is
+    refused, in one line that says what differs and how to reuse it instead."""
+    wanted = {}
+    for arm, seed in todo:
+        try:
+            cell = json.loads((cell_folder(cfg, arm, seed) / "cell.json").read_text())
+        except (OSError, ValueError):
+            continue  # none yet, or unreadable: the run measures it
+        if arm.name not in wanted:
+            wanted[arm.name] = settings(cfg, arm)
+        changes = setting_changes(cell, wanted[arm.name])
+        if not changes:
+            continue
+        back = [f"{OPTION_OF[key]} {was}" for key, was, _ in changes if key in OPTION_OF and was is not None]
+        reuse = f"rerun with {' '.join(back)} to reuse them, " if len(back) == len(changes) else ""
+        raise OutputError(
+            f"the cells cached in {cfg.out} were measured with other settings ({changes_text(changes)}): "
+            f"{reuse}give --force to measure them again, or another --out."
+        )
+
+
 def wrapped(text: str) -> list[str]:
     return textwrap.wrap(text, WIDTH, subsequent_indent="  ")
 
@@ -73,8 +104,9 @@ def plan(cfg: CompareConfig, todo: list, cached: set, arms: list, say: Callable[
     runs = sum(1 for arm, seed in todo if arm.method is not None and (arm.name, seed) not in cached)
     randoms = sum(1 for arm, seed in todo if arm.method is None and (arm.name, seed) not in cached)
     clock_words = "CPU time of the training steps" if kind == "process" else "wall-clock of the training steps"
+    pairs = f"{len(arms) - 1} pair{'s' if len(arms) != 2 else ''}"
     for line in wrapped(
-        f"plan: {len(arms) - 1} pairs and random init on {cfg.backbone}, '{cfg.data}', seeds "
+        f"plan: {pairs} and random init on {cfg.backbone}, '{cfg.data}', seeds "
         f"{' '.join(map(str, cfg.seeds))}: {len(todo)} cells ({runs} to pretrain, {randoms} random init, "
         f"{len(cached)} cached); budget {', '.join(map(budget_name, cfg.budgets))} {UNIT_WORDS[cfg.unit]} a pair "
         f"({kind} clock: {clock_words}) -> {cfg.out}"
@@ -183,8 +215,11 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
         forget()
         arms = arms_for(cfg.tasks, cfg.methods)
         todo = [(arm, seed) for arm in arms for seed in cfg.seeds]
+        refuse_other_settings(cfg, todo)  # before "cached": a cell the run would refuse is not counted as done
         cached = {(arm.name, seed) for arm, seed in todo if finished(cfg, arm, cell_folder(cfg, arm, seed))}
         say = (lambda line: None) if cfg.quiet else echo
+        for note in getattr(cfg, "notes", ()):  # a name given twice, kept once (config.py)
+            say(note)
         pace = plan(cfg, todo, cached, arms, say)
         estimate = pace.total()
         with StopSignals() as stop:
@@ -200,7 +235,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
             rows,
             cfg.rank_by,
             out / "compare.png",
-            f"{cfg.backbone} on '{cfg.data}', {len(cfg.seeds)} seed(s): "
+            f"{cfg.backbone} on '{cfg.data}', {len(cfg.seeds)} seed{'s' if len(cfg.seeds) > 1 else ''}: "
             f"features after {budget_name(max(cfg.budgets))} {UNIT_WORDS[cfg.unit]} of pretraining",
         )
         record = {

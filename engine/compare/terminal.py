@@ -12,8 +12,11 @@ GAP = "  "
 NAME_WIDTH = 30  # a long plugin name is shortened this far before a column is dropped
 
 
-def spread(value: tuple | None) -> str:
-    return "-" if value is None else f"{value[0]:.1f} +-{value[1]:.1f}"
+def spread(value: tuple | None, seeds: int) -> str:
+    """'37.4 +-0.6'; of one seed the mean alone (no spread was measured)."""
+    if value is None:
+        return "-"
+    return f"{value[0]:.1f}" if seeds == 1 else f"{value[0]:.1f} +-{value[1]:.1f}"
 
 
 def terminal_table(rows: list[dict], rank_by: str, clock: str, val_images: int, width: int = WIDTH) -> str:
@@ -28,7 +31,7 @@ def terminal_table(rows: list[dict], rank_by: str, clock: str, val_images: int, 
         ("min", lambda rank, r: f"{r['minutes']:g}"),
         ("seeds", lambda rank, r: str(r["seeds"])),
         ("steps", lambda rank, r: f"{r['steps']:.0f}"),
-        *((SHORT[s] + ("*" if s == rank_by else ""), lambda rank, r, s=s: spread(r[s])) for s in scores),
+        *((SHORT[s] + ("*" if s == rank_by else ""), lambda rank, r, s=s: spread(r[s], r["seeds"])) for s in scores),
         ("held-out", lambda rank, r: "-" if r["held_out"] is None else f"{r['held_out'][0]:.2f}"),
         ("top share", lambda rank, r: "-" if r["top_share"] is None else f"{r['top_share']:.2f}"),
     ]
@@ -46,9 +49,9 @@ def terminal_table(rows: list[dict], rank_by: str, clock: str, val_images: int, 
         if any(r["unit"] == "steps" for r in rows)
         else "min: minutes of pretraining"
     )
-    note = f"* ranked by {SCORE_COLUMNS[rank_by]} (mean +- std over seeds, %); {budget}, {clock} clock. " + tie_rule(
-        val_images
-    )
+    single = [r["seeds"] == 1 for r in rows]
+    over = "one seed" if all(single) else "mean +- std over seeds" + ("; one seed: the mean" if any(single) else "")
+    note = f"* ranked by {SCORE_COLUMNS[rank_by]} ({over}, %); {budget}, {clock} clock. " + tie_rule(val_images)
     return "\n".join(lines + textwrap.wrap(note, width))
 
 
