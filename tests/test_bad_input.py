@@ -1,6 +1,8 @@
 """Bad input through the CLI (settings, data, usage): one line saying what was wrong and what to do, exit code 2,
 no traceback. Bad checkpoints and the other commands' bad input: test_bad_input_commands.py."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -164,6 +166,15 @@ def test_unreadable_images_are_skipped_and_listed_and_odd_modes_train(tmp_path):
     assert "empty file (0 bytes)" in listed[str(data / "a" / "zero.png")]
     assert "cannot identify image file" in listed[str(data / "a" / "notes.png")]
     assert load_checkpoint(out / "checkpoint.pt")["global_step"] == 1
+
+
+def test_data_without_a_val_split_trains_and_says_why_no_held_out_error_is_measured(tmp_path):
+    data, out = tmp_path / "data", tmp_path / "run"
+    copy_sample_images(data / "train", 6)
+    result, _ = run_cli(FAST + ["--data", data, "--out", out])
+    assert result.exit_code == 0, result.output
+    assert f"'{data}' has no val/ split, so no held-out restoration error is measured" in result.output
+    assert "held_out" not in json.loads((out / "results.json").read_text())
 
 
 def test_conversion_to_8bit_rgb(tmp_path):

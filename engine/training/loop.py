@@ -181,8 +181,13 @@ class Pretrainer(TrainingRun):
             if self.rank == 0:
                 check_output_dir(self.out, checkpoint_bytes(self.model))
                 write_json(self.out / "config.json", self.record.to_dict())
-                note = report_skipped([self.train_set, self.val_set], self.out, write_text)
-                if note:
+                notes = [report_skipped([self.train_set, self.val_set], self.out, write_text)]
+                if self.val_set is None:  # else the run's held-out line would be missing unexplained
+                    notes.append(
+                        f"'{cfg.data}' has no val/ split, so no held-out restoration error is measured; add val/ "
+                        "beside train/ for it."
+                    )
+                for note in filter(None, notes):
                     print(note, file=sys.stderr, flush=True)
                 self.experiment = open_experiment_log(
                     cfg.logger, self.out, self.record.to_dict(), self.global_step + 1 if cfg.resume else None
