@@ -148,7 +148,8 @@ def train_head(
     features, labels = train
     steps = -(-features.shape[0] // batch_size)
     optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
-    scheduler = CosineLRScheduler(optimizer, t_initial=epochs * steps, t_in_epochs=False)
+    # at least 2: timm warns that a one-step cosine does nothing (the one step's lr is the peak either way)
+    scheduler = CosineLRScheduler(optimizer, t_initial=max(epochs * steps, 2), t_in_epochs=False)
     head.train()
     for epoch in range(epochs):
         order = torch.randperm(features.shape[0], generator=generator)

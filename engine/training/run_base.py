@@ -69,7 +69,7 @@ class TrainingRun:
         self.optimizer = optimizer
         self.scheduler = CosineLRScheduler(
             optimizer,
-            t_initial=total,
+            t_initial=max(total, 2),  # timm warns that a one-step cosine does nothing; the one step's lr is the peak
             lr_min=lr_min,
             t_in_epochs=False,
             warmup_t=min(int(self.cfg.warmup_epochs * self.steps_per_epoch), total - 1),
