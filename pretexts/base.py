@@ -9,6 +9,8 @@ from torch import Tensor
 from .errors import ParameterError, suggest
 from .params import AUTO, Param
 
+RANGE_SLACK = 1e-3  # float images a resize or colour op left a rounding step outside [0, 1] are still images
+
 
 @dataclass
 class Corrupted:
@@ -211,7 +213,8 @@ class Pretext:
             The corrupted sample.
 
         Raises:
-            ParameterError: `images` is not a `(B, 3, H, W)` batch, or neither float nor uint8.
+            ParameterError: `images` is not a `(B, 3, H, W)` batch, neither float nor uint8, or float outside
+                [0, 1] (0-255 pixels, normalised images).
 
         Shape:
             - images: `(B, 3, H, W)` float in [0, 1], or uint8 in [0, 255].
@@ -223,6 +226,15 @@ class Pretext:
             images = images.float() / 255
         elif not images.is_floating_point():
             raise ParameterError(f"{self.name}: images must be float in [0, 1] or uint8, got {images.dtype}.")
+        elif images.numel():
+            # 0-255 pixels or normalised images would be corrupted and restored on the wrong scale, silently;
+            # the training step already waits on its loss each step, so this one read costs no overlap
+            low, high = (v.item() for v in torch.aminmax(images.detach()))
+            if low < -RANGE_SLACK or high > 1 + RANGE_SLACK:
+                raise ParameterError(
+                    f"{self.name}: images must be float in [0, 1], got values in [{low:.3g}, {high:.3g}]: divide "
+                    "0-255 pixels by 255, and give images before their normalisation (the model normalises them)."
+                )
         return self.corrupt(images, generator)
 
     def trivial_restore(self, sample: Corrupted) -> Tensor | None:

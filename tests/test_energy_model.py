@@ -83,3 +83,9 @@ def test_unknown_backbone_suggests_close_names():
 def test_image_size_must_be_a_multiple_of_the_patch():
     with pytest.raises(ParameterError, match="not divisible by the patch size 4"):
         backbones.create_backbone("vit_tiny", img_size=30)
+
+
+def test_uint8_images_are_scored_as_the_tasks_read_them():
+    model = create_energy_model("test_convnext", img_size=32).eval()
+    pixels = (torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
+    torch.testing.assert_close(model.energy(pixels), model.energy(pixels.float() / 255))

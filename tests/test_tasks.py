@@ -60,6 +60,15 @@ def test_float64_and_uint8_inputs(name):
     assert torch.allclose(as_uint8.target, images, atol=1 / 255)
 
 
+@pytest.mark.parametrize("name", ["super-resolution", "random-mask", "colorization"])
+def test_float_images_off_the_unit_range_are_refused_with_the_scale_they_look_like(name):
+    images, task = cifar_batch(2), make(name)
+    for wrong in (images * 255, (images - 0.45) / 0.25):  # 0-255 pixels; normalised images
+        with pytest.raises(ParameterError, match=r"images must be float in \[0, 1\], got values in .*divide"):
+            task(wrong)
+    corrupt(task, (images + 5e-4).clamp(max=1 + 5e-4))  # a rounding step past 1 is still an image
+
+
 @pytest.mark.parametrize("name", TASKS)
 def test_same_seed_same_output(name):
     images = cifar_batch(8)

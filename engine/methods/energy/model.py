@@ -64,8 +64,10 @@ class EnergyModel(nn.Module):
         return self.head(features).squeeze(-1) * self.energy_scale
 
     def energy(self, x: Tensor) -> Tensor:
-        """Energies [B] of images [B,3,H,W] in [0,1]. Runs attention on the MATH SDPA backend,
-        the one kernel with a double backward, unless `math_attention` is off."""
+        """Energies [B] of images [B,3,H,W] in [0,1] (uint8 is read as pixels / 255, as the tasks read it). Runs
+        attention on the MATH SDPA backend, the one kernel with a double backward, unless `math_attention` is off."""
+        if x.dtype == torch.uint8:
+            x = x.float() / 255
         with sdpa_kernel(SDPBackend.MATH) if self.math_attention else nullcontext():
             return self.score(self.backbone(self.normalize(x)))
 
