@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 from cli_runs import TRAIN, one_torch_thread, run_cli  # noqa: F401 (a fixture)
 from pretrained_checkpoints import finetune_argv, write_checkpoint
@@ -118,3 +119,14 @@ def test_probe_and_finetune_take_their_saved_configs(tmp_path):
     assert result.exit_code == 0, result.output
     a, b = weights(finetune / "finetuned.pt"), weights(tmp_path / "ft2" / "finetuned.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_from_dict_refuses_an_unknown_key_by_name_and_routes_a_method_option():
+    from pretexts.engine import FinetuneConfig, PretrainConfig
+    from pretexts.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="unknown field 'batchsize' for PretrainConfig. Did you mean: batch_size"):
+        PretrainConfig.from_dict({"epochs": 1, "batchsize": 3})
+    with pytest.raises(ParameterError, match="unknown field 'top1' for FinetuneConfig"):  # a results.json, say
+        FinetuneConfig.from_dict({"top1": 50.0})
+    assert PretrainConfig.from_dict({"steps": 3}).method_args == {"steps": 3}  # the energy method's option

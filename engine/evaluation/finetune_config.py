@@ -33,6 +33,7 @@ from pretexts.engine.training.settings import (
     check_ranges,
     clip_grad_setting,
     cudnn_benchmark_setting,
+    from_values,
     log_every_setting,
     max_images_setting,
     positions_setting,
@@ -198,8 +199,8 @@ class FinetuneConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "FinetuneConfig":
-        """A saved config (config.json, a checkpoint's)."""
-        return cls(**values)
+        """A saved config (config.json, a checkpoint's); an unknown key is refused naming the close fields."""
+        return from_values(cls, values)
 
     def check_resolved(self) -> None:
         """The checks that need the recipe's values filled in."""

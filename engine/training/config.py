@@ -30,6 +30,7 @@ from pretexts.engine.training.settings import (
     check_ranges,
     clip_grad_setting,
     cudnn_benchmark_setting,
+    from_values,
     log_every_setting,
     save_every_setting,
     setting,
@@ -256,8 +257,9 @@ class PretrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "PretrainConfig":
-        """A saved config (config.json, a checkpoint's)."""
-        return cls(**values)
+        """A saved config (config.json, a checkpoint's); a key of the method's options goes into method_args,
+        as a config file's does; any other unknown key is refused naming the close fields."""
+        return from_values(cls, with_method_args(dict(values)))
 
 
 def method_attribute(method: str, name: str, empty):

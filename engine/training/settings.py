@@ -10,7 +10,7 @@ import os
 import typing
 from dataclasses import dataclass, field, fields
 
-from pretexts.errors import ParameterError
+from pretexts.errors import ParameterError, suggest
 
 # the sections of a command's --help, in order: each field names its own (`setting(..., section=...)`)
 SECTIONS = {
@@ -269,3 +269,16 @@ def check_field_types(cfg) -> None:
                 f"{f.name} must be {names}, got {value!r}{WRITTEN_AS.get(allowed[0], '').format(f.name)}."
             )
     check_finite(cfg)
+
+
+def from_values(cls, values: dict, where: str = "saved config"):
+    """`cls(**values)`, with a key that is no field of `cls` refused in one line naming the close fields (a
+    results.json given for a config.json, a misspelt key), not a TypeError."""
+    known = [f.name for f in fields(cls)]
+    unknown = [key for key in values if key not in known]
+    if unknown:
+        raise ParameterError(
+            f"{where}: unknown field '{unknown[0]}' for {cls.__name__}.{suggest(unknown[0], known)} "
+            f"Fields: {', '.join(known)}."
+        )
+    return cls(**values)
