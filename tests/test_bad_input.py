@@ -324,3 +324,22 @@ def test_help_version_and_ctrl_c_keep_their_exit_codes(monkeypatch):
     monkeypatch.setattr(type(main), "make_context", interrupted)  # Ctrl-C while the options are read
     result, _ = run_cli(["list"])
     assert result.exit_code == 130 and "Interrupted." in result.output, result.output
+
+
+def test_a_methods_model_that_fails_its_first_forward_is_not_blamed_on_the_image_size():
+    from pretexts.backbones import create_backbone
+    from pretexts.engine.training.preflight import check_backbone_fits
+
+    class Net(torch.nn.Module):  # a plugin's model whose head does not fit its backbone's features
+        def __init__(self):
+            super().__init__()
+            self.backbone, self.head = create_backbone("test_convnext", img_size=32), torch.nn.Linear(7, 4)
+
+        def forward(self, images):
+            return self.head(self.backbone(images))
+
+    with pytest.raises(ParameterError, match="the Net model failed its first forward at image size 32") as err:
+        check_backbone_fits(Net(), "test_convnext", 32, torch.device("cpu"))
+    assert "--img-size" not in str(err.value) and isinstance(err.value.__cause__, RuntimeError)
+    with pytest.raises(ParameterError, match="cannot run at image size 8.*use a larger --img-size"):
+        check_backbone_fits(Net(), "test_convnext", 8, torch.device("cpu"))

@@ -60,10 +60,29 @@ def check_backbone_fits(model: torch.nn.Module, name: str, img_size: int, device
     except RuntimeError as err:
         if OUT_OF_MEMORY.search(str(err)):
             raise too_large(err, img_size, device) from None
+        reason = " ".join(str(err).split())[:200]
+        if backbone_runs(model, images):  # the size is not what failed: the method's own model did (a plugin's)
+            raise ParameterError(
+                f"the {type(model).__name__} model failed its first forward at image size {img_size} ({reason}); "
+                "a method's model needs a forward of images, or the method a probe_forward (--debug: the "
+                "traceback)."
+            ) from err
         raise ParameterError(
-            f"backbone '{name}' cannot run at image size {img_size} "
-            f"({' '.join(str(err).split())[:200]}); use a larger --img-size."
+            f"backbone '{name}' cannot run at image size {img_size} ({reason}); use a larger --img-size."
         ) from None
+
+
+def backbone_runs(model: torch.nn.Module, images: torch.Tensor) -> bool:
+    """Whether the model's `backbone` (where it has one) takes these images."""
+    backbone = getattr(model, "backbone", None)
+    if not isinstance(backbone, torch.nn.Module):
+        return False
+    try:
+        with eval_mode(backbone), torch.no_grad(), torch.compiler.set_stance("force_eager"):
+            backbone(images)
+    except RuntimeError:
+        return False
+    return True
 
 
 # CUDA's and MPS's "out of memory", the CPU allocator's "can't allocate memory"
