@@ -1,11 +1,9 @@
 """The registries, in one place: pretext tasks (`TASKS`), pretraining methods (`METHODS`) and evaluation probes
-(`PROBES`), each filled by its built-ins at definition and by plugins through one entry-point group
-(`pretexts.tasks`, `pretexts.methods`, `pretexts.probes`). Backbone aliases are no registry: they live with the
-backbones (`pretexts.backbones.ALIASES`).
-
-Nothing here imports torch: a registry imports its built-in modules on first use (`Registry.load`), and
-`pretexts list` takes them from a cache while they are unchanged (`Registry.entries`, pretexts/listing_cache.py).
-Finding and loading the plugins is pretexts/plugins.py."""
+(`PROBES`), each filled by its built-ins and by plugins through one entry-point group (`pretexts.tasks`,
+`pretexts.methods`, `pretexts.probes`); backbone aliases are no registry (`pretexts.backbones.ALIASES`). Nothing
+here imports torch: a registry imports its built-in modules on first use (`Registry.load`), and `pretexts list`
+takes them from a cache while they are unchanged (`Registry.entries`, pretexts/listing_cache.py). Finding and
+loading the plugins is pretexts/plugins.py; what an entry must be, pretexts/entry_checks.py."""
 
 import fnmatch
 import inspect
@@ -13,6 +11,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from importlib import import_module
 
+from .entry_checks import check_entry, check_name
 from .errors import DuplicateNameError, UnknownNameError, suggest
 from .plugins import load_entry_points
 
@@ -55,6 +54,7 @@ class Registry:
     hint: str = ""  # ends an unknown name's error; {names} lists the known ones
     declares: tuple = ()  # the attributes a listing reads from an entry
     cached: bool = False  # `entries` may cache the built-ins: pretexts' own modules (the cache's key is their files)
+    base: str = ""  # "module:Class" every entry must subclass (imported when one registers); "": any callable
     table: dict = field(default_factory=dict)
     broken: dict = field(default_factory=dict)  # entry-point name -> where and why it failed
     tracebacks: dict = field(default_factory=dict)
@@ -75,7 +75,7 @@ class Registry:
             (Callable[[type], type]): The decorator, which returns the class it registers unchanged.
 
         Raises:
-            DuplicateNameError: Another class has the name; the message names where both are defined.
+            DuplicateNameError: Another class has the name (ParameterError: a name or class of the wrong kind).
 
         Examples:
             >>> from pretexts.registry import Registry
@@ -87,14 +87,16 @@ class Registry:
             pretexts.errors.DuplicateNameError: widget 'spanner' is registered twice: ... Rename one of them.
         """
 
+        check_name(self.kind, name)  # now, not when the decorator is applied
+
         def wrap(cls):
+            check_entry(self.kind, self.base, name, cls)
             old = self.table.get(name)
             builtin = self.declared.get(name) if old is None else None
             if old is not None and old is not cls or builtin is not None and builtin != cls.__module__:
+                first = defined_at(old) if old is not None else builtin
                 raise DuplicateNameError(
-                    f"{self.kind} '{name}' is registered twice: "
-                    f"{defined_at(old) if old is not None else builtin} and "
-                    f"{defined_at(cls)}. Rename one of them."
+                    f"{self.kind} '{name}' is registered twice: {first} and {defined_at(cls)}. Rename one of them."
                 )
             self.table[name] = cls
             return cls
@@ -108,9 +110,6 @@ class Registry:
         `cached` registry whose built-ins are not imported yet takes them from the listing cache, so a listing
         imports no torch; on a miss (a first listing, a changed source file, a new version) they are imported once
         and the cache refilled. Plugins are imported on every call (third-party code) and come as their classes.
-
-        Returns:
-            Name -> entry: a built-in's listing (its summary and declarations), a plugin's class or function.
 
         Examples:
             >>> from pretexts.registry import METHODS
@@ -227,6 +226,7 @@ TASKS = Registry(
     hint="Run `pretexts list` to see all tasks.",
     declares=("params", "presets"),
     cached=True,
+    base="pretexts.base:Pretext",
 )
 """The pretext tasks: `pretexts.register` adds one, plugin packages through the entry-point group `pretexts.tasks`;
 `create_pretext`, `list_pretexts` and `get_pretext_class` read it."""
@@ -240,6 +240,7 @@ METHODS = Registry(
     hint="Methods: {names} (`pretexts list --methods`).",
     declares=("method_params",),
     cached=True,
+    base="pretexts.engine.methods.base:Method",
 )
 """The pretraining methods (`pretexts.engine.Method` subclasses): `pretexts.engine.register_method` adds one, plugin
 packages through the entry-point group `pretexts.methods`; `pretexts train --method NAME` trains it."""
@@ -271,6 +272,7 @@ def register(name: str):
 
     Raises:
         DuplicateNameError: Another task has the name (a built-in's included); the message names both classes.
+        ParameterError: The name is no command-line word, or the class no `Pretext` subclass.
 
     Examples:
         >>> import torch
@@ -288,8 +290,10 @@ def register(name: str):
         True
     """
 
+    decorate = TASKS.register(name)  # a bad name is refused here, before a class is given
+
     def wrap(cls):
-        cls = TASKS.register(name)(cls)
+        cls = decorate(cls)
         cls.name = name
         return cls
 

@@ -48,6 +48,23 @@ def test_unknown_name_suggests_close_names():
         pretexts.create_pretext("colorisation")
 
 
+def test_a_name_that_is_no_command_line_word_or_a_class_of_the_wrong_kind_is_refused_as_it_registers(clean_registry):
+    for name in (3, "Bad Name!", ""):
+        with pytest.raises(ParameterError, match="name is letters, digits"):
+            pretexts.register(name)
+
+    class Plain:
+        """Neither a task nor a method."""
+
+    with pytest.raises(ParameterError, match="'plainclass': .* is not a Pretext subclass"):
+        pretexts.register("plainclass")(Plain)
+    from pretexts.engine import register_method
+
+    with pytest.raises(ParameterError, match="method 'plain': .* is not a Method subclass"):
+        register_method("plain")(Plain)
+    assert "plainclass" not in pretexts.list_pretexts()
+
+
 def test_duplicate_name_names_both_definitions(clean_registry):
     with pytest.raises(DuplicateNameError) as err:
 
