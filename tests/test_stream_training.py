@@ -104,8 +104,10 @@ def packed(tmp_path_factory):
 
 def test_shards_written_by_pretexts_shard_train_from_the_command_line(tmp_path, packed):
     args = ["train", "--data", packed, "--backbone", "test_resnet", "--epochs", "1", "--batch-size", "16"]
+    args += ["--eval-images", "16", "--monitor-images", "16"]  # of the 80 held-out images: says which option
     result, _ = run_cli([*args, "--max-steps-per-epoch", "2", "--workers", "0", "--out", tmp_path / "run"])
     assert result.exit_code == 0, result.output
+    assert "reading its first 16 of 80 images (the largest of --eval-images, --monitor-images" in result.output
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [row["step"] for row in log] == [1, 2] and all(math.isfinite(row["loss"]) for row in log)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["data"] == str(packed)

@@ -36,6 +36,7 @@ def build_source(
     labelled: bool = False,
     dataset: str | None = None,
     max_images: int | None = None,
+    limit: str = "--max-images",
 ) -> Dataset | None:
     """The `split` ("train" or "val") of the data named by `spec`; None when it has no such split.
 
@@ -56,7 +57,7 @@ def build_source(
     if is_stream(spec):
         from pretexts.engine.data.stream_inputs import HEAD_IMAGES, stream_head
 
-        return stream_head(spec, split, max_images or HEAD_IMAGES, labelled)
+        return stream_head(spec, split, max_images or HEAD_IMAGES, labelled, limit)
     if spec == "sample":
         return image_folder(SAMPLE_DIR / split, img_size)
     if spec == "synthetic":

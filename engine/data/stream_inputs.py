@@ -29,17 +29,18 @@ class StreamHead(Dataset):
         return self.samples[index]
 
 
-def stream_head(spec: str, split: str, max_images: int = HEAD_IMAGES, labelled: bool = False) -> StreamHead | None:
+def stream_head(
+    spec: str, split: str, max_images: int = HEAD_IMAGES, labelled: bool = False, limit: str = "--max-images"
+) -> StreamHead | None:
     """The first images of `split` of the shards `spec` names (None when it has no such split); `labelled`: each
-    label checked, for probes and fine-tuning."""
+    label checked, for probes and fine-tuning; `limit`: the option that sets `max_images`, for the note."""
     shards = stream_shards(spec, split)
     if shards is None:
         return None
     head = StreamHead(shards, min(max_images, len(shards)), labelled)
     if len(head) < len(shards):
         print(
-            f"note: {split} of '{spec}' is a stream: reading its first {len(head)} of {len(shards)} images "
-            f"(--max-images).",
+            f"note: {split} of '{spec}' is a stream: reading its first {len(head)} of {len(shards)} images ({limit}).",
             file=sys.stderr,
             flush=True,
         )

@@ -151,7 +151,10 @@ class Pretrainer(TrainingRun):
             per_rank = cfg.batch_size // self.world
             return training_stream(cfg.data, Augment(transform), cfg.seed, self.rank, self.world, cfg.workers, per_rank)
         wanted = max(cfg.eval_images, cfg.monitor_images, cfg.figure_images)
-        source = build_source(cfg.data, split, cfg.img_size, cfg.seed, dataset=cfg.dataset, max_images=wanted)
+        limit = "the largest of --eval-images, --monitor-images and --figure-images"
+        source = build_source(
+            cfg.data, split, cfg.img_size, cfg.seed, dataset=cfg.dataset, max_images=wanted, limit=limit
+        )
         return None if source is None else AugmentedImages(source, transform, cfg.seed)
 
     # ---- one step -------------------------------------------------------------------------------
