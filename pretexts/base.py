@@ -220,6 +220,16 @@ class Pretext:
             - images: `(B, 3, H, W)` float in [0, 1], or uint8 in [0, 255].
             - Returns: `state` and `target` `(B, 3, H, W)` float for pixel tasks.
         """
+        if not isinstance(images, Tensor):
+            raise ParameterError(
+                f"{self.name}: images must be a torch.Tensor [B, 3, H, W], got a {type(images).__name__} "
+                "(a numpy array: torch.from_numpy(array).permute(0, 3, 1, 2) for [B, H, W, 3])."
+            )
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ParameterError(
+                f"{self.name}: generator must be a torch.Generator, got {generator!r}: for a seed, "
+                "torch.Generator().manual_seed(seed)."
+            )
         if images.ndim != 4 or images.shape[1] != 3:
             raise ParameterError(f"{self.name}: images must be a batch [B, 3, H, W], got shape {tuple(images.shape)}.")
         if images.dtype == torch.uint8:

@@ -130,3 +130,16 @@ def test_from_dict_refuses_an_unknown_key_by_name_and_routes_a_method_option():
     with pytest.raises(ParameterError, match="unknown field 'top1' for FinetuneConfig"):  # a results.json, say
         FinetuneConfig.from_dict({"top1": 50.0})
     assert PretrainConfig.from_dict({"steps": 3}).method_args == {"steps": 3}  # the energy method's option
+
+
+def test_an_entry_point_given_another_object_says_which_config_it_takes(tmp_path):
+    import pretexts
+    from pretexts.engine import FinetuneConfig, PretrainConfig, finetune
+    from pretexts.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=r"expected a PretrainConfig, got a dict: .*PretrainConfig.from_dict"):
+        pretexts.pretrain({"epochs": 1})
+    with pytest.raises(ParameterError, match="expected a FinetuneConfig, got a PretrainConfig"):
+        finetune(PretrainConfig(out=str(tmp_path / "run")))
+    assert not (tmp_path / "run").exists()
+    assert isinstance(FinetuneConfig.from_dict({"checkpoint": "c.pt"}), FinetuneConfig)

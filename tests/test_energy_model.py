@@ -89,3 +89,21 @@ def test_uint8_images_are_scored_as_the_tasks_read_them():
     model = create_energy_model("test_convnext", img_size=32).eval()
     pixels = (torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
     torch.testing.assert_close(model.energy(pixels), model.energy(pixels.float() / 255))
+
+
+def test_restore_says_what_to_pass_before_it_runs():
+    model = create_energy_model("test_convnext", img_size=32).eval()
+    task = pretexts.create_pretext("random-mask")
+    images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    sample = task(images, torch.Generator().manual_seed(0))
+    for steps in (-1, 1.5, "2", True):
+        with pytest.raises(ParameterError, match="steps must be a whole number >= 0"):
+            restore(model, task, sample, steps=steps)
+    with pytest.raises(ParameterError, match="takes the task's corrupted sample"):
+        restore(model, task, images, steps=1)
+    with pytest.raises(ParameterError, match="takes an energy model and a task"):
+        restore(task, model, sample, steps=1)
+    with torch.inference_mode(), pytest.raises(ParameterError, match=r"under torch.no_grad\(\)"):
+        restore(model, task, sample, steps=1)
+    with torch.no_grad():
+        assert len(restore(model, task, sample, steps=2)) == 2

@@ -69,6 +69,14 @@ def test_float_images_off_the_unit_range_are_refused_with_the_scale_they_look_li
     corrupt(task, (images + 5e-4).clamp(max=1 + 5e-4))  # a rounding step past 1 is still an image
 
 
+def test_a_numpy_batch_or_an_int_seed_is_refused_with_what_to_pass():
+    task, images = make("random-mask"), cifar_batch(2)
+    with pytest.raises(ParameterError, match="must be a torch.Tensor .* got a ndarray .*torch.from_numpy"):
+        task(images.permute(0, 2, 3, 1).numpy())
+    with pytest.raises(ParameterError, match=r"generator must be a torch.Generator, got 0: .*manual_seed\(seed\)"):
+        task(images, 0)
+
+
 @pytest.mark.parametrize("name", TASKS)
 def test_same_seed_same_output(name):
     images = cifar_batch(8)

@@ -38,6 +38,7 @@ from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.progress import duration
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
+from pretexts.engine.training.settings import expect_config
 from pretexts.errors import OutputError
 
 OUTPUTS = ("compare.json", "compare.md", "compare.csv", "compare.png")
@@ -208,6 +209,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
     """The plan and its estimate, every cell of the comparison (cached ones read back) with an ETA, then the ranked
     table (the terminal's within 100 columns; compare.md and compare.csv with every column), the plot and
     compare.json; returns {'rows': ..., 'cells': ...}."""
+    expect_config(cfg, CompareConfig)
     out = Path(cfg.out)
     began = time.time()
     with RunLock(out, "compare"):

@@ -59,6 +59,7 @@ from pretexts.engine.training.progress import progress, stderr_line
 from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
 from pretexts.engine.training.run_folder import open_log, write_json, write_text
+from pretexts.engine.training.settings import expect_config
 from pretexts.errors import DataError
 
 
@@ -104,6 +105,7 @@ class Finetuner(TrainingRun):
     """One fine-tuning run: `Finetuner(cfg).run()` returns the results (also in OUT/results.json)."""
 
     def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line):
+        expect_config(cfg, FinetuneConfig)
         self.echo = echo
         cfg = dataclasses.replace(cfg)  # the run's record is this copy, resolved below; the caller's stays as asked
         self.begin(cfg, cfg.accum_iter)

@@ -38,6 +38,7 @@ from pretexts.engine.training import distributed
 from pretexts.engine.training.preflight import check_output_dir, resolve_device
 from pretexts.engine.training.progress import progress
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
+from pretexts.engine.training.settings import expect_config
 from pretexts.registry import PROBES
 
 
@@ -170,6 +171,7 @@ def train_head(
 def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     """Extract features once, then evaluate every probe in `cfg.probes`; writes OUT/results.json. OUT is locked and
     claimed first: never over another run's results or the checkpoint probed."""
+    expect_config(cfg, ProbeConfig)
     rank, world, device = distributed.setup(resolve_device(cfg.device))
     with RunLock(cfg.out, "probe") if rank == 0 else nullcontext():  # rank 0 alone writes
         local = cfg.timm_model[len("local-dir:") :] if (cfg.timm_model or "").startswith("local-dir:") else None

@@ -49,6 +49,7 @@ from pretexts.engine.training.resume import check_continues
 from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, recorded_setting
 from pretexts.engine.training.run_base import TrainingRun
 from pretexts.engine.training.run_folder import open_log, write_json, write_text
+from pretexts.engine.training.settings import expect_config
 from pretexts.errors import DataError, ParameterError
 from pretexts.registry import METHODS
 
@@ -71,6 +72,7 @@ class Pretrainer(TrainingRun):
     `method` passes a `Method` subclass directly (tests, a method under development)."""
 
     def __init__(self, cfg: PretrainConfig, method: type[Method] | None = None):
+        expect_config(cfg, PretrainConfig)
         self.echo = stderr_line
         self.begin(cfg, cfg.accum_iter)
         self.method = (method or METHODS.get(cfg.method))(

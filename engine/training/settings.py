@@ -282,3 +282,12 @@ def from_values(cls, values: dict, where: str = "saved config"):
             f"Fields: {', '.join(known)}."
         )
     return cls(**values)
+
+
+def expect_config(cfg, cls) -> None:
+    """A command's entry point given another object (a dict, another command's config) says what it takes."""
+    if not isinstance(cfg, cls):
+        raise ParameterError(
+            f"expected a {cls.__name__}, got a {type(cfg).__name__}: build one with {cls.__name__}(field=value, ...)"
+            + (f" or {cls.__name__}.from_dict(values)." if hasattr(cls, "from_dict") else ".")
+        )

@@ -28,6 +28,7 @@ from pretexts.engine.training.progress import stderr_line
 from pretexts.engine.training.resume_config import SEGMENT_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
 from pretexts.engine.training.run_folder import open_log, write_json
+from pretexts.engine.training.settings import expect_config
 from pretexts.errors import ParameterError
 
 from .config import SegmentConfig
@@ -81,6 +82,7 @@ class Segmentation(TrainingRun):
     resume_file = "segmenter.pt"
 
     def __init__(self, cfg: SegmentConfig, echo: Callable[[str], None] = stderr_line):
+        expect_config(cfg, SegmentConfig)
         if cfg.checkpoint is None and cfg.backbone is None:
             raise ParameterError("give --checkpoint CKPT, or --from-scratch with --backbone NAME.")
         refuse_shards(cfg.data)  # before OUT is claimed: a refused run leaves nothing behind

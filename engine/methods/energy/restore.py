@@ -4,9 +4,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from pretexts.base import Corrupted
+from pretexts.base import Corrupted, Pretext
 from pretexts.engine.methods.energy.grad_modes import FD_DELTA, energy_gradient
 from pretexts.engine.methods.states import state_adapter
+from pretexts.errors import ParameterError
 
 
 def restore(
@@ -42,8 +43,8 @@ def restore(
         The states x_1..x_N, each shaped as `sample.state`.
 
     Raises:
-        ValueError: `steps` < 0.
-        ParameterError: No model side takes the task's `state_kind`.
+        ParameterError: `steps` is no whole number >= 0, the arguments are not a model, a task and its sample, it
+            runs under inference mode, or no model side takes the task's `state_kind`.
 
     Shape:
         - sample.state: `(B, 3, H, W)` float for pixel tasks (patch sorting: `(B, L, D)`).
@@ -63,8 +64,7 @@ def restore(
         >>> bool(model.backbone.patch_embed.proj.weight.grad.abs().sum() > 0)  # reached through dE/dx
         True
     """
-    if steps < 0:
-        raise ValueError(f"steps must be >= 0, got {steps}")
+    check_restore_inputs(model, task, sample, steps)
     if create_graph is None:
         create_graph = torch.is_grad_enabled() and model.training
     state = sample.state
@@ -78,6 +78,27 @@ def restore(
             state = state.detach()
         states.append(state)
     return states
+
+
+def check_restore_inputs(model, task, sample, steps) -> None:
+    """What `restore` is given, checked before any of it runs: a ParameterError saying what to pass."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise ParameterError(f"steps must be a whole number >= 0, got {steps!r}.")
+    if not isinstance(model, torch.nn.Module) or not isinstance(task, Pretext):
+        raise ParameterError(
+            f"restore(model, task, sample, ...) takes an energy model and a task, got a {type(model).__name__} and "
+            f"a {type(task).__name__}."
+        )
+    if not isinstance(sample, Corrupted):
+        raise ParameterError(
+            f"restore takes the task's corrupted sample, sample = task(images, generator), got a "
+            f"{type(sample).__name__}."
+        )
+    if torch.is_inference_mode_enabled():
+        raise ParameterError(
+            "restore descends the energy's gradient, which inference mode forbids: run it under torch.no_grad() "
+            "(it enables gradients where it needs them), not torch.inference_mode()."
+        )
 
 
 LOSSES = ("mse", "smooth_l1")
