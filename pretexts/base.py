@@ -245,7 +245,14 @@ class Pretext:
                     f"{self.name}: images must be float in [0, 1], got values in [{low:.3g}, {high:.3g}]: divide "
                     "0-255 pixels by 255, and give images before their normalisation (the model normalises them)."
                 )
-        return self.corrupt(images, generator)
+        sample = self.corrupt(images, generator)
+        if not isinstance(sample, Corrupted) or not sample.state.is_floating_point():  # a plugin's slip, said here
+            got = type(sample).__name__ if not isinstance(sample, Corrupted) else f"a {sample.state.dtype} state"
+            raise ParameterError(
+                f"{self.name}: apply must return a Corrupted(state, target) with a float state (restoration "
+                f"takes its gradient), got {got}."
+            )
+        return sample
 
     def trivial_restore(self, sample: Corrupted) -> Tensor | None:
         """What a restorer that learns nothing makes of the corrupted state (same shape as the target), or None

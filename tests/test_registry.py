@@ -196,3 +196,17 @@ def test_a_plugin_reusing_a_builtin_name_is_ignored_once_and_the_builtin_wins(pl
     assert pretexts.list_pretexts().count("colorization") == 1
     assert "colorization" not in pretexts.broken_plugins()
     assert "plugin_clash 1.0" in registry.shadowed_plugins()["colorization"]
+
+
+def test_a_task_whose_apply_returns_no_corrupted_sample_is_named(clean_registry):
+    import torch
+
+    @pretexts.register("returns-images")
+    class ReturnsImages(pretexts.Pretext):
+        """Returns the images themselves, not a Corrupted."""
+
+        def apply(self, images, params):
+            return images
+
+    with pytest.raises(ParameterError, match="returns-images: apply must return a Corrupted.*got Tensor"):
+        pretexts.create_pretext("returns-images")(torch.rand(2, 3, 8, 8))
