@@ -26,6 +26,8 @@ def trained(tmp_path_factory):
 def test_bad_checkpoints(trained, tmp_path):
     resume = FAST + ["--epochs", "3", "--out", str(tmp_path / "resumed"), "--resume"]
     fails_cleanly(resume + [str(tmp_path / "nope.pt")], "nope.pt' does not exist")
+    fails_cleanly(["export", "--checkpoint", tmp_path / "nope.pt", "--out", tmp_path / "export"], "does not exist")
+    assert not (tmp_path / "export").exists()  # a refused command leaves no empty folder behind
     fails_cleanly(FAST + ["--out", str(tmp_path / "fresh"), "--resume"], "no checkpoint in", "start without --resume")
     data = trained.read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])

@@ -138,10 +138,12 @@ class RunLock:
         self.path = Path(folder) / LOCK_FILE
         self.command = command
         self.held = False
+        self.made = False  # whether this lock made OUT: a command that fails before writing leaves no empty folder
 
     def __enter__(self) -> "RunLock":
         if self.path.parent.is_file():
             raise OutputError(f"--out '{self.path.parent}' is a file, not a folder; choose a folder for --out.")
+        self.made = not self.path.parent.exists()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -178,6 +180,9 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+        if self.made:
+            with contextlib.suppress(OSError):  # not empty: the command wrote something there
+                self.path.parent.rmdir()
 
     def release(self) -> None:
         if self.held and (self.holder() or {}).get("pid") == os.getpid():
