@@ -106,6 +106,13 @@ def parse_task_args(pairs: tuple[str, ...], option: str = "--task-arg") -> dict[
     return args
 
 
+def wrote_folder(out) -> str:
+    """'wrote OUT/: its files' (one slash, however OUT was typed)."""
+    import os
+
+    return f"wrote {os.path.normpath(out)}/: {written_files(out)}"
+
+
 def written_files(out) -> str:
     """Every file and folder in OUT, a numbered series shown once: 'checkpoint.pt, restoration_epoch001-020.png'."""
     import re

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import click
 
-from . import main, written_files
+from . import main, wrote_folder
 
 
 @main.command("export")
@@ -34,13 +34,9 @@ def export_command(checkpoint: str, out: str, push_to_hub: str | None, private: 
 
     info = export_backbone(checkpoint, out, push_to_hub=push_to_hub, private=private, force=force)
     size = "x".join(map(str, info["input_size"][1:]))
-    files = (
-        f"{out} and {info['file'].rsplit('.', 1)[0]}.json"
-        if not Path(out).is_dir()
-        else f"{out}/: {written_files(out)}"
-    )
+    files = f"wrote {out} and {info['file'].rsplit('.', 1)[0]}.json" if not Path(out).is_dir() else wrote_folder(out)
     click.echo(
-        f"wrote {files} ({info['tensors']} tensors, {info['parameters']:,} parameters of {info['timm_name']}, "
+        f"{files} ({info['tensors']} tensors, {info['parameters']:,} parameters of {info['timm_name']}, "
         f"{size} px). Load it with:"
     )
     click.echo(f"  import timm; model = {info['load']}")

@@ -1,6 +1,6 @@
 """`pretexts finetune`: fine-tune a pretrained backbone (or one from scratch) with a named recipe."""
 
-from . import exit_if_interrupted, main, rank_zero_echo, written_files
+from . import exit_if_interrupted, main, rank_zero_echo, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand
 
@@ -56,4 +56,4 @@ def finetune_command(config, sets, **options) -> None:
         f"best {results['best_top1']:.2f}% (epoch {results['best_epoch']}, {cfg.out}/{results['weights']['best']})"
     )
     echo(final_and_best_line(results["reference"]))
-    echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")
+    echo(wrote_folder(cfg.out))

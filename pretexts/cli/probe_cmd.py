@@ -1,6 +1,6 @@
 """`pretexts probe`: frozen-feature evaluation (linear probe, the paper's MLP head, kNN, a plugin's probes)."""
 
-from . import main, parse_task_args, rank_zero_echo, written_files
+from . import main, parse_task_args, rank_zero_echo, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand, option, param_help
 
@@ -59,4 +59,4 @@ def probe_command(probe_args, config, sets, **options) -> None:
         run_probe(cfg, echo=echo)
     finally:
         distributed.teardown()
-    echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")
+    echo(wrote_folder(cfg.out))

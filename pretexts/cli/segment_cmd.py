@@ -1,6 +1,6 @@
 """`pretexts segment`: semantic segmentation fine-tuning (the paper's ADE20K transfer table)."""
 
-from . import exit_if_interrupted, main, rank_zero_echo, written_files
+from . import exit_if_interrupted, main, rank_zero_echo, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand, option
 
@@ -33,4 +33,4 @@ def segment_command(from_scratch, config, sets, **options) -> None:
         f"on {results['val_images']} validation images ({results['num_classes']} classes, {results['eval_mode']} "
         f"eval): mIoU {results['miou_percent']:.2f}%, pixel accuracy {results['pixel_acc_percent']:.2f}%"
     )
-    echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")
+    echo(wrote_folder(cfg.out))

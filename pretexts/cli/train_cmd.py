@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import ParameterError
-from . import main, parse_task_args, rank_zero_echo, written_files
+from . import main, parse_task_args, rank_zero_echo, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import option
 from .method_options import method_option_values, with_method_options
@@ -97,4 +97,4 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         echo(f"skipped {results['skipped_nonfinite_steps']} steps with a NaN or infinite loss.", err=True)
     if "held_out" in results:
         echo(trainer.held_out_now().format())
-    echo(f"wrote {cfg.out}/: {written_files(cfg.out)}")
+    echo(wrote_folder(cfg.out))
