@@ -1,6 +1,7 @@
 """timm backbones by name, with the paper's short aliases, built for double backward."""
 
 import warnings
+from numbers import Integral
 
 import timm
 from timm.layers import set_reentrant_ckpt, use_reentrant_ckpt
@@ -80,6 +81,8 @@ def create_backbone(name: str, img_size: int | None = None, **kwargs) -> nn.Modu
     `img_size` reaches models that take it (ViT, Swin) and is ignored by those that do not (CNNs).
     None kwargs are dropped, so CLI defaults never override an alias's own.
     """
+    if img_size is not None and (not isinstance(img_size, Integral) or isinstance(img_size, bool) or img_size < 1):
+        raise ParameterError(f"img_size must be a whole number of pixels or None, got {img_size!r}.")
     timm_name, params = resolve(name)
     params.update({k: v for k, v in kwargs.items() if v is not None})
     if img_size is not None:

@@ -65,3 +65,11 @@ def test_prefix_tokens_lead_and_are_dropped_again():
     assert torch.equal(positioned[:, :3], tokens[:, :3] + vit.pos_embed[:, :3]) and torch.equal(
         positioned[:, 3:], patches
     )
+
+
+@pytest.mark.parametrize("size", ["32", 0, True, 32.0])
+def test_an_image_size_that_is_no_whole_number_of_pixels_is_refused(size):
+    from pretexts.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="img_size must be a whole number of pixels or None"):
+        create_backbone("test_convnext", img_size=size)
