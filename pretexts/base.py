@@ -240,7 +240,7 @@ class Pretext:
             # 0-255 pixels or normalised images would be corrupted and restored on the wrong scale, silently;
             # the training step already waits on its loss each step, so this one read costs no overlap
             low, high = (v.item() for v in torch.aminmax(images.detach()))
-            if low < -RANGE_SLACK or high > 1 + RANGE_SLACK:
+            if not -RANGE_SLACK <= low <= high <= 1 + RANGE_SLACK:  # NaN fails it too
                 raise ParameterError(
                     f"{self.name}: images must be float in [0, 1], got values in [{low:.3g}, {high:.3g}]: divide "
                     "0-255 pixels by 255, and give images before their normalisation (the model normalises them)."

@@ -63,7 +63,9 @@ def test_float64_and_uint8_inputs(name):
 @pytest.mark.parametrize("name", ["super-resolution", "random-mask", "colorization"])
 def test_float_images_off_the_unit_range_are_refused_with_the_scale_they_look_like(name):
     images, task = cifar_batch(2), make(name)
-    for wrong in (images * 255, (images - 0.45) / 0.25):  # 0-255 pixels; normalised images
+    nan = images.clone()
+    nan[0, 0, 0, 0] = float("nan")
+    for wrong in (images * 255, (images - 0.45) / 0.25, nan):  # 0-255 pixels; normalised images; a NaN
         with pytest.raises(ParameterError, match=r"images must be float in \[0, 1\], got values in .*divide"):
             task(wrong)
     corrupt(task, (images + 5e-4).clamp(max=1 + 5e-4))  # a rounding step past 1 is still an image
