@@ -55,7 +55,7 @@ def test_an_image_cell_naming_a_fifo_is_substituted_not_read(tmp_path, capsys, m
     table.cast_column("image", datasets.Image()).to_parquet(str(tmp_path / "train-00000-of-00001.parquet"))
     ((image, label),) = first_images(stream_shards(str(tmp_path), "train"), 1)
     assert label == 1 and image.size == (32, 32)
-    assert "fifo.png' is not a regular file. Using the next image instead." in capsys.readouterr().err
+    assert "fifo.png' is not a regular file. Using the next image instead (it counts twice)." in capsys.readouterr().err
 
 
 def test_a_folder_given_as_a_checkpoint_says_what_it_is(tmp_path):

@@ -320,7 +320,7 @@ def decode_or_substitute(sample: RawSample, neighbours: Callable[[], list[RawSam
                 reported.add((candidate.shard, candidate.key))
                 print(
                     f"warning: image {candidate.key} of shard '{candidate.shard}' cannot be read: {reason(err)}. "
-                    "Using the next image instead.",
+                    "Using the next image instead (it counts twice).",
                     file=sys.stderr,
                     flush=True,
                 )
