@@ -75,9 +75,10 @@ class OptimizerStep:
         self.scaler.step(self.optimizer)  # under fp16 the scaler itself skips a step with inf gradients
         self.scaler.update()
         self.scheduler.step_update(num_updates=number)
-        skipped = scale is not None and self.scaler.get_scale() < scale  # it lowers its scale after a skip
+        lowered = self.scaler.get_scale() if scale is not None else None
+        skipped = lowered is not None and lowered < scale  # the scaler lowers its scale after a step it skipped
         if skipped:
-            self.nonfinite.overflowed(self.scaler.get_scale(), number)
+            self.nonfinite.overflowed(lowered, number)
         return StepStats(value, self.optimizer.param_groups[0]["lr"], norm, skipped)
 
     def unscale_and_clip(self) -> float | None:

@@ -94,7 +94,7 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         )
         sys.exit(results["exit_code"])
     if results.get("skipped_nonfinite_steps"):
-        echo(f"skipped {results['skipped_nonfinite_steps']} steps with a NaN or infinite loss.", err=True)
+        echo(f"skipped {results['skipped_nonfinite_steps']} steps with a NaN or infinite loss or gradient.", err=True)
     if "held_out" in results:
         echo(trainer.held_out_now().format())
     echo(wrote_folder(cfg.out))
