@@ -97,11 +97,11 @@ def budget_text(row: dict) -> str:
     return f"{budget_name(row['budget'])} {UNIT_WORDS[row['unit']]}"
 
 
-def cell_text(value: tuple | None, digits: int = 2, seeds: int | None = None) -> str:
+def cell_text(value: tuple | None, digits: int = 2, seeds: int | None = None, sep: str = " +- ") -> str:
     """'37.40 +- 0.60'; of one seed (`seeds` 1) the mean alone: its std of 0 was not measured."""
     if value is None:
         return "-"
-    return f"{value[0]:.{digits}f}" if seeds == 1 else f"{value[0]:.{digits}f} +- {value[1]:.{digits}f}"
+    return f"{value[0]:.{digits}f}" if seeds == 1 else f"{value[0]:.{digits}f}{sep}{value[1]:.{digits}f}"
 
 
 def latest(rows: list[dict]) -> list[bool]:

@@ -220,7 +220,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
         refuse_other_settings(cfg, todo)  # before "cached": a cell the run would refuse is not counted as done
         cached = {(arm.name, seed) for arm, seed in todo if finished(cfg, arm, cell_folder(cfg, arm, seed))}
         say = (lambda line: None) if cfg.quiet else echo
-        for note in getattr(cfg, "notes", ()):  # a name given twice, kept once (config.py)
+        for note in cfg.notes:  # a name given twice, kept once (config.py)
             say(note)
         pace = plan(cfg, todo, cached, arms, say)
         estimate = pace.total()

@@ -4,19 +4,12 @@ at two decimals, is OUT/compare.md and OUT/compare.csv."""
 
 import textwrap
 
-from pretexts.engine.compare.report import SCORE_COLUMNS, ranked_with_ties, tie_rule
+from pretexts.engine.compare.report import SCORE_COLUMNS, cell_text, ranked_with_ties, tie_rule
 
 WIDTH = 100
 SHORT = {"knn": "kNN", "knn_std": "kNN std", "linear": "linear", "finetune": "fine-tune"}
 GAP = "  "
 NAME_WIDTH = 30  # a long plugin name is shortened this far before a column is dropped
-
-
-def spread(value: tuple | None, seeds: int) -> str:
-    """'37.4 +-0.6'; of one seed the mean alone (no spread was measured)."""
-    if value is None:
-        return "-"
-    return f"{value[0]:.1f}" if seeds == 1 else f"{value[0]:.1f} +-{value[1]:.1f}"
 
 
 def terminal_table(rows: list[dict], rank_by: str, clock: str, val_images: int, width: int = WIDTH) -> str:
@@ -31,7 +24,10 @@ def terminal_table(rows: list[dict], rank_by: str, clock: str, val_images: int, 
         ("min", lambda rank, r: f"{r['minutes']:g}"),
         ("seeds", lambda rank, r: str(r["seeds"])),
         ("steps", lambda rank, r: f"{r['steps']:.0f}"),
-        *((SHORT[s] + ("*" if s == rank_by else ""), lambda rank, r, s=s: spread(r[s], r["seeds"])) for s in scores),
+        *(
+            (SHORT[s] + ("*" if s == rank_by else ""), lambda rank, r, s=s: cell_text(r[s], 1, r["seeds"], " +-"))
+            for s in scores
+        ),
         ("held-out", lambda rank, r: "-" if r["held_out"] is None else f"{r['held_out'][0]:.2f}"),
         ("top share", lambda rank, r: "-" if r["top_share"] is None else f"{r['top_share']:.2f}"),
     ]
