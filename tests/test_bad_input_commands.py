@@ -68,8 +68,11 @@ def test_bad_checkpoints(trained, tmp_path):
 OTHER_COMMANDS = [
     (["finetune", "--checkpoint", "{missing}"], ["missing.pt' does not exist"]),
     (["finetune", "--checkpoint", "{cut}"], ["cannot be read", "truncated"]),
-    (["finetune", "--checkpoint", "{ckpt}", "--epochs", "0"], ["epochs must be in [1, 100000], got 0"]),
-    (["finetune", "--checkpoint", "{ckpt}", "--label-fraction", "2"], ["label_fraction must be in (0, 1]"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--epochs", "0"], ["--epochs (epochs) must be in [1, 100000], got 0"]),
+    (
+        ["finetune", "--checkpoint", "{ckpt}", "--label-fraction", "2"],
+        ["--label-fraction (label_fraction) must be in (0, 1]"],
+    ),
     (["finetune", "--checkpoint", "{ckpt}", "--data", "{missing}"], ["data path", "does not exist"]),
     (["finetune", "--from-scratch", "--backbone", "resnet181"], ["Did you mean: resnet18"]),
     (["finetune"], ["give --checkpoint"]),
@@ -108,13 +111,22 @@ OTHER_COMMANDS = [
         ["output folder '{file}' cannot be written"],
     ),
     # the start-of-run checks of train hold for every config that has the field (issue 19)
-    (["finetune", "--checkpoint", "{ckpt}", "--lr", "inf"], ["lr must be a finite number, got inf"]),
-    (["finetune", "--checkpoint", "{ckpt}", "--base-lr", "5"], ["base_lr must be in (0, 1], got 5.0"]),
-    (["finetune", "--checkpoint", "{ckpt}", "--betas", "0.9", "1.5"], ["betas must be in [0, 1), got 1.5"]),
-    (["finetune", "--checkpoint", "{ckpt}", "--min-lr", "0.1"], ["min_lr must be <= the peak lr"]),
-    (["finetune", "--checkpoint", "{ckpt}", "--seed", "99999999999999999999999"], ["seed must be in [0, 4294967295]"]),
-    (["finetune", "--from-scratch", "--backbone", "resnet18", "--img-size", "5000"], ["img_size must be in [8, 4096]"]),
-    (["finetune", "--checkpoint", "{ckpt}", "--smoothing", "nan"], ["smoothing must be a finite number, got nan"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--lr", "inf"], ["--lr (lr) must be a finite number, got inf"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--base-lr", "5"], ["--base-lr (base_lr) must be in (0, 1], got 5.0"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--betas", "0.9", "1.5"], ["--betas (betas) must be in [0, 1), got 1.5"]),
+    (["finetune", "--checkpoint", "{ckpt}", "--min-lr", "0.1"], ["--min-lr (min_lr) must be <= the peak lr"]),
+    (
+        ["finetune", "--checkpoint", "{ckpt}", "--seed", "99999999999999999999999"],
+        ["--seed (seed) must be in [0, 4294967295]"],
+    ),
+    (
+        ["finetune", "--from-scratch", "--backbone", "resnet18", "--img-size", "5000"],
+        ["--img-size (img_size) must be in [8, 4096]"],
+    ),
+    (
+        ["finetune", "--checkpoint", "{ckpt}", "--smoothing", "nan"],
+        ["--smoothing (smoothing) must be a finite number, got nan"],
+    ),
     (
         ["probe", "--checkpoint", "{ckpt}", "--lr", "1e4"],
         ["probe linear: parameter 'lr' is 10000.0; allowed range is [1e-12, 1.0]"],
@@ -123,18 +135,18 @@ OTHER_COMMANDS = [
         ["probe", "--checkpoint", "{ckpt}", "--knn-temperature", "inf"],
         ["parameter 'knn_temperature' is inf; allowed range"],
     ),
-    (["probe", "--checkpoint", "{ckpt}", "--seed", "-5"], ["seed must be in [0, 4294967295], got -5"]),
+    (["probe", "--checkpoint", "{ckpt}", "--seed", "-5"], ["--seed (seed) must be in [0, 4294967295], got -5"]),
     (
         ["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--lr", "nan"],
-        ["lr must be a finite number, got nan"],
+        ["--lr (lr) must be a finite number, got nan"],
     ),
     (
         ["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--img-size", "2"],
-        ["img_size must be in [8, 4096], got 2"],
+        ["--img-size (img_size) must be in [8, 4096], got 2"],
     ),
     (
         ["segment", "--checkpoint", "{ckpt}", "--data", "generated", "--out", "{tmp}/s", "--batch-size", "0"],
-        ["batch_size must be in [1, 65536], got 0"],
+        ["--batch-size (batch_size) must be in [1, 65536], got 0"],
     ),
 ]
 

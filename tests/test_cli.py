@@ -86,7 +86,7 @@ def test_bad_task_argument_names_the_valid_ones():
 
 def test_non_positive_settings_are_refused():
     result = CliRunner().invoke(main, ["train", "--batch-size", "0"])
-    assert result.exit_code == 2 and "batch_size must be in [1, 65536], got 0" in result.output
+    assert result.exit_code == 2 and "--batch-size (batch_size) must be in [1, 65536], got 0" in result.output
 
 
 def test_restore_draws_the_figure_for_any_task(tmp_path):

@@ -320,7 +320,7 @@ def test_loader_workers_and_save_every_reach_the_pretraining_and_do_not_invalida
     assert compare_cells.pretrain_config(saving, arm, 0, tmp_path).save_every == 5
     assert compare_cells.pretrain_config(study, arm, 0, tmp_path).save_every is None
     assert compare_cells.settings(fed, arm) == compare_cells.settings(study, arm) == compare_cells.settings(saving, arm)
-    fails_cleanly([*BASE, "--workers", "65", "--out", tmp_path], "workers must be in [0, 64]")
+    fails_cleanly([*BASE, "--workers", "65", "--out", tmp_path], "--workers (workers) must be in [0, 64]")
 
 
 def test_a_cell_records_what_auto_resolved_to_and_another_resolution_is_refused(tmp_path):

@@ -95,8 +95,8 @@ def test_a_cache_of_steps_is_not_read_as_minutes(by_steps):
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["--steps", "0"], ["steps must be in [1, 10000000], got 0"]),
-        (["--steps", "2.5"], ["steps must be whole numbers >= 1, got '2.5'"]),
+        (["--steps", "0"], ["--steps (steps) must be in [1, 10000000], got 0"]),
+        (["--steps", "2.5"], ["--steps (steps) must be whole numbers >= 1, got '2.5'"]),
         (["--steps", "10", "--budget", "3"], ["--budget 3", "--steps 10", "not both"]),
     ],
 )

@@ -96,7 +96,7 @@ def test_bad_config_files_and_values_are_one_line_errors(tmp_path):
     assert "is a file, not a folder" in run_cli(["train", "--out", listing, "--epochs", "1"])[1]
     assert "must be a number" in run_cli(["train", "--set", "base_lr=fast"])[1]
     result, error = run_cli(["train", "--set", "epochs=-1"])
-    assert result.exit_code == 2 and "epochs must be in [1, 100000], got -1" in error
+    assert result.exit_code == 2 and "--epochs (epochs) must be in [1, 100000], got -1" in error
 
 
 def test_probe_and_finetune_take_their_saved_configs(tmp_path):

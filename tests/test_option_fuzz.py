@@ -233,7 +233,8 @@ def test_a_field_outside_its_range_is_one_line(command, name, data):
     bounds = f.metadata["range"]
     value = data.draw(outside(bounds, number_kind(f)))
     words = as_set(f, value) if data.draw(st.booleans(), label="through --set") else as_option(f, value)
-    assert_refused(invoke(command, words), f"{name} must be in {bounds.interval()}, got ")
+    # the command line names the flag beside the field (a config file's key)
+    assert_refused(invoke(command, words), f"{flag_of(f)} ({name}) must be in {bounds.interval()}, got ")
 
 
 @pytest.mark.parametrize("command,name", FIELD_CASES)

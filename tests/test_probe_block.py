@@ -66,4 +66,4 @@ def test_the_cli_probes_a_block_and_records_which(tmp_path):
     beyond = probe(tmp_path / "b9", "--block", "9")
     assert beyond.exit_code != 0
     assert "block 9 is beyond backbone 'test_convnext': it has 4; give 1 to 4" in beyond.output
-    assert "block must be in [1, 1000], got 0" in probe(tmp_path / "b0", "--block", "0").output
+    assert "--block (block) must be in [1, 1000], got 0" in probe(tmp_path / "b0", "--block", "0").output

@@ -53,7 +53,12 @@ class FriendlyGroup(click.Group):
             if isinstance(err, KeyboardInterrupt):
                 click.echo("Interrupted.", err=True)
                 sys.exit(130)
-            click.echo(f"Error: {user_message(err) if not path_error else path_message(err)}", err=True)
+            message = (
+                path_message(err)
+                if path_error
+                else with_flag(user_message(err), self.get_command(ctx, ctx.invoked_subcommand))
+            )
+            click.echo(f"Error: {message}", err=True)
             sys.exit(2)
 
 
@@ -68,6 +73,16 @@ def user_message(err: Exception) -> str:
     if "Original Traceback" in text:
         text = text.strip().splitlines()[-1].split(": ", 1)[-1]
     return one_line(text)
+
+
+def with_flag(message: str, command) -> str:
+    """'batch_size must be in [1, 65536], got 0.' -> '--batch-size (batch_size) must be ...': a range or type error
+    names the settings field, which a config file uses; the command line's user typed the flag."""
+    field = message.split(" ", 1)[0]
+    for param in getattr(command, "params", ()):
+        if isinstance(param, click.Option) and param.name == field and message.startswith(f"{field} must "):
+            return f"{max(param.opts, key=len)} ({field}){message[len(field) :]}"
+    return message
 
 
 def one_line(text: str) -> str:
