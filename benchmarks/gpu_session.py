@@ -81,13 +81,16 @@ def dry(argv: list[str]) -> list[str]:
 
 
 def machine() -> str:
-    """What ran: the GPU (nvidia-smi), torch, CUDA and cuDNN builds, the CPU and Python."""
+    """What ran: the GPU (nvidia-smi), torch, CUDA and cuDNN builds, timm and kornia, the CPU and Python."""
+    import kornia
+    import timm
     import torch
 
     lines = [
         f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
         f"python {platform.python_version()}, {platform.platform()}, {platform.processor() or 'cpu'}",
         f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}",
+        f"timm {timm.__version__}, kornia {kornia.__version__}",
     ]
     if torch.cuda.is_available():
         lines.append(f"GPU: {torch.cuda.get_device_name(0)}")
