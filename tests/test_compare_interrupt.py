@@ -9,11 +9,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import click
 import pytest
-from cli_runs import one_torch_thread, start_pretexts, tiny_image_folder  # noqa: F401 (a fixture)
+from cli_runs import one_torch_thread, run_cli, start_pretexts, tiny_image_folder  # noqa: F401 (a fixture)
 
 from pretexts.engine.compare import cells as compare_cells
 from pretexts.engine.compare.config import CompareConfig
+from pretexts.engine.compare.run import OUTPUTS
+from pretexts.engine.evaluation.finetune import Finetuner
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = Path("cells") / "test_convnext" / "energy__random-mask" / "seed0"
@@ -93,17 +96,20 @@ def test_a_stopped_cell_says_how_to_continue_and_the_reruns_equal_an_uninterrupt
 
 
 class AskedToStop:
-    """A `StopSignals` a signal has reached."""
+    """A `StopSignals` that a signal reaches once the cell starts scoring."""
 
-    requested, signal, exit_code = True, signal.SIGTERM, 143
+    requested, signal, exit_code = False, signal.SIGTERM, 143
 
 
 def test_a_stop_while_scoring_keeps_the_scored_points_and_the_rerun_scores_only_the_rest(tmp_path, data, monkeypatch):
     study = CompareConfig(backbone="test_convnext", batch_size=8, steps=(4, 8), data=str(data), threads=1)
     arm = compare_cells.Arm("energy on random-mask", "energy", {"task": "random-mask"})
     folder = tmp_path / "cell"
+    stop, probe = AskedToStop(), compare_cells.probe
+    monkeypatch.setattr(compare_cells, "probe", lambda *a: (setattr(stop, "requested", True), probe(*a))[1])
     with pytest.raises(compare_cells.Interrupted, match="stopped by SIGTERM while scoring"):
-        compare_cells.run_cell(study, arm, 0, folder, stop=AskedToStop())
+        compare_cells.run_cell(study, arm, 0, folder, stop=stop)
+    monkeypatch.setattr(compare_cells, "probe", probe)
     saved = json.loads((folder / "cell.json").read_text())
     assert "knn_std" in saved["points"]["4"] and "knn_std" not in saved["points"]["8"]
     assert saved["points"]["8"]["steps"] == 8 and (folder / "m8" / "checkpoint.pt").is_file()
@@ -111,3 +117,74 @@ def test_a_stop_while_scoring_keeps_the_scored_points_and_the_rerun_scores_only_
     cell = compare_cells.run_cell(study, arm, 0, folder)
     assert "knn_std" in cell["points"]["8"] and cell["points"]["4"] == saved["points"]["4"]
     assert not (folder / "run").exists()
+
+
+def ctrl_c() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def compare_here(args: list[str]) -> tuple[int, str, list[str]]:
+    """`pretexts compare ARGS` in this process, so a hook can signal it at an exact point: its exit code, stdout and
+    stderr lines."""
+    result, _ = run_cli(args)
+    return result.exit_code, result.stdout, result.stderr.strip().splitlines()
+
+
+def test_a_signal_each_run_catches_too_late_stops_the_comparison_and_one_after_the_last_cell_writes_the_report(
+    tmp_path, data, monkeypatch
+):
+    """Ctrl-C in the pretraining's last step, then in the fine-tune's last epoch's saves: each inner run ends
+    normally, and the comparison stops at its next check with the cell's record saved. Then Ctrl-C just after the
+    last cell's line: the report is written before it stops. Each exits 130 with its one line; each rerun continues
+    where the last stopped."""
+    out, steps = tmp_path / "out", 8  # two epochs of 4 steps
+    args = compare_args(data, out, steps=steps, finetune_epochs=1)
+    cell, random_cell = out / CELL / "cell.json", out / CELL.parent.parent / "random" / "seed0" / "cell.json"
+    train_step = compare_cells.BudgetedPretrainer.train_step
+
+    def last_step(self, images):
+        stats = train_step(self, images)
+        if not self.marks:  # the last budget's snapshot is taken: the run ends after this step
+            ctrl_c()
+        return stats
+
+    monkeypatch.setattr(compare_cells.BudgetedPretrainer, "train_step", last_step)
+    code, _, err = compare_here(args)
+    assert code == 130 and err[-1].startswith("stopped by SIGINT while pretraining;"), err
+    assert "Run the same command again" in err[-1], err
+    point = json.loads(cell.read_text())["points"][str(steps)]
+    assert point["steps"] == steps and "knn" not in point and not (out / "compare.md").exists()
+
+    monkeypatch.setattr(compare_cells, "pretrain", lambda *a: pytest.fail("pretrained again"))
+    save_checkpoint, sent = Finetuner.save_checkpoint, []
+
+    def last_epoch_saved(self):
+        path = save_checkpoint(self)
+        if self.epoch == self.cfg.epochs and not sent:  # the energy cell's fine-tune: its only epoch
+            sent.append(ctrl_c())
+        return path
+
+    monkeypatch.setattr(Finetuner, "save_checkpoint", last_epoch_saved)
+    code, printed, err = compare_here(args)
+    assert code == 130 and err[-1].startswith("stopped by SIGINT while between cells;"), err
+    assert "[1/2] energy on random-mask, seed 0: kNN" in printed, printed
+    assert str(steps) in json.loads(cell.read_text())["finetunes"]
+    assert not random_cell.exists() and not (out / "compare.md").exists()
+
+    monkeypatch.setattr(Finetuner, "save_checkpoint", save_checkpoint)
+    echo = click.echo
+
+    def after_the_last_line(message=None, *a, **kw):
+        echo(message, *a, **kw)
+        if str(message).startswith("[2/2]"):
+            ctrl_c()
+
+    monkeypatch.setattr(click, "echo", after_the_last_line)
+    code, printed, err = compare_here(args)
+    assert code == 130, err
+    assert err[-1] == f"stopped by SIGINT after the last cell; every cell is done and the report is written in {out}/."
+    assert random_cell.is_file() and all((out / name).is_file() for name in OUTPUTS), printed
+
+    monkeypatch.setattr(click, "echo", echo)
+    code, printed, err = compare_here(args)
+    assert code == 0 and printed.count("(cached)") == 2, (printed, err)

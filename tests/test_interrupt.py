@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli_runs import TRAIN, one_torch_thread, run_cli, start_pretexts, tiny_image_folder  # noqa: F401 (autouse)
+from cli_runs import ONE_STEP, TRAIN, one_torch_thread, run_cli, start_pretexts, tiny_image_folder  # noqa: F401
 
 from pretexts.engine import EnergyMethod, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
 from pretexts.engine.methods.energy.model import create_energy_model
@@ -198,6 +198,39 @@ def test_stop_signals_set_a_flag_and_a_second_ctrl_c_raises():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_signal_an_inner_stop_caught_reaches_the_enclosing_one():
+    """A run inside another (compare's cells) that caught a signal too late to act on hands it on as it exits;
+    with nothing enclosing it is dropped, and the handlers from before come back either way."""
+    before = signal.getsignal(signal.SIGTERM)
+    with StopSignals() as outer:
+        with StopSignals() as inner:
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert inner.signal == signal.SIGTERM and outer.signal == signal.SIGTERM and outer.exit_code == 143
+        with StopSignals() as quiet:
+            pass
+        assert not quiet.requested and outer.signal == signal.SIGTERM  # a later inner run that caught none
+    assert signal.getsignal(signal.SIGTERM) is before
+    with StopSignals() as alone:
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert alone.requested and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_signal_in_a_runs_last_step_lets_it_finish_as_usual(tmp_path, data, monkeypatch):
+    """A top-level run that catches a signal in its last step has nothing left to save by stopping: it finishes,
+    writes its results and exits 0, with no "stopped by" line."""
+    train_step = Pretrainer.train_step
+
+    def last_step(self, images):
+        stats = train_step(self, images)
+        os.kill(os.getpid(), signal.SIGTERM)  # ONE_STEP: its one step is the last
+        return stats
+
+    monkeypatch.setattr(Pretrainer, "train_step", last_step)
+    result, _ = run_cli(ONE_STEP + ["--data", data, "--out", tmp_path])
+    assert result.exit_code == 0 and "stopped by" not in result.output, result.output
+    assert (tmp_path / "results.json").is_file() and load_checkpoint(tmp_path / "checkpoint.pt")["global_step"] == 1
 
 
 @pytest.mark.slow  # a `pretexts train` process of its own, signalled

@@ -333,7 +333,8 @@ def shown(value) -> str:
 
 def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool, stop=None) -> dict:
     """Pretrain (or continue a stopped pretraining), score each budget's snapshot and fine-tune the last, writing
-    cell.json after each phase; `stop` (a `StopSignals`) raises `Interrupted` between points when it was asked."""
+    cell.json after each phase; `stop` (a `StopSignals`) raises `Interrupted` after the pretraining and between
+    points when it was asked."""
     done_file = folder / "cell.json"
     wanted = settings(study, arm)
     cell = load_cell(done_file, wanted) if done_file.is_file() else {"points": {}, "finetunes": {}}
@@ -365,6 +366,8 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
             if pre.get("arithmetic"):  # the energy's cells repeat only on the same (engine/training/arithmetic.py)
                 cell["arithmetic"] = pre["arithmetic"]
         write_json(done_file, cell)
+        if stop is not None and stop.requested:  # caught by the pretraining too late to stop it: stop here
+            raise Interrupted(stop.signal.name, stop.exit_code, "pretraining")
     for key in missing:
         cell["points"][key].update(probe(study, snapshot[key], seed))
         write_json(done_file, cell)

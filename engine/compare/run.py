@@ -179,7 +179,8 @@ def probe_sizes(cfg: CompareConfig) -> dict:
 
 def run_cells(cfg: CompareConfig, todo: list, cached: set, pace: Pace, stop, say: Callable[[str], None]) -> dict:
     """Every cell in turn (cached ones read back), with a line and an ETA after each. SIGTERM or Ctrl-C (`stop`)
-    ends the comparison at the next point where what the cell has is saved (engine/compare/cells.Interrupted)."""
+    ends the comparison at the next point where what the cell has is saved (engine/compare/cells.Interrupted); one
+    after the last cell's line returns, so the report is written."""
     cells = {}
     for i, (arm, seed) in enumerate(todo, 1):
         start = time.time()
@@ -200,7 +201,7 @@ def run_cells(cfg: CompareConfig, todo: list, cached: set, pace: Pace, stop, say
             )
         for part in wrapped(line):
             say(part)
-        if stop.requested:
+        if stop.requested and i < len(todo):  # after the last cell, the report is written first (compare)
             raise Interrupted(stop.signal.name, stop.exit_code, "between cells")
     return cells
 
@@ -208,7 +209,8 @@ def run_cells(cfg: CompareConfig, todo: list, cached: set, pace: Pace, stop, say
 def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
     """The plan and its estimate, every cell of the comparison (cached ones read back) with an ETA, then the ranked
     table (the terminal's within 100 columns; compare.md and compare.csv with every column), the plot and
-    compare.json; returns {'rows': ..., 'cells': ...}."""
+    compare.json; returns {'rows': ..., 'cells': ...}. SIGTERM or Ctrl-C raises `Interrupted` once what it stopped
+    has been saved: the cell's phase, or (every cell done) the report."""
     expect_config(cfg, CompareConfig)
     out = Path(cfg.out)
     began = time.time()
@@ -224,35 +226,46 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
             say(note)
         pace = plan(cfg, todo, cached, arms, say)
         estimate = pace.total()
+        # the report too under the stop: a signal once every cell is done has it written, then exits as stopped
         with StopSignals() as stop:
             cells = run_cells(cfg, todo, cached, pace, stop, say)
-        val_images = val_count(cfg, cells)
-        images = probe_sizes(cfg) if is_stream(cfg.data) else None  # a folder's splits are read whole
-        rows = summarise(cells, cfg.budgets, cfg.finetune_epochs, cfg.unit)
-        kind = clock_kind(cfg)
-        echo(terminal_table(rows, cfg.rank_by, kind, val_images))
-        write_text(out / "compare.md", table(rows, cfg.rank_by, kind, val_images) + "\n")
-        write_csv(rows, cfg.rank_by, kind, val_images, out / "compare.csv")
-        plot(
-            rows,
-            cfg.rank_by,
-            out / "compare.png",
-            f"{cfg.backbone} on '{cfg.data}', {len(cfg.seeds)} seed{'s' if len(cfg.seeds) > 1 else ''}: "
-            f"features after {budget_name(max(cfg.budgets))} {UNIT_WORDS[cfg.unit]} of pretraining",
-        )
-        record = {
-            "config": dataclasses.asdict(cfg),
-            "rows": rows,
-            "val_images": val_images,
-            "images": images,
-            "cells": {f"{name} / seed {seed}": cell for (name, seed), cell in cells.items()},
-        }
-        write_json(out / "compare.json", json.loads(json.dumps(record)))
-        took = time.time() - began
-        for line in wrapped(
-            f"wrote {out}/: compare.md, compare.csv, compare.png, compare.json, cells/; took {duration(took)}"
-            + (f" (estimated {duration(estimate)})" if estimate else "")
-        ):
-            echo(line)
+            record = write_report(cfg, cells, began, estimate, echo)
         forget()  # the decoded images: memory for the next comparison in this process
+        if stop.requested:
+            raise Interrupted(stop.signal.name, stop.exit_code, "after the last cell", finished=True)
         return record
+
+
+def write_report(cfg: CompareConfig, cells: dict, began: float, estimate: float, echo: Callable[[str], None]) -> dict:
+    """The ranked table (the terminal's, and compare.md / compare.csv with every column), the plot and
+    compare.json; returns compare.json's record."""
+    out = Path(cfg.out)
+    val_images = val_count(cfg, cells)
+    images = probe_sizes(cfg) if is_stream(cfg.data) else None  # a folder's splits are read whole
+    rows = summarise(cells, cfg.budgets, cfg.finetune_epochs, cfg.unit)
+    kind = clock_kind(cfg)
+    echo(terminal_table(rows, cfg.rank_by, kind, val_images))
+    write_text(out / "compare.md", table(rows, cfg.rank_by, kind, val_images) + "\n")
+    write_csv(rows, cfg.rank_by, kind, val_images, out / "compare.csv")
+    plot(
+        rows,
+        cfg.rank_by,
+        out / "compare.png",
+        f"{cfg.backbone} on '{cfg.data}', {len(cfg.seeds)} seed{'s' if len(cfg.seeds) > 1 else ''}: "
+        f"features after {budget_name(max(cfg.budgets))} {UNIT_WORDS[cfg.unit]} of pretraining",
+    )
+    record = {
+        "config": dataclasses.asdict(cfg),
+        "rows": rows,
+        "val_images": val_images,
+        "images": images,
+        "cells": {f"{name} / seed {seed}": cell for (name, seed), cell in cells.items()},
+    }
+    write_json(out / "compare.json", json.loads(json.dumps(record)))
+    took = time.time() - began
+    for line in wrapped(
+        f"wrote {out}/: compare.md, compare.csv, compare.png, compare.json, cells/; took {duration(took)}"
+        + (f" (estimated {duration(estimate)})" if estimate else "")
+    ):
+        echo(line)
+    return record

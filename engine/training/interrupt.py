@@ -3,6 +3,12 @@
 The handler only sets a flag; the loop checks it between optimiser steps and saves from there
 (saving inside a signal handler could interrupt a half-written checkpoint or optimiser step).
 A second Ctrl-C raises KeyboardInterrupt at once, for a loop that hangs.
+
+Stops nest: a run inside another (each cell of `pretexts compare` trains and fine-tunes under compare's own
+`StopSignals`) hands the signal it caught to the enclosing one as it exits, so a signal the inner run caught too
+late to act on (during its last step or its last epoch's saves, after which it ends normally) still stops the
+outer one at its next check. With nothing enclosing, such a late signal is dropped: the run finished, its files are
+whole, and it exits 0.
 """
 
 import signal
@@ -39,6 +45,9 @@ class StopSignals:
         return self
 
     def __exit__(self, *exc) -> None:
+        enclosing = getattr(self._previous.get(self.signal), "__self__", None)
         for sig, handler in self._previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
         self._previous = {}
+        if isinstance(enclosing, StopSignals) and enclosing is not self and enclosing.signal is None:
+            enclosing.signal = self.signal  # it would have caught it itself, had this one not been installed

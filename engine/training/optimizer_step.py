@@ -20,7 +20,7 @@ from pretexts.engine.training.nonfinite import NonFiniteGuard
 @dataclass
 class StepStats:
     loss: float  # the batch's mean loss (over every rank under DDP); a skipped step's is the non-finite value seen
-    lr: float  # the first group's lr after the schedule moved on, i.e. the next step's
+    lr: float  # the schedule's lr after it moved on, i.e. the next step's (`scheduled_lr`)
     grad_norm: float | None  # before clipping; None where not measured (fp16 without clipping: the scaler checks)
     skipped: bool
 
@@ -79,7 +79,7 @@ class OptimizerStep:
         skipped = lowered is not None and lowered < scale  # the scaler lowers its scale after a step it skipped
         if skipped:
             self.nonfinite.overflowed(lowered, number)
-        return StepStats(value, self.optimizer.param_groups[0]["lr"], norm, skipped)
+        return StepStats(value, scheduled_lr(self.optimizer), norm, skipped)
 
     def unscale_and_clip(self) -> float | None:
         """The gradient norm before clipping, measured in one pass with the clip (max_norm inf only measures it);
@@ -94,7 +94,15 @@ class OptimizerStep:
         """No update, but the step counts, so the schedule and the log stay aligned."""
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step_update(num_updates=number)
-        return StepStats(loss, self.optimizer.param_groups[0]["lr"], norm, True)
+        return StepStats(loss, scheduled_lr(self.optimizer), norm, True)
+
+
+def scheduled_lr(optimizer: torch.optim.Optimizer) -> float:
+    """The lr the schedule sets: that of a group at full scale (timm's `lr_scale` 1 or none), as the fine-tune's and
+    segmentation's epoch lines report it (under layer-wise decay the head's, the largest; the lower layers' are
+    fractions of it); not a group scaled above it (the energy's alpha under the `fast` recipe)."""
+    full = [group["lr"] for group in optimizer.param_groups if group.get("lr_scale", 1.0) == 1.0]
+    return full[0] if full else max(group["lr"] for group in optimizer.param_groups)
 
 
 def images_in(micro) -> int:

@@ -54,8 +54,10 @@ def compare_command(config, sets, **options) -> None:
     try:
         compare(cfg, echo=click.echo)
     except Interrupted as stopped:
-        click.echo(
-            f"{stopped}; saved what the cell had in {cfg.out}/cells/. Run the same command again to continue.",
-            err=True,
+        saved = (
+            f"every cell is done and the report is written in {cfg.out}/"
+            if stopped.finished
+            else f"saved what the cell had in {cfg.out}/cells/. Run the same command again to continue"
         )
+        click.echo(f"{stopped}; {saved}.", err=True)
         sys.exit(stopped.exit_code)
