@@ -185,13 +185,17 @@ def audit_cases(f: dict) -> list[tuple[bool, str]]:
         ),
         (
             "11 resume in a config file",
-            lambda: both(  # epochs from the checkpoint, as with --resume: the refusal must be that nothing is left
-                *(
-                    mentions(
-                        clean_refusal([*STEPPING, "--data", f["data"], *resume, "--out", w / "fresh"]), "has done all"
-                    )
-                    for resume in (["--config", w / "resume.json"], ["--resume", runs["A"] / "checkpoint.pt"])
-                )
+            lambda: both(  # --resume alone resumes (epochs from the checkpoint: nothing left); a file's is not taken
+                mentions(
+                    clean_refusal(
+                        [*STEPPING, "--data", f["data"], "--resume", runs["A"] / "checkpoint.pt", "--out", w / "fresh"]
+                    ),
+                    "has done all",
+                ),
+                runs_through(
+                    [*train, "--config", w / "resume.json", "--out", w / "fresh-file"],
+                    lambda: json.loads((w / "fresh-file" / "log.jsonl").read_text().splitlines()[0])["step"] == 1,
+                ),
             ),
         ),
         (

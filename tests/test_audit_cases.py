@@ -155,18 +155,16 @@ def test_case_10_force_never_replaces_the_commands_own_config_file(runs):
     assert config.read_bytes() == before and (runs["A"] / "checkpoint.pt").is_file()
 
 
-def test_case_11_resume_in_a_config_file_is_resume(runs, tmp_path):
+def test_case_11_resume_is_given_on_the_command_line_never_by_a_config_file(runs, tmp_path):
     checkpoint = runs["A"] / "checkpoint.pt"
-    (tmp_path / "c.json").write_text(json.dumps({"resume": str(checkpoint)}))
-    from_file = fails_cleanly(RUN + ["--config", tmp_path / "c.json", "--out", tmp_path / "B1"], "has done all 2")
-    from_option = fails_cleanly(RUN + ["--resume", checkpoint, "--out", tmp_path / "B2"], "has done all 2")
-    assert from_file.replace("B1", "B2") == from_option
-    # with epochs left, both continue the run into the fresh folder
-    (tmp_path / "c.json").write_text(json.dumps({"resume": str(checkpoint), "epochs": 3}))
+    fails_cleanly(RUN + ["--resume", checkpoint, "--out", tmp_path / "B2"], "has done all 2")
+    # a file's resume is a per-invocation choice a config.json once recorded: not taken, and the run says so
+    (tmp_path / "c.json").write_text(json.dumps({"resume": str(checkpoint), "epochs": 1}))
     result, _ = run_cli(RUN + ["--config", tmp_path / "c.json", "--out", tmp_path / "B3"])
     assert result.exit_code == 0, result.output
+    assert f'its resume: "{checkpoint}" not taken; --force and --resume are given here only' in result.output
     steps = [json.loads(line)["step"] for line in (tmp_path / "B3" / "log.jsonl").read_text().splitlines()]
-    assert steps == [3] and (tmp_path / "B3" / "checkpoint.pt").is_file()
+    assert steps == [1]  # a fresh run, not A's continued
 
 
 def test_case_12_a_refused_resume_leaves_the_other_runs_log_whole(runs):

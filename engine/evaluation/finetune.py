@@ -52,6 +52,7 @@ from pretexts.engine.evaluation.pretrained import (
 )
 from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
+from pretexts.engine.training.config_record import DERIVED, carry_derived, derived_of, note_resolved, saved_settings
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.precision import autocast
 from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
@@ -107,7 +108,7 @@ class Finetuner(TrainingRun):
     def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line):
         expect_config(cfg, FinetuneConfig)
         self.echo = echo
-        cfg = dataclasses.replace(cfg)  # the run's record is this copy, resolved below; the caller's stays as asked
+        asked, cfg = cfg, dataclasses.replace(cfg)  # the run's record is this copy, resolved below
         self.begin(cfg, cfg.accum_iter)
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
         np.random.seed(cfg.seed)  # Mixup from numpy's
@@ -136,6 +137,7 @@ class Finetuner(TrainingRun):
         self.start_positions = starting_positions(self.model)  # the table or not, before fine-tuning trains them
         if cfg.from_scratch:  # config.json records what auto resolved to (as probe's does)
             cfg.positions = self.start_positions or LEARNED_POSITIONS
+        note_resolved(cfg, asked)  # and which values were derived: a --config of it derives them again
         self.model.to(self.device)
         self.backbone_name = self.pretraining.get("backbone") or cfg.backbone
         check_backbone_fits(self.model, self.backbone_name, self.img_size, self.device)
@@ -247,7 +249,7 @@ class Finetuner(TrainingRun):
         cfg = self.cfg
         with self.run_folder("finetune", inputs=[cfg.checkpoint, cfg.data]):
             if self.rank == 0:
-                write_json(self.out / "config.json", cfg.to_dict())
+                write_json(self.out / "config.json", saved_settings(cfg))
                 # as train does, through `echo` (stderr; compare's cells silence it); the scan's size is not the
                 # crop's (the checkpoint's), so no small-image count
                 note = report_skipped([self.train_set, self.val_set], self.out, write_text, small=False)
@@ -296,11 +298,11 @@ class Finetuner(TrainingRun):
     def save_checkpoint(self) -> Path:
         """OUT/checkpoint.pt: everything `--resume` needs to continue after this epoch as if never stopped."""
         path = self.out / self.resume_file
-        save_checkpoint({**self.epoch_state("finetune"), "timm": self.timm_spec()}, path)
+        save_checkpoint({**self.epoch_state("finetune"), "timm": self.timm_spec(), DERIVED: derived_of(self.cfg)}, path)
         return path
 
     def load(self, path: Path) -> None:
-        self.resume_epochs(path, "finetune", FINETUNE_MAY_CHANGE)
+        carry_derived(self.cfg, self.resume_epochs(path, "finetune", FINETUNE_MAY_CHANGE))
 
     def timm_spec(self) -> dict:
         """How timm rebuilds this classifier: `pretexts export` reads it from either checkpoint."""

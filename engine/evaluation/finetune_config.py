@@ -167,7 +167,9 @@ class FinetuneConfig:
         section="output",
     )
     force: bool = setting(
-        False, "Start over in an --out that already holds a run (its checkpoint and log are removed).", section="output"
+        False,
+        "Start over in an --out that already holds a run: what the run wrote there is removed, your own files kept.",
+        section="output",
     )
 
     def __post_init__(self):

@@ -3,12 +3,14 @@
 A recipe fills every field of `FINETUNE_RECIPES` that the user left at None; a value given explicitly wins. `auto`
 (the default) picks one from the number of training images and the image size once the data is read
 (`resolve_recipe`); config.json and the checkpoint record the name picked and the values used, so a resumed run
-keeps them. The fields not listed (batch 64, AdamW's betas 0.9 / 0.999 and weight decay 0.05, min lr 1e-6, the
-mixing probabilities) are the same in both and stay plain defaults of `FinetuneConfig`.
+keeps them, and config.json notes them as derived, so a `--config` of it picks and fills them again. The fields not
+listed (batch 64, AdamW's betas 0.9 / 0.999 and weight decay 0.05, min lr 1e-6, the mixing probabilities) are the
+same in both and stay plain defaults of `FinetuneConfig`.
 """
 
 import difflib
 
+from pretexts.engine.training.config_record import note_derived
 from pretexts.errors import ParameterError
 
 FINETUNE_RECIPES: dict[str, dict] = {
@@ -81,11 +83,13 @@ def auto_recipe(train_images: int, img_size: int) -> tuple[str, str]:
 
 
 def apply_finetune_recipe(cfg) -> list[str]:
-    """Fill cfg's None fields from its (named) recipe; the fields that were given, which kept their values."""
+    """Fill cfg's None fields from its (named) recipe, noting them as derived (a `--config` of the run's config.json
+    with another recipe takes that recipe's); the fields that were given, which kept their values."""
     given = []
     for name, value in FINETUNE_RECIPES[cfg.recipe].items():
         if getattr(cfg, name) is None:
             setattr(cfg, name, value)
+            note_derived(cfg, name)
         elif getattr(cfg, name) != value:
             given.append(name)
     return given

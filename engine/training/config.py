@@ -172,7 +172,9 @@ class PretrainConfig:
         None, "Continue from OUT/checkpoint.pt, or from the checkpoint given.", flag_value="auto", section="output"
     )
     force: bool = setting(
-        False, "Start over in an --out that already holds a run (its checkpoint and log are removed).", section="output"
+        False,
+        "Start over in an --out that already holds a run: what the run wrote there is removed, your own files kept.",
+        section="output",
     )
     save_every: int | None = save_every_setting("OUT/checkpoint.pt")
     workers: int = setting(2, "Data loader worker processes.", section="speed", range=WORKERS_RANGE)

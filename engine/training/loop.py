@@ -31,6 +31,7 @@ from pretexts.engine.training.arithmetic import arithmetic
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.compile_choice import choose_compile
 from pretexts.engine.training.config import PretrainConfig
+from pretexts.engine.training.config_record import DERIVED, carry_derived, derived_of, note_resolved, saved_settings
 from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
 from pretexts.engine.training.monitor import Monitor, monitor_figure
@@ -102,7 +103,7 @@ class Pretrainer(TrainingRun):
         resumed = recorded_setting(cfg, "schedule") if cfg.schedule == AUTO_SCHEDULE else None
         schedule = resumed or resolved_schedule(cfg.schedule, cfg.method, getattr(model, "backbone", None), total)
         self.schedule_note = schedule_line(cfg.schedule, schedule, total, resumed=bool(resumed))  # the start line's
-        # the run's record (config.json, checkpoints): the config as asked, with what `auto` resolved to
+        # the run's record (config.json, checkpoints): the config with what `auto` resolved to, noting what was derived
         self.record = dataclasses.replace(
             cfg,
             compile=self.compile_choice.backend,
@@ -110,6 +111,7 @@ class Pretrainer(TrainingRun):
             method_args=dict(self.method.args),
             data=recorded_spec(cfg.data),
         )
+        note_resolved(self.record, cfg)
         self.task = self.method.task
         self.replicated = distributed.replicate(self.model, self.device) if self.world > 1 else None
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
@@ -128,9 +130,8 @@ class Pretrainer(TrainingRun):
         path = path or self.out / self.resume_file
         check_finite_weights(self.model, self.global_step, self.out)
         monitor = self.monitor.state() if self.monitor else self.monitor_state
-        save_checkpoint(
-            {**self.epoch_state(None, self.record), **pretrain_entries(self.cfg, self.batch, monitor)}, path
-        )
+        entries = {**pretrain_entries(self.cfg, self.batch, monitor), DERIVED: derived_of(self.record)}
+        save_checkpoint({**self.epoch_state(None, self.record), **entries}, path)
         return path
 
     def load(self, path: Path) -> None:
@@ -138,6 +139,7 @@ class Pretrainer(TrainingRun):
         check = partial(check_task_sizes, self.cfg, path=path)
         ckpt = self.resume_epochs(path, "pretrain", PRETRAIN_MAY_CHANGE, same, check, resolved=self.record)
         check_continues(ckpt, path, self.cfg.epochs, self.out)
+        carry_derived(self.record, ckpt)  # config.json keeps naming what the run derived as it started
         self.batch, self.monitor_state = ckpt["batch"], ckpt.get("monitor")
 
     def compute_loss(self, sample) -> torch.Tensor:
@@ -185,7 +187,7 @@ class Pretrainer(TrainingRun):
         with self.run_folder("train", inputs=[cfg.data]):
             if self.rank == 0:
                 check_output_dir(self.out, checkpoint_bytes(self.model))
-                write_json(self.out / "config.json", self.record.to_dict())
+                write_json(self.out / "config.json", saved_settings(self.record))
                 notes = [report_skipped([self.train_set, self.val_set], self.out, write_text)]
                 if self.val_set is None:  # else the run's held-out line would be missing unexplained
                     notes.append(
@@ -343,8 +345,7 @@ class Pretrainer(TrainingRun):
                 bar.update()
                 if log is not None:
                     if cfg.eval_every and self.global_step % cfg.eval_every == 0 and self.val_set is not None:
-                        self.measured = self.held_out_error()
-                        stats["held_out"] = self.measured.to_dict()
+                        stats["held_out"] = self.held_out_now().to_dict()  # logged there, once per step
                     if self.monitor and self.monitor.due(
                         self.global_step,
                         cfg.monitor_every,
@@ -353,7 +354,7 @@ class Pretrainer(TrainingRun):
                     ):
                         stats["monitor"] = self.monitor_now()
                     log.write(json.dumps({"step": self.global_step, "epoch": self.epoch, **stats}) + "\n")
-                    self.experiment.scalars(stats, self.global_step)
+                    self.experiment.scalars({k: v for k, v in stats.items() if k != "held_out"}, self.global_step)
                     if self.lines.step_due(self.global_step) and self.batch < self.steps_per_epoch:
                         self.progress_line(self.epoch + 1, end_of_epoch=False, stats=stats)
                 self.lines.restart_clock()  # img/s counts loading and stepping, not the evaluations above

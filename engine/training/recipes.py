@@ -1,12 +1,15 @@
 """Named optimiser recipes: the paper's Table A values, a fast start for a short CPU run, and SimMIM's.
 
 A recipe fills in every field below that the user left at None; a value given explicitly wins.
-The resolved values are what the run's config.json and checkpoint record. A method whose own options differ
-between recipes declares those defaults itself (`Method.recipe_defaults`: the energy method's alpha lr).
+The resolved values are what the run's config.json and checkpoint record; config.json also notes them as derived
+(engine/training/config_record.py), so a `--config` of it with another recipe takes that recipe's. A method whose
+own options differ between recipes declares those defaults itself (`Method.recipe_defaults`: the energy method's
+alpha lr).
 """
 
 import difflib
 
+from pretexts.engine.training.config_record import note_derived
 from pretexts.errors import ParameterError
 
 RECIPES: dict[str, dict] = {
@@ -29,7 +32,8 @@ DEMO_STEPS = 200
 
 
 def apply_recipe(cfg) -> None:
-    """Fill cfg's None fields from its recipe; ParameterError (with close names) for an unknown recipe."""
+    """Fill cfg's None fields from its recipe, noting them as derived (config.json records which, so a `--config`
+    of it with another recipe takes that recipe's); ParameterError (with close names) for an unknown recipe."""
     if cfg.recipe not in RECIPES:
         close = difflib.get_close_matches(str(cfg.recipe), RECIPES, n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
@@ -37,6 +41,7 @@ def apply_recipe(cfg) -> None:
     for name, value in RECIPES[cfg.recipe].items():
         if getattr(cfg, name) is None:
             setattr(cfg, name, value)
+            note_derived(cfg, name)
     if cfg.schedule not in SCHEDULES:
         raise ParameterError(f"schedule must be one of {', '.join(SCHEDULES)}; got {cfg.schedule!r}.")
 

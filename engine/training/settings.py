@@ -10,6 +10,7 @@ import os
 import typing
 from dataclasses import dataclass, field, fields
 
+from pretexts.engine.training.config_record import DERIVED
 from pretexts.errors import ParameterError, suggest
 
 # the sections of a command's --help, in order: each field names its own (`setting(..., section=...)`)
@@ -273,7 +274,9 @@ def check_field_types(cfg) -> None:
 
 def from_values(cls, values: dict, where: str = "saved config"):
     """`cls(**values)`, with a key that is no field of `cls` refused in one line naming the close fields (a
-    results.json given for a config.json, a misspelt key), not a TypeError."""
+    results.json given for a config.json, a misspelt key), not a TypeError. A config.json's record of its derived
+    fields is no field: the values stand as the run used them (`--config` derives them again instead)."""
+    values = {k: v for k, v in values.items() if k != DERIVED}
     known = [f.name for f in fields(cls)]
     unknown = [key for key in values if key not in known]
     if unknown:

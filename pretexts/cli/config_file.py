@@ -1,14 +1,17 @@
 """`--config FILE` and `--set KEY=VALUE`: a run's whole configuration in and out; and a command's options built
 from the fields of its config dataclass (`options_from`).
 
-A run saves OUT/config.json (every field of its config dataclass); the same file, or a YAML one with any
-subset of the fields, starts a run again. Precedence: the file, then the command's own options, then
-each --set in order.
+A run saves OUT/config.json (every field of its config dataclass but --force and --resume, and which values
+were derived: engine/training/config_record.py); the same file, or a YAML one with any subset of the fields,
+starts a run again. Precedence: the file, then the command's own options, then each --set in order. What the file
+records as derived (a recipe's values, what `auto` resolved to) is derived again from the file's given values and
+the command line's.
 """
 
 import dataclasses
 import importlib
 import json
+import os
 import types
 import typing
 from pathlib import Path
@@ -16,6 +19,7 @@ from pathlib import Path
 import click
 import yaml
 
+from ..engine.training.config_record import DERIVED, PER_INVOCATION, given_values
 from ..engine.training.run_folder import note_input
 from ..errors import ParameterError, suggest
 from .help_sections import option, shown
@@ -166,8 +170,8 @@ def convert(cls, name: str, text: str, where: str = "--set"):
     spelled = str(text).strip().lower()
     if flag is not None and spelled in YES + NO:  # an option whose value is optional (--compile, --resume):
         return flag if spelled in YES else None  # true means the option alone, false leaves it off
-    if not isinstance(text, str):
-        return text
+    if not isinstance(text, str) or str in allowed and where != "--set":
+        return text  # a file has its own null: its 'none' is text (randaug: none turns RandAugment off)
     given = text if len(text) <= 80 else text[:60] + "..."
     shown = f"--set {name}={given}" if where == "--set" else f"{where}: {name}: {given}"
     if type(None) in allowed and text.strip().lower() in ("none", "null", "~", ""):
@@ -218,16 +222,21 @@ def check_known(cls, keys, where: str) -> None:
 
 
 def build_config(
-    cls, options: dict, config: str | None, sets: tuple[str, ...], merge=("task_args",), resume=None, loose=None
+    cls,
+    options: dict,
+    config: str | None,
+    sets: tuple[str, ...],
+    merge=("task_args",),
+    resume=None,
+    loose=None,
+    echo=None,
 ):
     """`cls` from the file, the command's explicit options (None = not given) and the --set overrides.
     Mappings named in `merge` (task arguments) are updated key by key rather than replaced. `loose(values)`
     moves the keys that are no field of `cls` where they belong (a method's options, into method_args) before
-    the rest are refused. With --resume, `resume(values)` lays what was given over the checkpoint's own config."""
-    values = read_config_file(config) if config else {}
-    if loose:  # the method an option names decides where the file's keys belong, else the file's own
-        method = options.get("method") or values.get("method")
-        values = loose({**values, **({"method": method} if method else {})})
+    the rest are refused. With --resume, `resume(values)` lays what was given over the checkpoint's own config.
+    `echo` gets the lines saying what came from the file (default: stderr, on rank 0)."""
+    values, lines = ({}, []) if not config else file_values(cls, config, options, sets, loose)
     check_known(cls, values, f"config file '{config}'")
     # YAML 1.1 reads 1e-3 as a string: such values take the field's type, as --set values do
     values = {
@@ -251,7 +260,55 @@ def build_config(
         raise ParameterError(
             f"{required[0]} is required: give --{required[0].replace('_', '-')} or put it in --config."
         )
-    return cls(**values)
+    built = cls(**values)
+    for line in lines:
+        (echo or rank_zero_note)(line)
+    return built
+
+
+def rank_zero_note(line: str) -> None:
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun one process speaks
+        click.echo(line, err=True)
+
+
+def set_keys(sets: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(field, text) of each `--set KEY=VALUE`, in order."""
+    return [(key.strip().replace("-", "_"), text.strip()) for key, _, text in (p.partition("=") for p in sets)]
+
+
+def file_values(cls, config: str, options: dict, sets: tuple[str, ...], loose=None) -> tuple[dict, list[str]]:
+    """(values, lines): a config file's values as its run was given them (what it records as derived put back as
+    asked: `given_values`), without the per-invocation options (--force, --resume: never a file's), and without
+    its task's or method's arguments where the command line names another task or method; and the lines saying so."""
+    raw = read_config_file(config)
+    values, derived = given_values(raw)
+    where, lines = f"config {config}", []
+    if ignored := [f"{k}: {json.dumps(values[k])}" for k in PER_INVOCATION if values.get(k)]:
+        lines.append(f"{where}: its {', '.join(ignored)} not taken; --force and --resume are given here only.")
+    values = {k: v for k, v in values.items() if k not in PER_INVOCATION}
+    chosen = {k: v for k, v in options.items() if v not in (None, (), {})} | dict(set_keys(sets))
+    if loose:  # a file's method options belong to the file's method; one naming none, to the command line's
+        method = values.get("method") or chosen.get("method")
+        values = loose({**values, **({"method": method} if method else {})})
+    changed = {f"{k}_args" for k in ("task", "method") if values.get(k) and chosen.get(k, values[k]) != values[k]}
+    for args in sorted(changed & set(values)):
+        owner = args.removesuffix("_args")
+        if names := ", ".join(values.pop(args)):
+            lines.append(f"{where}: its {args} ({names}) are {owner} {values[owner]}'s, left out for {chosen[owner]}.")
+    again = []
+    for name, asked in sorted(derived.items()):
+        if isinstance(asked, dict):  # a method's options: those this command line does not give
+            keys = [k for k in asked if k not in chosen and k not in (options.get(name) or {})]
+            again += [f"{name} ({len(keys)})"] if keys and name not in changed else []
+        elif name not in chosen:
+            again.append(name)
+    said = "the settings it was given, under this command's options"
+    if again:
+        said += f"; derived again for this run (by the recipe, `auto` or the method): {', '.join(again)}"
+    elif DERIVED not in raw:
+        said = "every value as it gives it, under this command's options (it records none as derived)"
+    lines.insert(0, f"{where}: {said}.")
+    return values, lines
 
 
 def config_options(command):
@@ -269,7 +326,8 @@ def config_options(command):
         "config",
         default=None,
         metavar="FILE",
-        help="Start from a .yaml or .json config (e.g. a run's OUT/config.json).",
+        help="Start from a .yaml or .json config (e.g. a run's OUT/config.json, whose recipe and auto values are "
+        "derived again; --force and --resume are never taken from a file).",
         section="config",
     )(command)
 
@@ -310,6 +368,8 @@ def option_settings(f: dataclasses.Field) -> dict:
     settings = {"default": None, "help": f.metadata["help"]}
     if f.default not in (None, (), dataclasses.MISSING) and kind is not bool:
         settings["show_default"] = shown(f.default)
+    elif kind is bool and f.default is True:  # a flag pair (--tf32/--no-tf32): its default named as click names one
+        settings["show_default"] = option_names(f)[0].split("/")[0][2:]
     if "choices" in f.metadata:
         settings["type"] = click.Choice(f.metadata["choices"])
     elif kind is bool:

@@ -27,12 +27,14 @@ def finetune_command(config, sets, **options) -> None:
     from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, resumed_values
     from pretexts.engine.training.threads import threads_note, use_available_cpus
 
+    from_file: list[str] = []  # what came from --config, said after the start line
     cfg = build_config(
         FinetuneConfig,
         options,
         config,
         sets,
         resume=lambda values: resumed_values(FinetuneConfig, values, "finetune", FINETUNE_MAY_CHANGE),
+        echo=from_file.append,
     )
     threads = use_available_cpus()
     finetuner = Finetuner(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
@@ -45,6 +47,8 @@ def finetune_command(config, sets, **options) -> None:
         f"classes, for {cfg.epochs} epochs -> {cfg.out}{threads_note(finetuner.device, threads)}"
         f"{f' on {finetuner.world} processes' if finetuner.world > 1 else ''}; {finetuner.recipe_note}"
     )
+    for line in from_file:
+        echo(line)
     try:
         results = finetuner.run()
     finally:

@@ -62,6 +62,7 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
             f"values; give one of them."
         )
     method_values = {**given, **flags}
+    from_file: list[str] = []  # what came from --config, said after the start line
     cfg = build_config(
         PretrainConfig,
         {"task_args": args, "method_args": method_values, **options},
@@ -70,6 +71,7 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         merge=("task_args", "method_args"),
         loose=with_method_args,
         resume=lambda values: resumed_values(PretrainConfig, values, None, PRETRAIN_MAY_CHANGE),
+        echo=from_file.append,
     )
     threads = use_available_cpus()
     trainer = Pretrainer(cfg)
@@ -78,8 +80,7 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         f"pretraining {cfg.backbone} on {trainer.method.corruption()} with method '{cfg.method}', data "
         f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}" + threads_note(trainer.device, threads)
     )
-    echo(trainer.compile_choice.describe())
-    for line in (resolved_line(trainer.method), trainer.schedule_note):
+    for line in (*from_file, trainer.compile_choice.describe(), resolved_line(trainer.method), trainer.schedule_note):
         if line:
             echo(line)
     try:

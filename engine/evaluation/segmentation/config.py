@@ -44,7 +44,9 @@ class SegmentConfig:
         section="output",
     )
     force: bool = setting(
-        False, "Start over in an --out that already holds a run (its files are removed).", section="output"
+        False,
+        "Start over in an --out that already holds a run: what the run wrote there is removed, your own files kept.",
+        section="output",
     )
     checkpoint: str | None = setting(None, "A checkpoint.pt written by `pretexts train`.", section="model")
     backbone: str | None = setting(

@@ -22,6 +22,7 @@ from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import save_checkpoint
+from pretexts.engine.training.config_record import saved_settings
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.precision import autocast
 from pretexts.engine.training.progress import stderr_line
@@ -149,7 +150,7 @@ class Segmentation(TrainingRun):
         try:
             with self.run_folder("segment", inputs=[cfg.checkpoint, None if self.generated else cfg.data]):
                 if self.rank == 0:
-                    write_json(self.out / "config.json", cfg.to_dict())
+                    write_json(self.out / "config.json", saved_settings(cfg))
                 return self.train_and_report()
         finally:
             if self.generated:
@@ -171,7 +172,12 @@ class Segmentation(TrainingRun):
             self.global_step += 1
             loss = loss if stats.skipped else stats.loss
             self.lines.step(stats.loss, len(images) * self.world)
-            if self.lines.step_due(self.global_step) and self.global_step % self.steps_per_epoch:
+            # an epoch's last step (a --max-steps end included) has the epoch's line
+            if (
+                self.lines.step_due(self.global_step)
+                and self.global_step % self.steps_per_epoch
+                and self.global_step < self.total
+            ):
                 self.lines.step_line(self.epoch + 1, self.global_step, stats.lr)
         return loss
 
