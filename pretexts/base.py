@@ -7,6 +7,7 @@ import torch
 from torch import Tensor
 
 from .errors import ParameterError, suggest
+from .listing_cache import first_paragraph
 from .params import AUTO, Param
 
 RANGE_SLACK = 1e-3  # float images a resize or colour op left a rounding step outside [0, 1] are still images
@@ -59,8 +60,8 @@ class Pretext:
     the model side's concern (pretexts.engine.methods.states).
 
     Declared `params` become attributes of the task, converted and range-checked on construction; `check()` then
-    checks what involves several of them (low <= high). The first line of the class docstring is the task's
-    summary in `pretexts list`. `pretexts.register(name)` makes the class creatable by name.
+    checks what involves several of them (low <= high). The first paragraph of the class docstring, on one line,
+    is the task's summary in `pretexts list`. `pretexts.register(name)` makes the class creatable by name.
 
     Args:
         preset: One of the class's `presets`, whose values replace the declared defaults.
@@ -284,7 +285,8 @@ class Pretext:
 
     @classmethod
     def summary(cls) -> str:
-        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        """The task's line in `pretexts list`: its docstring's first paragraph, on one line."""
+        return first_paragraph(cls.__doc__)
 
 
 def splits_draw_and_apply(task: Pretext) -> bool:

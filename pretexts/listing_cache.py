@@ -10,6 +10,7 @@ cached: they are imported on every listing, so a broken one is always listed as 
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field, fields
 from importlib import import_module
@@ -46,7 +47,8 @@ class Listed:
 
 
 def summary_of(entry) -> str:
-    """A task's `summary()`, a method's own `summary` line, else the first line of the docstring (a probe's)."""
+    """A task's `summary()`, a method's own `summary` line, else the docstring's first paragraph on one line (a
+    probe's): its first line alone may stop mid-sentence."""
     if isinstance(entry, Listed):
         return entry.summary
     summary = getattr(entry, "summary", None)
@@ -55,8 +57,12 @@ def summary_of(entry) -> str:
     own = vars(entry).get("summary") if isinstance(entry, type) else None  # not inherited: the base's is empty
     if isinstance(own, str) and own:
         return own
-    doc = (entry.__doc__ or "").strip()
-    return doc.splitlines()[0] if doc else ""
+    return first_paragraph(entry.__doc__)
+
+
+def first_paragraph(doc: str | None) -> str:
+    """A docstring's first paragraph on one line: a summary (its first line alone may stop mid-sentence)."""
+    return " ".join(re.split(r"\n\s*\n", (doc or "").strip())[0].split())
 
 
 class Uncacheable(TypeError):

@@ -1,8 +1,9 @@
 """Plugin discovery for the registries (`pretexts.registry.Registry`): the entry points of the distributions
 installed on sys.path (never a `*.dist-info` folder in the working directory), and loading them into a registry,
 where a failing one is recorded as broken (the file and line it failed at, its traceback) and one that registers a
-built-in's name as shadowed. Imports no torch."""
+built-in's name as shadowed; and what the task registry's plugins are (`broken_plugins`, ...). Imports no torch."""
 
+import importlib
 import os
 import re
 import sys
@@ -12,6 +13,7 @@ from importlib.metadata import distributions
 from typing import TYPE_CHECKING
 
 from .errors import DuplicateNameError
+from .listing_cache import source_roots
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -67,23 +69,34 @@ def plugin_entry_points(group: str) -> list:
     return found
 
 
-def failing_line(err: BaseException) -> str:
-    """'file.py:12', the innermost frame of the error: where in the plugin it failed."""
-    frames = traceback.extract_tb(err.__traceback__)
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "import"
+def failing_line(err: BaseException, module: str = "") -> str:
+    """'file.py:12', where in the plugin it failed: the innermost frame of the error outside importlib and pretexts
+    (a refused registration raises in pretexts: the plugin's line is its decorator), else pretexts' innermost; the
+    module's file where importlib alone failed (an entry point naming a missing attribute)."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith(IMPORTLIB)]
+    frames = [f for f in frames if f.filename != __file__]  # load_entry_points' own call
+    own = tuple(os.path.join(root, "") for root in source_roots())
+    outside = [f for f in frames if not os.path.realpath(f.filename).startswith(own)] or frames
+    if outside:
+        return f"{outside[-1].filename}:{outside[-1].lineno}"
+    return getattr(sys.modules.get(module), "__file__", None) or "import"
+
+
+IMPORTLIB = (os.path.dirname(importlib.__file__), "<frozen importlib")
 
 
 def load_entry_points(registry: "Registry") -> None:
     """Import every entry point of `registry.group` (`Registry.load_plugins`, which does it once): the names one
-    registers are its plugin's (`registry.plugin_of`); one that fails is broken (`registry.broken`, with where and
-    why, and `registry.tracebacks`); one that registers a built-in's name is shadowed (`registry.shadowed`, said
-    once in a warning)."""
+    registers are its plugin's (`registry.plugin_of`), also where it then fails; one that fails is broken
+    (`registry.broken`, with where and why, and `registry.tracebacks`); one that registers a built-in's name is
+    shadowed (`registry.shadowed`, said once in a warning)."""
     # stacklevel=4: the warning points at whoever called `Registry.load` (load_entry_points <- load_plugins <- load)
     for ep in plugin_entry_points(registry.group):
         package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
-        before = dict(registry.table)
+        before, loaded = dict(registry.table), False
         try:
             ep.load()
+            loaded = True
         except DuplicateNameError as err:
             registry.shadowed[ep.name] = f"{package}: {err}"
             warnings.warn(
@@ -92,16 +105,49 @@ def load_entry_points(registry: "Registry") -> None:
             )
         except (Exception, SystemExit) as err:  # a plugin's bug (or its sys.exit) must not break the built-ins
             registry.broken[ep.name] = (
-                f"{package} ({ep.value}) failed at {failing_line(err)}: {type(err).__name__}: {err}"
+                f"{package} ({ep.value}) failed at {failing_line(err, ep.module)}: {type(err).__name__}: {err}"
             )
             registry.tracebacks[ep.name] = "".join(traceback.format_exception(err))
-        else:
+        # not the built-ins a plugin imports (to subclass one) before `load` did: a listing imports none. Also what a
+        # module registered before its entry point failed (a missing attribute): a later entry point finds it imported
+        added = [n for n in registry.table if n not in before and not registry.is_builtin(registry.table[n].__module__)]
+        for name in added:
+            registry.plugin_of[name] = package
+        if loaded:
             registry.broken.pop(ep.name, None)
-            # not the built-ins a plugin imports (to subclass one) before `load` did: a listing imports none
-            added = [
-                n for n in registry.table if n not in before and not registry.is_builtin(registry.table[n].__module__)
-            ]
-            for name in added:
-                registry.plugin_of[name] = package
             if not added and not any(cls.__module__ == ep.module for cls in registry.table.values()):
                 registry.broken[ep.name] = f"{package} ({ep.value}) loaded but registered no {registry.kind}"
+
+
+def tasks() -> "Registry":
+    from .registry import TASKS  # the registry module imports this one
+
+    return TASKS
+
+
+def load_plugins(force: bool = False) -> None:
+    """Load the built-in tasks and the task plugins (again, with `force`: one installed since)."""
+    tasks().load(force)
+
+
+def plugin_of(name: str) -> str | None:
+    """'pretexts-jpeg 0.1.0' for a task a plugin registered; None for a built-in."""
+    tasks().load()
+    return tasks().plugin_of.get(name)
+
+
+def broken_plugins() -> dict[str, str]:
+    """Plugins that failed to load: entry-point name -> where and why."""
+    tasks().load()
+    return dict(tasks().broken)
+
+
+def broken_traceback(name: str) -> str:
+    """The full traceback of a broken plugin, for `--debug`."""
+    return tasks().tracebacks.get(name, "")
+
+
+def shadowed_plugins() -> dict[str, str]:
+    """Plugins whose task name a built-in already has: entry-point name -> which and where."""
+    tasks().load()
+    return dict(tasks().shadowed)

@@ -6,21 +6,19 @@ takes them from a cache while they are unchanged (`Registry.entries`, pretexts/l
 loading the plugins is pretexts/plugins.py; what an entry must be, pretexts/entry_checks.py."""
 
 import fnmatch
-import inspect
 import pkgutil
+import sys
 from dataclasses import dataclass, field
 from importlib import import_module
 
-from .entry_checks import check_entry, check_name
-from .errors import DuplicateNameError, UnknownNameError, suggest
+from .entry_checks import check_entry, check_hooks, check_name, check_unique
+from .errors import UnknownNameError, suggest
+from .plugins import broken_plugins as broken_plugins  # the task plugins' queries, where they have always been
+from .plugins import broken_traceback as broken_traceback
 from .plugins import load_entry_points
-
-
-def defined_at(cls) -> str:
-    try:
-        return f"{inspect.getsourcefile(cls)}:{inspect.getsourcelines(cls)[1]}"
-    except (OSError, TypeError):
-        return f"{cls.__module__}.{cls.__qualname__}"
+from .plugins import load_plugins as load_plugins
+from .plugins import plugin_of as plugin_of
+from .plugins import shadowed_plugins as shadowed_plugins
 
 
 @dataclass
@@ -55,6 +53,8 @@ class Registry:
     declares: tuple = ()  # the attributes a listing reads from an entry
     cached: bool = False  # `entries` may cache the built-ins: pretexts' own modules (the cache's key is their files)
     base: str = ""  # "module:Class" every entry must subclass (imported when one registers); "": any callable
+    hooks: tuple = ()  # the methods of `base` an entry must override ("a|b": one of them)
+    list_flag: str = ""  # the `pretexts list` flag that lists this kind ("--methods")
     table: dict = field(default_factory=dict)
     broken: dict = field(default_factory=dict)  # entry-point name -> where and why it failed
     tracebacks: dict = field(default_factory=dict)
@@ -75,7 +75,9 @@ class Registry:
             (Callable[[type], type]): The decorator, which returns the class it registers unchanged.
 
         Raises:
-            DuplicateNameError: Another class has the name (ParameterError: a name or class of the wrong kind).
+            DuplicateNameError: Another class has the name; a class from outside the built-ins loads them first, so
+                a built-in's name is refused here (ParameterError: a name or class of the wrong kind, or a class
+                missing one of the `hooks`).
 
         Examples:
             >>> from pretexts.registry import Registry
@@ -91,13 +93,10 @@ class Registry:
 
         def wrap(cls):
             check_entry(self.kind, self.base, name, cls)
-            old = self.table.get(name)
-            builtin = self.declared.get(name) if old is None else None
-            if old is not None and old is not cls or builtin is not None and builtin != cls.__module__:
-                first = defined_at(old) if old is not None else builtin
-                raise DuplicateNameError(
-                    f"{self.kind} '{name}' is registered twice: {first} and {defined_at(cls)}. Rename one of them."
-                )
+            if not self.is_builtin(cls.__module__) and not self.declared:
+                self.load_builtins()  # a built-in's name is refused now, not as the built-ins load later
+            check_unique(self, name, cls)
+            check_hooks(self.kind, self.base, name, cls, self.hooks)
             self.table[name] = cls
             return cls
 
@@ -147,19 +146,30 @@ class Registry:
             >>> {"linear", "mlp", "knn"} <= set(PROBES.table)
             True
         """
+        self.load_builtins(force)
+        self.load_plugins(force)
+
+    def load_builtins(self, force: bool = False) -> None:
+        """Import the built-in modules once (`load` without the plugins)."""
         if self.loaded and not force:
             return
-        for module in self.builtins:
-            if module.endswith(".*"):  # every module of a package: a new file there registers itself
-                package = import_module(module[:-2])
-                for info in pkgutil.iter_modules(package.__path__):
-                    import_module(f"{package.__name__}.{info.name}")
-            else:
-                import_module(module)
+        try:
+            for module in self.builtins:
+                if module.endswith(".*"):  # every module of a package: a new file there registers itself
+                    package = import_module(module[:-2])
+                    for info in pkgutil.iter_modules(package.__path__):
+                        import_module(f"{package.__name__}.{info.name}")
+                else:
+                    import_module(module)
+        except BaseException:
+            # a module that failed runs again on the next load: what it registered would clash with itself
+            for name, entry in list(self.table.items()):
+                if self.is_builtin(entry.__module__) and entry.__module__ not in sys.modules:
+                    del self.table[name]
+            raise
         ordered = sorted(self.table.items(), key=lambda item: self.rank(item[1].__module__))
         self.table.clear(), self.table.update(ordered)
         self.loaded = True
-        self.load_plugins(force)
 
     def load_plugins(self, force: bool = False) -> None:
         """Every entry point of the group, once (see `load`)."""
@@ -206,8 +216,8 @@ class Registry:
         if name in self.broken and name not in self.table:
             raise UnknownNameError(
                 f"{self.kind} '{name}' comes from a plugin that failed to load: "
-                f"{self.broken[name]}. Fix or reinstall the plugin; `pretexts --debug list` "
-                f"shows its traceback."
+                f"{self.broken[name]}. Fix or reinstall the plugin; "
+                f"`{f'pretexts --debug list {self.list_flag}'.rstrip()}` shows its traceback."
             )
         if name not in self.table:
             hint = self.hint.format(names=", ".join(self.table))
@@ -227,6 +237,7 @@ TASKS = Registry(
     declares=("params", "presets"),
     cached=True,
     base="pretexts.base:Pretext",
+    hooks=("apply|corrupt",),
 )
 """The pretext tasks: `pretexts.register` adds one, plugin packages through the entry-point group `pretexts.tasks`;
 `create_pretext`, `list_pretexts` and `get_pretext_class` read it."""
@@ -241,6 +252,8 @@ METHODS = Registry(
     declares=("method_params",),
     cached=True,
     base="pretexts.engine.methods.base:Method",
+    hooks=("build_model", "loss", "held_out_error", "figure"),
+    list_flag="--methods",
 )
 """The pretraining methods (`pretexts.engine.Method` subclasses): `pretexts.engine.register_method` adds one, plugin
 packages through the entry-point group `pretexts.methods`; `pretexts train --method NAME` trains it."""
@@ -252,6 +265,7 @@ PROBES = Registry(
     hint="Probes: {names} (`pretexts list --probes`).",
     declares=("params",),
     cached=True,
+    list_flag="--probes",
 )
 """The frozen-feature probes: `register_probe` (in `pretexts.engine.evaluation.probe`) adds one, plugin packages
 through the entry-point group `pretexts.probes`; `pretexts probe --probe NAME` runs it."""
@@ -260,7 +274,7 @@ through the entry-point group `pretexts.probes`; `pretexts probe --probe NAME` r
 def register(name: str):
     """Class decorator: `@register("colorization")` makes the class creatable by that name.
 
-    The class (a `Pretext` subclass) gets `name` as its `name` attribute, and the first line of its docstring is
+    The class (a `Pretext` subclass) gets `name` as its `name` attribute, and its docstring's first paragraph is
     its summary in `pretexts list`. A plugin package also exposes the class under the entry-point group
     `pretexts.tasks`, so that `pretexts` finds it without being told to import it.
 
@@ -272,7 +286,8 @@ def register(name: str):
 
     Raises:
         DuplicateNameError: Another task has the name (a built-in's included); the message names both classes.
-        ParameterError: The name is no command-line word, or the class no `Pretext` subclass.
+        ParameterError: The name is no command-line word, or the class no `Pretext` subclass or one defining
+            neither `apply` nor `corrupt`.
 
     Examples:
         >>> import torch
@@ -298,33 +313,6 @@ def register(name: str):
         return cls
 
     return wrap
-
-
-def load_plugins(force: bool = False) -> None:
-    TASKS.load(force)
-
-
-def plugin_of(name: str) -> str | None:
-    """'pretexts-jpeg 0.1.0' for a task a plugin registered; None for a built-in."""
-    TASKS.load()
-    return TASKS.plugin_of.get(name)
-
-
-def broken_plugins() -> dict[str, str]:
-    """Plugins that failed to load: entry-point name -> where and why."""
-    TASKS.load()
-    return dict(TASKS.broken)
-
-
-def broken_traceback(name: str) -> str:
-    """The full traceback of a broken plugin, for `--debug`."""
-    return TASKS.tracebacks.get(name, "")
-
-
-def shadowed_plugins() -> dict[str, str]:
-    """Plugins whose task name a built-in already has: entry-point name -> which and where."""
-    TASKS.load()
-    return dict(TASKS.shadowed)
 
 
 def list_pretexts(pattern: str = "*") -> list[str]:
@@ -368,7 +356,8 @@ def get_pretext_class(name: str) -> type:
 
 
 def create_pretext(name: str, **kwargs):
-    """Build a task by name; None kwargs are dropped so CLI defaults never override a task's own.
+    """Build a task by name; a parameter given as None keeps the task's own value (a CLI option left unset), but
+    its name is checked first: an unknown one is refused even without a value (YAML's `{scale:8}` is 'scale:8').
 
     Args:
         name: A task name, as `list_pretexts` gives it (a built-in or a plugin's).
@@ -397,4 +386,5 @@ def create_pretext(name: str, **kwargs):
         ...
         pretexts.errors.ParameterError: random-mask: unknown parameter 'ratio'; valid parameters: count, low, ...
     """
-    return get_pretext_class(name)(**{k: v for k, v in kwargs.items() if v is not None})
+    cls = get_pretext_class(name)
+    return cls(**{k: v for k, v in kwargs.items() if v is not None or k not in cls.params and k != "preset"})

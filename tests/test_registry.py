@@ -80,6 +80,9 @@ def test_none_kwargs_are_dropped_so_task_defaults_win(clean_registry):
     class Scaled(pretexts.Pretext):
         params = {"scale": pretexts.Param(16, int, low=2, high=64)}
 
+        def apply(self, images, params):
+            return pretexts.Corrupted(state=images, target=images)
+
     assert pretexts.create_pretext("test-scaled", scale=None).scale == 16
     assert pretexts.create_pretext("test-scaled", scale="8").scale == 8
     with pytest.raises(ParameterError, match=r"allowed range is \[2, 64\]"):

@@ -24,7 +24,7 @@ class Method:
     `loss` -> an optimiser step over `param_groups()`, logging `step_stats()`; it draws `figure` at the end of an
     epoch and prints `held_out_error` at the end of the run, and the monitor measures `features` and
     `monitor_scalars`. `@register_method(name)` (from `pretexts.engine`) makes it `pretexts train --method NAME`;
-    its `summary`, else the first line of its docstring, is its line in `pretexts list --methods`.
+    its `summary`, else its docstring's first paragraph, is its line in `pretexts list --methods`.
 
     Args:
         cfg (PretrainConfig): The run's `PretrainConfig`, kept as `self.cfg` (backbone, img_size, seed, ...).
@@ -32,7 +32,7 @@ class Method:
         device: Where the model, the images and the step's generator live, kept as `self.device`.
 
     Attributes:
-        summary: One line for `pretexts list --methods`; empty: the first line of the docstring.
+        summary: One line for `pretexts list --methods`; empty: the docstring's first paragraph.
         method_params: Its own options, name -> `pretexts.Param`: each is `--method-arg KEY=VALUE` and, where no
             config field has the name, its own `pretexts train --key` option; converted and checked into
             `self.args`.
@@ -117,9 +117,12 @@ class Method:
 
     def build(self) -> torch.nn.Module:
         """`build_model` on the method's device with its `auto` options resolved (`resolve`; what they resolved
-        to is `self.resolved`). Not meant to be overridden."""
+        to is `self.resolved`, and `self.given` names those the run set to that value, not auto). Not meant to be
+        overridden."""
+        asked = dict(self.args)  # before build_model: it may resolve an option that shapes the model
         model = self.build_model().to(self.device)
         self.resolved = self.resolve(model)
+        self.given = {k for k, v in self.resolved.items() if asked.get(k) == v}
         return model
 
     def prepare(self, model: torch.nn.Module, compile_backend: str | None) -> torch.nn.Module:
@@ -243,8 +246,10 @@ class Method:
         raise NotImplementedError
 
     def default_title(self) -> str:
-        """ "METHOD: TASK on BACKBONE", a figure's title by default."""
-        return f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}"
+        """ "METHOD: TASK on BACKBONE", a figure's title by default; "METHOD on BACKBONE" where the method ignores
+        the task (`uses_task` False)."""
+        task = f": {self.cfg.task}" if self.uses_task else ""
+        return f"{self.cfg.method}{task} on {self.cfg.backbone}"
 
     def param_groups(self) -> list:
         """The optimiser's parameter groups: weight decay on all but norms and biases (timm's split)."""
@@ -294,13 +299,20 @@ class Method:
 
 
 def resolved_line(method: Method) -> str | None:
-    """The start line naming what the method's `auto` options resolved to (`Method.resolve`), None if nothing."""
+    """The start line naming what the method's `auto` options resolved to (`Method.resolve`), and the value of each
+    the run set itself (given, or recorded by the run it resumes); None if nothing."""
     if not method.resolved:
         return None
-    chosen = ", ".join(f"{k} {v}" for k, v in method.resolved.items())
-    options = ", ".join("--" + k.replace("_", "-") for k in method.resolved)
-    them = "it" if len(method.resolved) == 1 else "them"
-    return f"{method.cfg.method}: {chosen} ({options}; auto picks {them} by backbone and task)"
+    parts, kept = [], "as the resumed run has {}" if getattr(method.cfg, "resume", None) else "as given"
+    for names, how in (
+        ([k for k in method.resolved if k in method.given], kept),
+        ([k for k in method.resolved if k not in method.given], "auto picks {} by backbone and task"),
+    ):
+        if names:
+            options = ", ".join("--" + k.replace("_", "-") for k in names)
+            how = how.format("it" if len(names) == 1 else "them")
+            parts.append(f"{', '.join(f'{k} {method.resolved[k]}' for k in names)} ({options}; {how})")
+    return f"{method.cfg.method}: {', '.join(parts)}"
 
 
 def add_or_none(total: float | None, part: float | None) -> float | None:

@@ -9,7 +9,7 @@ from pretexts import backbones
 from pretexts.backbones.patches import patchify, unpatchify
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, compile_forward
-from pretexts.engine.methods.mae_model import MAEModel
+from pretexts.engine.methods.mae_model import MAX_HEADS, MAEModel
 from pretexts.engine.methods.report import Figure, HeldOut, fill_report, with_figure_numbers
 from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.params import Param
@@ -30,7 +30,7 @@ class MAEMethod(Method):
         "mask_ratio": Param(0.75, float, 0.01, 0.99, help="share of patches masked (MAE: 0.75)"),
         "decoder_dim": Param(0, int, 0, 4096, help="decoder width; 0: half the encoder's, 64-512"),
         "decoder_depth": Param(0, int, 0, 64, help="decoder blocks; 0: 8 for ViT-B and larger (MAE), else 2"),
-        "decoder_heads": Param(0, int, 0, 64, help="decoder heads; 0: width / 32"),
+        "decoder_heads": Param(0, int, 0, MAX_HEADS, help="decoder heads, dividing the width; 0: auto width / 32"),
         "norm_pix_loss": Param(True, bool, help="targets normalised per patch (MAE's recipe)"),
     }
     figure_name = "reconstruction"

@@ -5,6 +5,8 @@ visible patches; a light decoder (timm Blocks, fixed sin-cos positions) predicts
 pixels; the loss is MSE on masked patches only, with per-patch normalised targets (`norm_pix_loss`).
 """
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -12,12 +14,32 @@ from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.patches import patchify
 from pretexts.backbones.vit_tokens import fix_sincos_positions, sincos_pos_embed, vit_geometry, with_prefix
 from pretexts.engine.modules.decoders import decoder_blocks
+from pretexts.errors import ParameterError
+
+MAX_HEADS = 64  # the most decoder heads `--method-arg decoder_heads` takes
 
 
 def decoder_defaults(embed_dim: int) -> dict:
     """MAE uses 8 x 512 (16 heads) for ViT-B/L; scale width to half the encoder's (>= 64), 2 blocks below ViT-B."""
     dim = max(64, min(512, embed_dim // 2 // 32 * 32 or 64))
     return {"decoder_dim": dim, "decoder_depth": 8 if embed_dim >= 768 else 2, "decoder_heads": max(2, dim // 32)}
+
+
+def decoder_sizes(embed_dim: int, dim: int | None, depth: int | None, heads: int | None) -> tuple[int, int, int]:
+    """The decoder's width, depth and heads: each given, else scaled to the encoder (`decoder_defaults`). Heads that
+    do not divide the width (given, or auto's beside a width given) are refused in one line naming those that do."""
+    d = decoder_defaults(embed_dim)
+    width, depth, count = dim or d["decoder_dim"], depth or d["decoder_depth"], heads or d["decoder_heads"]
+    if width % count:
+        fits = ", ".join(str(h) for h in range(1, min(width, MAX_HEADS) + 1) if width % h == 0)
+        auto_heads = "" if heads else f" (auto: the auto width {d['decoder_dim']} / 32)"
+        auto_width = "" if dim else f" (auto: half the encoder's {embed_dim}, within 64-512)"
+        raise ParameterError(
+            f"method mae: decoder_heads {count}{auto_heads} does not divide the decoder width {width}{auto_width}; "
+            f"give decoder_heads one of {fits}, "
+            f"or a decoder_dim divisible by {math.lcm(count, 4)} (by the heads, and by 4 for the sin-cos positions)."
+        )
+    return width, depth, count
 
 
 def random_masking(batch: int, length: int, mask_ratio: float, generator=None, device=None):
@@ -48,9 +70,7 @@ class MAEModel(nn.Module):
         geo = vit_geometry(backbone, name, "MAE")
         self.backbone, self.patch, self.grid, self.prefix = backbone, geo["patch"][0], geo["grid"], geo["prefix"]
         self.mask_ratio, self.norm_pix_loss = mask_ratio, norm_pix_loss
-        d = decoder_defaults(geo["dim"])
-        dim, depth = decoder_dim or d["decoder_dim"], decoder_depth or d["decoder_depth"]
-        heads = decoder_heads or d["decoder_heads"]
+        dim, depth, heads = decoder_sizes(geo["dim"], decoder_dim, decoder_depth, decoder_heads)
         mean, std = normalisation(backbone)
         self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1), persistent=False)

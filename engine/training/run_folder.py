@@ -5,7 +5,9 @@ import contextlib
 import errno
 import json
 import os
+import re
 import secrets
+import shutil
 import socket
 import sys
 import time
@@ -28,6 +30,19 @@ RUN_FILES = (
     "pretexts.json",
     "best.pt",
 )
+# what else a run writes there (monitor, curve, segment's predictions, unreadable images, the loggers' files): a
+# run's too, so --force removes them with it; a name no run writes is the user's and is never touched
+RUN_OUTPUTS = (
+    "monitor.png",
+    "loss_curve.png",
+    "predictions.png",
+    "skipped_images.txt",
+    "wandb_run_id",
+    "tensorboard",
+    "wandb",
+)
+EPOCH_FIGURE = re.compile(r".+_epoch\d{3,}\.png")  # a method's FIGURE_NAME_epochNNN.png
+SHOWN_FILES = 6  # a refusal names this many of the run's files
 LOCK_FILE = ".lock"
 NEW_LOCK_GRACE_S = 5.0  # a lock file this young may still be being written by its owner
 
@@ -54,28 +69,61 @@ def inputs_read() -> list[str]:
 
 
 def check_not_inputs(outputs, inputs) -> None:
-    """Refuse an output that is one of the command's inputs, or a folder holding one (--force would remove it);
-    the command's --config file counts too (`note_input`): refused, not read first and replaced, since the user's
-    file would be lost (a run's own config.json holds the new run's settings afterwards, not theirs)."""
+    """Refuse an output that is one of the command's inputs, or a folder holding one where --force would remove
+    it; the command's --config file counts too (`note_input`): refused, not read first and replaced, since the
+    user's file would be lost (a run's own config.json holds the new run's settings afterwards, not theirs)."""
     for out in outputs:
         for given in [*inputs, *inputs_read()]:
-            if given is None or not Path(given).exists():
-                continue
-            if same_path(out, given) or same_path(out, Path(given).parent) and Path(given).name in RUN_FILES:
+            if given is not None and Path(given).exists() and removed_with_run(out, given):
                 raise OutputError(
                     f"--out '{out}' would overwrite this command's input '{given}'; choose another --out."
                 )
 
 
+def is_run_output(name: str) -> bool:
+    """Whether a run writes a file or folder of this name in its --out."""
+    return name in RUN_FILES or name in RUN_OUTPUTS or EPOCH_FIGURE.fullmatch(name) is not None
+
+
+def removed_with_run(out, given) -> bool:
+    """Whether `given` is `out`, or lies in (or is) one of its run's files, by its own name or its target's (--force
+    unlinks a link, and the target may lie in a run's folder)."""
+    out, given = Path(out).expanduser().resolve(), Path(given).expanduser()
+    for path in {given.resolve(), given.parent.resolve() / given.name}:
+        if path == out or path.is_relative_to(out) and is_run_output(path.relative_to(out).parts[0]):
+            return True
+    return False
+
+
 def run_files_in(folder: Path) -> list[str]:
-    """The run files in `folder`, links (even dangling ones) included."""
-    return [name for name in RUN_FILES if os.path.lexists(Path(folder) / name)]
+    """What runs wrote in `folder` (links, even dangling ones, included): its RUN_FILES, then the rest."""
+    folder = Path(folder)
+    found = [name for name in (*RUN_FILES, *RUN_OUTPUTS) if os.path.lexists(folder / name)]
+    if folder.is_dir():
+        found += sorted(item.name for item in folder.iterdir() if EPOCH_FIGURE.fullmatch(item.name))
+    return found
+
+
+def remove_run_files(folder: Path, names) -> None:
+    """Unlink each (a link too, never its target); a folder the run made (tensorboard/, wandb/) goes whole."""
+    for name in names:
+        path = Path(folder) / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def shown(names: list[str]) -> str:
+    more = len(names) - SHOWN_FILES
+    return ", ".join(names[:SHOWN_FILES]) + (f" and {more} more" if more > 0 else "")
 
 
 def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable: bool = True) -> None:
-    """A command never writes over another run: a folder holding a run's files needs --force (start over: they
-    are removed now). `--resume` of the folder's own checkpoint continues in place; resuming a checkpoint
-    from elsewhere into another --out claims that folder like a new run. Inputs are never removed."""
+    """A command never writes over another run: a folder holding what a run writes needs --force (start over:
+    it is all removed now, the figures and the loggers' files too; a file no run writes is kept). `--resume` of
+    the folder's own checkpoint continues in place; resuming a checkpoint from elsewhere into another --out claims
+    that folder like a new run. Inputs are never removed."""
     out = Path(out)
     if resume and (resume == "auto" or same_path(Path(resume).parent, out)):
         return
@@ -84,14 +132,13 @@ def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable:
     if found and not force:
         saved = {"checkpoint.pt", "segmenter.pt"} & set(found)  # what a bare --resume continues
         hint = "continue it with --resume (resume='auto' in Python), " if resumable and not resume and saved else ""
-        if resumable and not saved:
+        if resumable and not saved and set(found) & set(RUN_FILES):
             hint = "it saved no checkpoint to continue (stopped before its first one), so "
         raise OutputError(
-            f"output folder '{out}' already holds a run ({', '.join(found)}); {hint}start it over "
+            f"output folder '{out}' already holds a run ({shown(found)}); {hint}start it over "
             f"with --force (force=True in Python), or choose another --out."
         )
-    for name in found:
-        (out / name).unlink()
+    remove_run_files(out, found)
 
 
 def claim_output_file(out, force: bool, inputs=(), companions=()) -> None:

@@ -52,7 +52,18 @@ PROBE_LISTING = Listing(PROBES, "--probe-arg", "params")
     "--probe-arg options (-v: ranges and help).",
 )
 def list_command(pattern: str, verbose: bool, backbones: bool, every: bool, methods: bool, probes: bool) -> None:
-    """List pretext tasks (or --backbones, --methods, --probes) matching PATTERN (shell wildcards, default all)."""
+    """List pretext tasks (or one of --backbones, --methods, --probes) matching PATTERN (wildcards; default all)."""
+    kinds = [flag for flag, on in (("--backbones", backbones), ("--methods", methods), ("--probes", probes)) if on]
+    if len(kinds) > 1:
+        raise click.UsageError(
+            f"{', '.join(kinds[:-1])} and {kinds[-1]} list different things; give one of them per listing "
+            f"(`pretexts list {kinds[0]}`, then `pretexts list {kinds[1]}`)."
+        )
+    if every and not backbones:
+        raise click.UsageError(
+            "--all adds every timm model name to the backbones' listing; give it with --backbones "
+            "(`pretexts list --backbones --all`)."
+        )
     if backbones:
         return list_backbones(pattern, every)
     listing = METHOD_LISTING if methods else PROBE_LISTING if probes else TASK_LISTING
