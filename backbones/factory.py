@@ -33,16 +33,43 @@ def list_backbones(pattern: str = "*") -> list[str]:
 
 
 def resolve(name: str) -> tuple[str, dict]:
-    """Alias or timm name -> (timm name, default kwargs); an unknown name suggests close ones."""
+    """Alias or timm name -> (timm name, default kwargs); an unknown name suggests close ones.
+
+    A name timm does not know yet may be a plugin's (a timm `@register_model` in a plugin package): the plugins are
+    loaded before it is refused, so every command that rebuilds a checkpoint's backbone finds it, not only those
+    that loaded a registry first."""
     if name in ALIASES:
         timm_name, defaults = ALIASES[name]
         return timm_name, dict(defaults)
-    if timm.is_model(name):
+    if timm.is_model(name) or (load_backbone_plugins() and timm.is_model(name)):
         return name, {}
+    failed = "".join(f" A backbone plugin failed to load: {why}." for why in BROKEN.values())
     raise UnknownNameError(
         f"unknown backbone '{name}'.{suggest(name, list_backbones())} "
-        f"Use one of the aliases ({', '.join(ALIASES)}) or any timm model name."
+        f"Use one of the aliases ({', '.join(ALIASES)}), any timm model name or a plugin's.{failed}"
     )
+
+
+BACKBONE_GROUP = "pretexts.backbones"  # entry points of packages that add timm models and nothing else
+BROKEN: dict[str, str] = {}  # a backbone entry point that failed to import -> where and why
+
+
+def load_backbone_plugins() -> bool:
+    """Import the plugins, where a package's `@register_model` runs: every registry's (their built-ins first, so a
+    built-in name still wins) and the entry points of `pretexts.backbones`. True once done."""
+    from pretexts.plugins import failing_line, plugin_entry_points
+    from pretexts.registry import METHODS, PROBES, TASKS
+
+    for registry in (TASKS, METHODS, PROBES):
+        registry.load()
+    BROKEN.clear()  # what is installed now: an uninstalled plugin's failure is no longer there
+    for ep in plugin_entry_points(BACKBONE_GROUP):
+        try:
+            ep.load()
+        except (Exception, SystemExit) as err:  # a plugin's bug must not hide the built-in backbones
+            package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
+            BROKEN[ep.name] = f"{package} ({ep.value}) failed at {failing_line(err)}: {type(err).__name__}: {err}"
+    return True
 
 
 def disable_fused_attention(model: nn.Module) -> nn.Module:

@@ -90,7 +90,7 @@ OTHER_COMMANDS = [
     ),
     (
         ["energy", "--checkpoint", "{ckpt}", "--out", "{tmp}/e.png", "--images", "0"],
-        ["'--images': 0 is not in the range 1<=x<=100000"],
+        ["'--images': 0 is not in the range 2<=x<=100000"],
     ),
     (
         [

@@ -38,7 +38,9 @@ def test_scores_cover_every_group_are_seeded_and_each_step_goes_down_the_energy(
 def test_one_held_out_image_is_refused_rather_than_summarised_as_nan(checkpoint, held_out_images):
     _, model = checkpoint
     task = pretexts.create_pretext("colorization")
-    with pytest.raises(pretexts.errors.DataError, match="at least 2 held-out images, got 1"):
+    with pytest.raises(
+        pretexts.errors.DataError, match="the data gave 1 held-out image and the histogram needs at least 2"
+    ):
         energy_scores(model, task, [held_out_images[:1]], steps=2, device=torch.device("cpu"))
 
 

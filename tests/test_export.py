@@ -194,7 +194,7 @@ def test_a_failed_upload_keeps_the_local_export_and_says_how_to_fix_it(tmp_path,
     result = CliRunner().invoke(
         main, ["export", "--checkpoint", str(path), "--out", str(out), "--push-to-hub", "someone/x"]
     )
-    assert result.exit_code == 2 and "huggingface-cli login" in result.output and "401" in result.output
+    assert result.exit_code == 2 and "401" in result.output and "--force" in result.output
     assert timm.create_model(f"local-dir:{out}", pretrained=True).num_classes == 0
 
 

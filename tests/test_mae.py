@@ -67,3 +67,12 @@ def test_method_arguments_are_checked():
     )
     result, error = run_cli(["train", "--method", "mae", "--backbone", "convnext_atto"])
     assert result.exit_code == 2 and "MAE needs a ViT backbone" in error
+
+
+def test_an_export_of_mae_records_no_task(mae_run, tmp_path):
+    """MAE masks its own way: --task never applied, so the export's provenance names none."""
+    out, _ = mae_run
+    result, error = run_cli(["export", "--checkpoint", out / "checkpoint.pt", "--out", tmp_path / "exported"])
+    assert result.exit_code == 0, result.output
+    pretraining = json.loads((tmp_path / "exported" / "pretexts.json").read_text())["pretraining"]
+    assert pretraining["method"] == "mae" and pretraining["task"] is None and pretraining["task_args"] is None

@@ -12,7 +12,7 @@ from torch import nn
 
 from pretexts.backbones.factory import create_backbone
 from pretexts.cli import main
-from pretexts.engine.modules.features import BlockFeatures
+from pretexts.engine.modules.features import BlockFeatures, Features
 from pretexts.errors import ParameterError
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
@@ -67,3 +67,10 @@ def test_the_cli_probes_a_block_and_records_which(tmp_path):
     assert beyond.exit_code != 0
     assert "block 9 is beyond backbone 'test_convnext': it has 4; give 1 to 4" in beyond.output
     assert "--block (block) must be in [1, 1000], got 0" in probe(tmp_path / "b0", "--block", "0").output
+
+
+def test_feature_maps_of_a_backbone_without_forward_intermediates_are_refused_in_one_line():
+    """segment (and the AE's decoder) on a plugin's plain nn.Module: a ParameterError naming what it lacks, not an
+    AttributeError from inside the first forward."""
+    with pytest.raises(ParameterError, match=r"forward_intermediates, which this backbone \(Sequential\) does not"):
+        Features(nn.Sequential(nn.Conv2d(3, 8, 3), nn.GELU()), 32)

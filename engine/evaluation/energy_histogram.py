@@ -15,9 +15,10 @@ from pretexts.engine.methods.energy import EnergyMethod  # noqa: E402
 from pretexts.engine.methods.energy.restore import restore  # noqa: E402
 from pretexts.engine.methods.states import state_adapter  # noqa: E402
 from pretexts.engine.modules.eval_mode import eval_mode  # noqa: E402
+from pretexts.engine.training.figures import fit_axes_title  # noqa: E402
 from pretexts.engine.training.preflight import resolve_device  # noqa: E402
 from pretexts.engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json  # noqa: E402
-from pretexts.errors import DataError  # noqa: E402
+from pretexts.errors import DataError, ParameterError  # noqa: E402
 
 
 def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -34,10 +35,11 @@ def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> di
             for name, state in zip(scores, [sample.target, sample.state, *states]):
                 scores[name].append(state_adapter(task, model).energy(sample, state).float().cpu())
     scored = {name: torch.cat(values) for name, values in scores.items() if values}
-    if len(scored.get("real", ())) < 2:  # a spread (std) and a histogram need two energies
+    held = len(scored.get("real", ()))
+    if held < 2:  # a spread (std) and a histogram need two energies; `energy_histogram` asks for 2 or more
         raise DataError(
-            f"the histogram needs at least 2 held-out images, got {len(scored.get('real', ()))}: give --data a "
-            f"folder with more images in val/ (a flat folder holds out 5 % of its images)."
+            f"the data gave {held} held-out image{'s' * (held != 1)} and the histogram needs at least 2: give --data "
+            f"a folder with more images in val/ (a flat folder holds out 5 % of its images)."
         )
     return scored
 
@@ -66,7 +68,7 @@ def histogram_figure(scores: dict[str, torch.Tensor], path, title: str = "") -> 
     ax.set_ylabel("images")
     ax.set_title(title, fontsize=10)
     ax.legend()
-    fig.tight_layout()
+    fit_axes_title(ax)
     save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)
 
@@ -93,16 +95,17 @@ def energy_histogram(
 ) -> dict:
     """Score held-out images with a pretrained energy model; write OUT (png) and OUT with suffix .json.
 
-    The task, its arguments, the data and the number of steps default to the checkpoint's own. Existing files
-    are replaced only with `force`, and never the checkpoint.
+    The task, its arguments, the data and the number of steps default to the checkpoint's own; `task_args` without
+    a `task` go over the checkpoint's task arguments. `images` is at least 2 (a histogram's spread needs two
+    energies). Existing files are replaced only with `force`, and never the checkpoint.
     """
+    if isinstance(images, bool) or not isinstance(images, int) or images < 2:
+        raise ParameterError(f"images must be at least 2 (a histogram's spread needs two energies), got {images!r}.")
     path = figure_path(out)
     claim_output_file(path, force, inputs=[checkpoint], companions=[path.with_suffix(".json")])
     device = resolve_device(device)
     model, cfg = load_energy_model(checkpoint, device)
-    corruption = (
-        task_for(cfg, task or cfg.task, task_args, model) if (task or task_args) else task_for(cfg, model=model)
-    )
+    corruption = task_for(cfg, task, task_args, model)
     steps = steps or EnergyMethod.parse_args(cfg)["steps"]
     data = data or cfg.data
     batches = held_out_images(data, cfg.img_size, images, seed, device, workers)

@@ -5,7 +5,10 @@ architecture, its arguments, input size, mean and std), so `timm.create_model("l
 pretrained=True)` rebuilds the model, and `push_to_hf_hub` uploads the same files.
 """
 
+import re
+import shlex
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,12 +17,13 @@ import torch
 from safetensors.torch import save
 from timm.models import push_to_hf_hub, save_for_hf
 
+from pretexts.backbones import resolve
 from pretexts.backbones.normalisation import normalisation
-from pretexts.engine.evaluation.pretrained import create_classifier, timm_spec
+from pretexts.engine.evaluation.pretrained import classifier_from, pretraining_record, timm_spec
 from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
 from pretexts.engine.training.preflight import check_output_dir
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, claim_output_file, write_json
-from pretexts.errors import OutputError
+from pretexts.errors import OutputError, ParameterError
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 # the architecture's own pretrained tag (e.g. augreg_in21k) and licence (timm's weights are mostly apache-2.0)
@@ -41,6 +45,9 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
     ckpt = load_checkpoint(checkpoint, kinds=("pretrain", "finetune", "finetuned"))
     if ckpt.get("kind") in ("finetune", "finetuned"):
         spec = ckpt["timm"]
+        resolve(
+            spec["name"]
+        )  # a plugin's architecture is imported (or a name timm lacks refused) before timm builds it
         model = timm.create_model(spec["name"], pretrained=False, **spec["kwargs"])
         load_weights(model, ckpt["model"], checkpoint, spec["name"], "was it written by another version?")
         provenance = {
@@ -51,15 +58,35 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
             },
             "classes": spec.get("classes"),
         }
+        # checkpoint.pt, saved each epoch; finetuned.pt is written as a run ends, and best.pt's epoch is its best one
+        if ckpt["kind"] == "finetune":
+            note_unfinished(checkpoint, ckpt.get("epoch"), ckpt.get("global_step"), ckpt["config"].get("epochs"))
         return model.eval(), spec["name"], spec["kwargs"], provenance
-    model, saved = create_classifier(checkpoint, num_classes=0)
+    model, saved = classifier_from(ckpt, checkpoint, num_classes=0)
     timm_name, kwargs = timm_spec(saved["backbone"], saved["img_size"], model, saved.get("global_pool"))
     kwargs = {**kwargs, "num_classes": 0}
-    pretraining = {
-        k: saved.get(k)
-        for k in ("method", "method_args", "task", "task_args", "backbone", "global_pool", "img_size", "data")
-    }
-    return model.eval(), timm_name, kwargs, {"pretraining": pretraining}
+    pretraining = pretraining_record(
+        saved, ("method", "method_args", "task", "task_args", "backbone", "global_pool", "img_size", "data")
+    )
+    # how far the run got: the epochs it finished and its optimiser steps, against the epochs it planned
+    epoch, step, planned = ckpt.get("epoch"), ckpt.get("global_step"), saved.get("epochs")
+    reached = {"epoch": epoch, "global_step": step, "planned_epochs": planned}
+    note_unfinished(checkpoint, epoch, step, planned, ckpt.get("batch") or 0)
+    return model.eval(), timm_name, kwargs, {"pretraining": {**pretraining, **reached}}
+
+
+def note_unfinished(checkpoint: str, epoch, step, planned, batch: int = 0) -> None:
+    """One line on stderr when the checkpoint is of a run stopped before its planned epochs: its weights are exported
+    as they are, so say how far they got."""
+    if epoch is None or planned is None or epoch >= planned:
+        return
+    within = f" and {batch} step{'s' * (batch != 1)} into epoch {epoch + 1}" if batch else ""
+    print(
+        f"note: {checkpoint} is of an unfinished run: {epoch} of its {planned} planned epochs done{within} "
+        f"(step {step}); exporting the weights as they are.",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def data_config(model: torch.nn.Module, img_size: int) -> dict:
@@ -100,9 +127,12 @@ def export_backbone(
 
     Writes `pretexts.json` in the folder (OUT with suffix .json for a file): the timm name, arguments, load
     line and provenance. With `push_to_hub`, uploads the folder's files to that Hub repository (timm's
-    `push_to_hf_hub`; needs a token from `huggingface-cli login` or HF_TOKEN). An existing export or run is
-    replaced only with `force`, and the checkpoint never.
+    `push_to_hf_hub`; needs a token from `hf auth login` or HF_TOKEN; a repository id the Hub would refuse is
+    refused before anything is written). An existing export or run is replaced only with `force`, and the
+    checkpoint never.
     """
+    if push_to_hub is not None:
+        check_repo_id(push_to_hub)  # before anything is written: a bad id cannot be pushed later either
     path = Path(out)
     if path.suffix in WEIGHT_SUFFIXES:
         claim_output_file(path, force, inputs=[checkpoint], companions=[path.with_suffix(".json")])
@@ -155,13 +185,76 @@ def export_to(checkpoint: str, path: Path, push_to_hub: str | None, private: boo
                     safe_serialization=True,
                 )
             )
-        except Exception as err:  # auth, network, a bad repo name: the local export is already complete
-            raise OutputError(
-                f"wrote {path}, but the upload to '{push_to_hub}' failed ({type(err).__name__}: "
-                f"{' '.join(str(err).split())[:200]}); log in with `huggingface-cli login` or set "
-                f"HF_TOKEN, then run the export again."
-            ) from None
+        except Exception as err:  # auth, network, the Hub's refusal: the local export is already complete
+            raise OutputError(upload_failed(err, path, push_to_hub, private)) from err
     return info
+
+
+def check_repo_id(repo: str) -> None:
+    """Refuse a repository id the Hub would refuse (huggingface_hub's own rule), naming what is wrong with it."""
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo)
+    except Exception as err:  # noqa: BLE001 - HFValidationError, a ValueError; its words name the rule broken
+        raise ParameterError(
+            f"push_to_hub must be a Hub repository id, USER/REPO (or REPO, under your own name), got {repo!r}: "
+            f"{' '.join(str(err).split())}"
+        ) from None
+
+
+def hub_command() -> str:
+    """The Hub's command line: `hf` from huggingface_hub 0.34 on (1.0 removed `huggingface-cli`)."""
+    from huggingface_hub import __version__
+
+    major, minor = (int(part) for part in re.findall(r"\d+", __version__)[:2])
+    return "hf" if (major, minor) >= (0, 34) else "huggingface-cli"
+
+
+# the transport errors of httpx, requests and the socket layer: the Hub was never reached
+UNREACHED = {"ConnectError", "ConnectTimeout", "NetworkError", "TimeoutException", "ProxyError", "gaierror"}
+
+
+def upload_advice(err: BaseException, repo: str) -> str:
+    """What to fix, by the kind of failure: offline mode, no network, the login, the namespace, the Hub itself; ""
+    for another (its own message says it)."""
+    kinds = {cls.__name__ for cls in type(err).__mro__}
+    status = getattr(getattr(err, "response", None), "status_code", None)
+    cli = hub_command()
+    login = f"`{cli} auth login`" if cli == "hf" else f"`{cli} login`"
+    owner = repo.split("/")[0] if "/" in repo else "your own name"
+    if "OfflineModeIsEnabled" in kinds:
+        return "HF_HUB_OFFLINE is set, which forbids uploads: unset it"
+    if status == 401 or "LocalTokenNotFoundError" in kinds:
+        return f"the Hub did not accept the login: log in with {login} or set HF_TOKEN"
+    if status == 403:
+        return (
+            f"the token may not create or write repositories under {owner}: use one with write access there "
+            f"({login} or HF_TOKEN)"
+        )
+    if status == 404:
+        return f"the Hub found no user or organisation {owner} the token may write to: check the name before the '/'"
+    if status is not None and status >= 500:
+        return "the Hub failed to answer: try again later"
+    if kinds & UNREACHED or isinstance(err, (ConnectionError, TimeoutError)):
+        return "the Hub could not be reached (no network, or huggingface.co did not resolve): check the connection"
+    return ""
+
+
+def upload_failed(err: BaseException, path: Path, repo: str, private: bool) -> str:
+    """The one line of a failed upload: the export that was written, why the upload failed, what to fix, and how to
+    push it without exporting again (the folder as it is) or by exporting again (--force: OUT exists now)."""
+    cause = " ".join(str(err).split())[:200]
+    flag = " --private" if private else ""
+    out = shlex.quote(str(path))
+    again = f"export again with --force (--out {out} exists now)"
+    if path.suffix not in WEIGHT_SUFFIXES:  # a folder is Hub-ready as written
+        again = f"push the folder as written: `{hub_command()} upload {repo} {out}{flag}`, or {again}"
+    advice = upload_advice(err, repo)
+    return (
+        f"wrote {path}, but the upload to '{repo}' failed ({type(err).__name__}: {cause}); "
+        f"{f'{advice}, then' if advice else 'once that is fixed,'} {again}."
+    )
 
 
 def write_folder(model: torch.nn.Module, path: Path, kwargs: dict, data: dict, classes: list | None = None) -> None:

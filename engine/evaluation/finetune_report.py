@@ -4,6 +4,7 @@ the Wilson 95 % intervals of the final and best top-1, the random-init reference
 from typing import TYPE_CHECKING
 
 from pretexts.engine.data.labelled_data import labels_of
+from pretexts.engine.evaluation.pretrained import pretraining_record
 from pretexts.engine.measures.reference import Reference, random_init_note
 from pretexts.engine.training.arithmetic import arithmetic
 
@@ -36,7 +37,7 @@ def finetune_results(tuner: "Finetuner", seconds: float) -> dict:
         "arithmetic": arithmetic(tuner.device, tuner.world),
         "backbone": tuner.backbone_name,
         "checkpoint": cfg.checkpoint,
-        "pretraining": {k: tuner.pretraining.get(k) for k in ("method", "task", "task_args")}
+        "pretraining": pretraining_record(tuner.pretraining, ("method", "task", "task_args"))
         if tuner.pretraining
         else None,
     }

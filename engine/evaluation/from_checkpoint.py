@@ -32,10 +32,9 @@ def load_energy_model(path, device="cpu"):
 
 
 def task_for(cfg: PretrainConfig, name: str | None = None, task_args: dict | None = None, model=None):
-    """The run's own task (or `name` with `task_args`), prepared for `model` when given (its state adapter)."""
-    task = (
-        pretexts.create_pretext(name, **(task_args or {}))
-        if name
-        else pretexts.create_pretext(cfg.task, **cfg.task_args)
-    )
+    """The task `name` with `task_args`, prepared for `model` when given (its state adapter). Without a name it is
+    the run's own task, its recorded arguments with `task_args` over them: `--task-arg fill=black` changes the fill
+    of the task the checkpoint trained on and keeps the rest as it trained."""
+    args = dict(task_args or {}) if name else {**cfg.task_args, **(task_args or {})}
+    task = pretexts.create_pretext(name or cfg.task, **args)
     return state_adapter(task, model).prepare() if model is not None else task

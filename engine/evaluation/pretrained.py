@@ -160,3 +160,20 @@ def downstream_splits(data: str, origin: str, img_size: int, seed: int, max_imag
             f"--data was not given, so the checkpoint's pretraining data '{data}' was taken, but: "
             f"{str(err).rstrip('.')}. Give --data DIR with train/ and val/ class folders, or labelled shards."
         ) from None
+
+
+def pretraining_record(saved: dict, keys: tuple[str, ...]) -> dict:
+    """`keys` of a pretraining run's record, with task and task_args None where its method corrupts its own way
+    (`uses_task` False: MAE, SimMIM, such a plugin), as --task never applied there. A plugin method not installed
+    here keeps what the run recorded."""
+    from pretexts.errors import UnknownNameError
+    from pretexts.registry import METHODS
+
+    record = {k: saved.get(k) for k in keys}
+    try:
+        ignores_task = bool(saved.get("method")) and not METHODS.get(saved["method"]).uses_task
+    except UnknownNameError:
+        ignores_task = False
+    if ignores_task:
+        record.update({k: None for k in ("task", "task_args") if k in record})
+    return record

@@ -5,11 +5,11 @@ with `@register_probe(name, params)` (or through the entry-point group `pretexts
 `params` declares its options as tasks and methods do (name -> `pretexts.Param`); they reach it as keyword
 arguments, converted and checked, from `--probe-arg KEY=VALUE` (the built-ins' also from their own flags)."""
 
+import copy
 import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -35,10 +35,12 @@ from pretexts.engine.measures.knn import knn_accuracy
 from pretexts.engine.measures.reference import Reference, random_init_note
 from pretexts.engine.modules.features import BlockFeatures
 from pretexts.engine.training import distributed
+from pretexts.engine.training.config_record import note_resolved, saved_settings
 from pretexts.engine.training.preflight import check_output_dir, resolve_device
 from pretexts.engine.training.progress import progress
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
 from pretexts.engine.training.settings import expect_config
+from pretexts.errors import PretextsError
 from pretexts.registry import PROBES
 
 
@@ -192,6 +194,7 @@ def probe_features(
     extraction, then every rank runs the probes on the whole gathered set (the same numbers everywhere, so no rank
     idles at the final barrier past a collective timeout while rank 0 trains a head) and rank 0 alone writes."""
     device = device or resolve_device(cfg.device)
+    asked = copy.copy(cfg)  # what auto and a missing --data resolve to is noted as derived in config.json
     weights = load_backbone(cfg.checkpoint, cfg.timm_model, cfg.backbone, cfg.img_size, cfg.seed, cfg.positions)
     if cfg.from_scratch:  # config.json records what auto resolved to
         cfg.positions = weights.positions or LEARNED_POSITIONS
@@ -236,8 +239,14 @@ def probe_features(
         "accuracy_unit": "percent",
     }
     echo(f"features: {train[0].shape[0]} train, {val[0].shape[0]} val images, {train[0].shape[1]} dims")
+    failed = {}  # name -> its error: one probe's bug must not cost the others' finished results
     for name in cfg.probes:
-        results[name], line = PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))
+        try:
+            results[name], line = PROBES.get(name)(train, val, len(classes), cfg, **cfg.probe_params(name))
+        except Exception as err:  # noqa: BLE001 - a plugin's bug included: reported, then the rest run
+            failed[name] = err
+            results[name] = {"failed": f"{type(err).__name__}: {' '.join(str(err).split())}"}
+            line = f"{name} probe failed: {results[name]['failed']}"
         echo(line)
     results["reference"] = with_intervals(reference_of(val, len(classes)), {name: results[name] for name in cfg.probes})
     random_init = random_init_note(
@@ -246,9 +255,23 @@ def probe_features(
     results["reference"]["random_init"] = random_init
     echo(random_init)
     if rank == 0:
-        write_json(Path(cfg.out) / "config.json", asdict(cfg))
+        note_resolved(cfg, asked)
+        write_json(Path(cfg.out) / "config.json", saved_settings(cfg))
         write_json(Path(cfg.out) / "results.json", results)
+    if failed:
+        raise probes_failed(failed, Path(cfg.out) / "results.json")
     return results
+
+
+def probes_failed(failed: dict, written: Path) -> PretextsError:
+    """The error a run with failed probes ends on, once its results are written; its cause is the first failure,
+    whose traceback `--debug` shows."""
+    err = PretextsError(
+        f"probe{'s' * (len(failed) > 1)} {', '.join(failed)} failed (marked so in {written}, beside the other "
+        f"probes' results); `pretexts --debug probe ...` shows the traceback."
+    )
+    err.__cause__ = next(iter(failed.values()))
+    return err
 
 
 def reference_of(val: tuple, num_classes: int) -> Reference:

@@ -157,7 +157,7 @@ def timm_weights(name: str, file: str | None) -> Weights:
             f"--timm-model '{name}': nothing is downloaded; give a timm name whose weights are on "
             f"disk, a weights file with --checkpoint, or local-dir:FOLDER."
         )
-    if not timm.is_model(name):
+    if not known_to_timm(name):
         raise UnknownNameError(
             f"'{name}' is no timm model.{suggest(name.split('.')[0], timm.list_models())} "
             f"`timm.list_models('*pattern*')` lists them."
@@ -197,8 +197,16 @@ def cached_weights(name: str) -> Path | None:
     return None
 
 
+def known_to_timm(name: str) -> bool:
+    """Whether timm builds `name`, a backbone plugin's (its package's `@register_model`) included."""
+    from pretexts.backbones.factory import load_backbone_plugins
+
+    return timm.is_model(name) or load_backbone_plugins() and timm.is_model(name)
+
+
 def timm_call(name: str, **kwargs) -> nn.Module:
     """timm.create_model, its failures (a bad folder, arguments the model refuses) in one line."""
+    known_to_timm(name)  # loads the plugins when timm does not know the name yet
     try:
         return timm.create_model(name, **kwargs).eval()
     except (RuntimeError, ValueError, TypeError, KeyError, OSError) as err:

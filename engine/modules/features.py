@@ -22,6 +22,12 @@ class Features(nn.Module):
 
     def __init__(self, backbone: nn.Module, img_size: int):
         super().__init__()
+        if not hasattr(backbone, "forward_intermediates"):
+            raise ParameterError(
+                f"feature maps are read through timm's forward_intermediates, which this backbone "
+                f"({type(backbone).__name__}) does not have; segmentation and the AE's decoder need a backbone that "
+                f"has it (timm's ViTs, Swins, ConvNeXts and ResNets do)."
+            )
         self.backbone = backbone
         self.plain_vit = is_plain_vit(backbone)
         if self.plain_vit:

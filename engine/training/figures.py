@@ -1,4 +1,4 @@
-"""PNG figures: corrupted | restored after each step | original, and the loss curve."""
+"""PNG figures: corrupted | restored after each step | original, and the loss curve; titles wrapped to fit."""
 
 import textwrap
 
@@ -24,10 +24,32 @@ def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") 
         ax.set_yticks([])
         ax.set_frame_on(False)
         ax.set_title(textwrap.fill(name, 16), fontsize=9)  # a long name on two lines, not over its neighbour
-    if title:
-        fig.suptitle(title, fontsize=10)
+    lines = fit_width(fig.suptitle(title, fontsize=10), fig.bbox.width) if title else 0
+    fig.set_figheight(1.6 * rows + 0.2 * lines)  # each title line its own height: the images keep theirs
     save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)
+
+
+def fit_width(text, width: float) -> int:
+    """Wrap a title onto lines until it is at most `width` display pixels wide as drawn (a title carries names and
+    numbers of any length, and its font's width varies); returns its number of lines."""
+    renderer = text.figure.canvas.get_renderer()
+    words, chars = text.get_text(), len(text.get_text())
+    while (drawn := text.get_window_extent(renderer).width) > width * 0.96 and chars > 1:
+        chars = min(chars - 1, int(chars * width * 0.96 / drawn))
+        text.set_text(textwrap.fill(words, max(chars, 1)))
+    return text.get_text().count("\n") + 1
+
+
+def fit_axes_title(ax) -> None:
+    """Lay out a one-axes figure with its title wrapped to fit: the title is centred on the axes, which the layout
+    moves (room for the labels), so it is fitted to the room either side of the axes' centre, laid out, fitted again."""
+    fig = ax.figure
+    for _ in range(2):
+        box = ax.get_window_extent(fig.canvas.get_renderer())
+        centre = (box.x0 + box.x1) / 2
+        fit_width(ax.title, 2 * min(centre, fig.bbox.width - centre))
+        fig.tight_layout()
 
 
 def stacked(images: torch.Tensor):
@@ -49,6 +71,6 @@ def loss_curve(steps: list[int], losses: list[float], path, title: str = "restor
     ax.set_yscale("log")
     ax.set_title(title)
     ax.legend()
-    fig.tight_layout()
+    fit_axes_title(ax)
     save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)

@@ -8,10 +8,19 @@ from . import main, parse_task_args
 @main.command("energy")
 @click.option("--checkpoint", required=True, help="A checkpoint.pt written by `pretexts train` (energy method).")
 @click.option("--data", default=None, help="Images to score (val/ split). Default: the checkpoint's data.")
-@click.option("--task", default=None, help="Corruption. Default: the task the checkpoint trained on.")
+@click.option(
+    "--task",
+    default=None,
+    help="Corruption. Default: the task the checkpoint trained on, with its trained arguments (--task-arg changes "
+    "them).",
+)
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option(
-    "--images", type=click.IntRange(1, 100_000), default=512, show_default=True, help="Held-out images to score."
+    "--images",
+    type=click.IntRange(2, 100_000),  # a histogram's spread needs two energies
+    default=512,
+    show_default=True,
+    help="Held-out images to score.",
 )
 @click.option(
     "--steps",

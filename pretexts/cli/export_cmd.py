@@ -24,7 +24,8 @@ from . import main, wrote_folder
     "push_to_hub",
     default=None,
     metavar="REPO",
-    help="Also upload to this Hugging Face Hub repository (needs `huggingface-cli login` or HF_TOKEN).",
+    help="Also upload to this Hugging Face Hub repository, USER/REPO (needs `hf auth login` or HF_TOKEN); "
+    "an id the Hub would refuse is refused before anything is written.",
 )
 @click.option("--private", is_flag=True, help="With --push-to-hub: create the repository private.")
 @click.option("--force", is_flag=True, help="Replace an earlier export (or run) in --out; never the checkpoint.")

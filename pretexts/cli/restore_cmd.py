@@ -9,7 +9,12 @@ from . import main, parse_task_args
 
 @main.command("restore")
 @click.option("--checkpoint", required=True, help="A checkpoint.pt written by `pretexts train`.")
-@click.option("--task", default=None, help="Task to corrupt with. Default: the one the checkpoint trained on.")
+@click.option(
+    "--task",
+    default=None,
+    help="Task to corrupt with. Default: the one the checkpoint trained on, with its trained arguments "
+    "(--task-arg and --preset change them).",
+)
 @click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
 @click.option("--preset", default=None, help="A named preset of the task.")
 @click.option("--data", default=None, help="Images to restore (val/ split). Default: the checkpoint's data.")
@@ -47,7 +52,7 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     args = parse_task_args(task_args)
     if preset:
         args["preset"] = preset
-    pretext = task_for(cfg, task or cfg.task, args, model) if (task or args) else task_for(cfg, model=model)
+    pretext = task_for(cfg, task, args, model)
     steps = steps or EnergyMethod.parse_args(cfg)["steps"]
     data = data or cfg.data
     source = build_source(data, "val", cfg.img_size, seed) or build_source(data, "train", cfg.img_size, seed)
