@@ -13,7 +13,7 @@ from importlib import import_module
 
 from .entry_checks import check_entry, check_hooks, check_name, check_unique
 from .errors import UnknownNameError, suggest
-from .plugins import broken_plugins as broken_plugins  # the task plugins' queries, where they have always been
+from .plugins import broken_plugins as broken_plugins  # the task plugins' queries, importable from here
 from .plugins import broken_traceback as broken_traceback
 from .plugins import load_entry_points
 from .plugins import load_plugins as load_plugins

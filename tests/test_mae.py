@@ -76,3 +76,16 @@ def test_an_export_of_mae_records_no_task(mae_run, tmp_path):
     assert result.exit_code == 0, result.output
     pretraining = json.loads((tmp_path / "exported" / "pretexts.json").read_text())["pretraining"]
     assert pretraining["method"] == "mae" and pretraining["task"] is None and pretraining["task_args"] is None
+
+
+def test_the_training_figures_of_mae_name_no_task(tmp_path, monkeypatch):
+    """MAE ignores --task: its loss curve and monitor are titled "mae on BACKBONE", as its epoch figure is."""
+    from pretexts.engine.training import loop
+
+    titles = []
+    monkeypatch.setattr(loop, "loss_curve", lambda steps, losses, path, title: titles.append(title))
+    monkeypatch.setattr(loop, "monitor_figure", lambda history, path, title: titles.append(title))
+    args = [*FAST, "--epochs", "1", "--set", "monitor_every=1", "--out", tmp_path / "run"]
+    result, error = run_cli(args)
+    assert result.exit_code == 0, result.output
+    assert titles and all(t.startswith("mae on test_vit") and "random-mask" not in t for t in titles), titles

@@ -1,7 +1,7 @@
-"""MAE's decoder heads must divide its width: heads that do not, given or auto's beside a width given, are refused in
-one line naming those that do (not a traceback from inside attention)."""
+"""MAE's decoder heads must divide its width: heads given that do not are refused in one line naming those that do
+(not a traceback from inside attention); auto heads beside a width given are chosen to divide it."""
 
-from cli_runs import fails_cleanly
+from cli_runs import fails_cleanly, run_cli
 
 # timm's 0.4M-parameter ViT (width 64: the decoder's auto width is 64, its auto heads 2), two steps
 MAE = ["train", "--method", "mae", "--backbone", "test_vit", "--batch-size", "8", "--epochs", "1"]
@@ -22,9 +22,13 @@ def test_heads_given_that_do_not_divide_the_width_are_refused_naming_those_that_
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
-def test_a_width_given_that_the_auto_heads_do_not_divide_is_refused(tmp_path):
-    fails_cleanly(  # vit_tiny: the auto width 96 has 3 heads
-        [*MAE, "--backbone", "vit_tiny", "--method-arg", "decoder_dim=100", "--out", tmp_path / "run"],
-        "decoder_heads 3 (auto: the auto width 96 / 32) does not divide the decoder width 100;",
-        "give decoder_heads one of 1, 2, 4, 5, 10, 20, 25, 50",
-    )
+def test_auto_heads_beside_a_width_given_divide_it(tmp_path):
+    """vit_tiny's auto width 96 has 3 heads; beside a width of 100 auto takes 2 (the largest count up to 100 / 32
+    that divides it), and a width they divide keeps them."""
+    from pretexts.engine.methods.mae_model import decoder_sizes
+
+    assert decoder_sizes(192, 100, None, None) == (100, 2, 2)
+    assert decoder_sizes(192, 96, None, None) == (96, 2, 3) and decoder_sizes(192, None, None, None)[2] == 3
+    args = [*MAE, "--backbone", "vit_tiny", "--method-arg", "decoder_dim=100", "--out", tmp_path / "r"]
+    result, error = run_cli(args)
+    assert result.exit_code == 0, result.output

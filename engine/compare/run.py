@@ -232,7 +232,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
             record = write_report(cfg, cells, began, estimate, echo)
         forget()  # the decoded images: memory for the next comparison in this process
         if stop.requested:
-            raise Interrupted(stop.signal.name, stop.exit_code, "after the last cell", finished=True)
+            raise Interrupted(stop.signal.name, stop.exit_code, "after the last cell", finished=True, record=record)
         return record
 
 

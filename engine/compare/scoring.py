@@ -20,11 +20,13 @@ from pretexts.registry import PROBES
 class Interrupted(Exception):
     """SIGTERM or Ctrl-C stopped a cell in `phase` (pretraining, scoring or fine-tuning) after saving what the phase
     had; the same command continues it. `finished`: it came once every cell was done (`phase` says when), and the
-    report was written before it stopped. `exit_code` is the shell's for the signal (130, 143)."""
+    report was written before it stopped, its record as `record` (what `compare` would have returned). `exit_code`
+    is the shell's for the signal (130, 143)."""
 
-    def __init__(self, signal_name: str, exit_code: int, phase: str, finished: bool = False):
+    def __init__(self, signal_name: str, exit_code: int, phase: str, finished: bool = False, record=None):
         super().__init__(f"stopped by {signal_name} {phase if finished else f'while {phase}'}")
         self.signal_name, self.exit_code, self.phase, self.finished = signal_name, exit_code, phase, finished
+        self.record = record
 
 
 def probe(study, checkpoint: Path, seed: int) -> dict:

@@ -30,7 +30,7 @@ class MAEMethod(Method):
         "mask_ratio": Param(0.75, float, 0.01, 0.99, help="share of patches masked (MAE: 0.75)"),
         "decoder_dim": Param(0, int, 0, 4096, help="decoder width; 0: half the encoder's, 64-512"),
         "decoder_depth": Param(0, int, 0, 64, help="decoder blocks; 0: 8 for ViT-B and larger (MAE), else 2"),
-        "decoder_heads": Param(0, int, 0, MAX_HEADS, help="decoder heads, dividing the width; 0: auto width / 32"),
+        "decoder_heads": Param(0, int, 0, MAX_HEADS, help="decoder heads, dividing the width; 0: width / 32 or below"),
         "norm_pix_loss": Param(True, bool, help="targets normalised per patch (MAE's recipe)"),
     }
     figure_name = "reconstruction"

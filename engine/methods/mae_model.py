@@ -26,16 +26,18 @@ def decoder_defaults(embed_dim: int) -> dict:
 
 
 def decoder_sizes(embed_dim: int, dim: int | None, depth: int | None, heads: int | None) -> tuple[int, int, int]:
-    """The decoder's width, depth and heads: each given, else scaled to the encoder (`decoder_defaults`). Heads that
-    do not divide the width (given, or auto's beside a width given) are refused in one line naming those that do."""
+    """The decoder's width, depth and heads: each given, else scaled to the encoder (`decoder_defaults`). Auto heads
+    that do not divide a width given become the largest count that does, up to the width / 32; heads given that do
+    not divide the width are refused in one line naming those that do."""
     d = decoder_defaults(embed_dim)
     width, depth, count = dim or d["decoder_dim"], depth or d["decoder_depth"], heads or d["decoder_heads"]
+    if width % count and not heads:
+        count = max(h for h in range(1, max(1, width // 32) + 1) if width % h == 0)
     if width % count:
         fits = ", ".join(str(h) for h in range(1, min(width, MAX_HEADS) + 1) if width % h == 0)
-        auto_heads = "" if heads else f" (auto: the auto width {d['decoder_dim']} / 32)"
         auto_width = "" if dim else f" (auto: half the encoder's {embed_dim}, within 64-512)"
         raise ParameterError(
-            f"method mae: decoder_heads {count}{auto_heads} does not divide the decoder width {width}{auto_width}; "
+            f"method mae: decoder_heads {count} does not divide the decoder width {width}{auto_width}; "
             f"give decoder_heads one of {fits}, "
             f"or a decoder_dim divisible by {math.lcm(count, 4)} (by the heads, and by 4 for the sin-cos positions)."
         )

@@ -277,11 +277,8 @@ class Pretrainer(TrainingRun):
         if self.figure_due():
             self.figure(path)
             if self.monitor and self.monitor.history:
-                monitor_figure(
-                    self.monitor.history,
-                    self.out / "monitor.png",
-                    f"{self.cfg.method}: {self.cfg.task} on {self.cfg.backbone}, held-out features",
-                )
+                title = f"{self.method.default_title()}, held-out features"
+                monitor_figure(self.monitor.history, self.out / "monitor.png", title)
         if not isinstance(self.experiment, NoLog):
             if self.figure_due():
                 self.experiment.image(self.method.figure_name, path, self.global_step)
@@ -386,9 +383,7 @@ class Pretrainer(TrainingRun):
     def write_results(self, results: dict) -> None:
         if self.history:
             steps, losses = zip(*self.history)
-            loss_curve(
-                list(steps), list(losses), self.out / "loss_curve.png", f"{self.cfg.task} on {self.cfg.backbone}"
-            )
+            loss_curve(list(steps), list(losses), self.out / "loss_curve.png", self.method.default_title())
         write_json(self.out / "results.json", results)
 
 
