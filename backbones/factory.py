@@ -36,40 +36,54 @@ def resolve(name: str) -> tuple[str, dict]:
     """Alias or timm name -> (timm name, default kwargs); an unknown name suggests close ones.
 
     A name timm does not know yet may be a plugin's (a timm `@register_model` in a plugin package): the plugins are
-    loaded before it is refused, so every command that rebuilds a checkpoint's backbone finds it, not only those
-    that loaded a registry first."""
+    loaded before it is refused (`known_to_timm`), so every command that rebuilds a checkpoint's backbone finds it,
+    not only those that loaded a registry first."""
     if name in ALIASES:
         timm_name, defaults = ALIASES[name]
         return timm_name, dict(defaults)
-    if timm.is_model(name) or (load_backbone_plugins() and timm.is_model(name)):
+    if known_to_timm(name):
         return name, {}
-    failed = "".join(f" A backbone plugin failed to load: {why}." for why in BROKEN.values())
     raise UnknownNameError(
         f"unknown backbone '{name}'.{suggest(name, list_backbones())} "
-        f"Use one of the aliases ({', '.join(ALIASES)}), any timm model name or a plugin's.{failed}"
+        f"Use one of the aliases ({', '.join(ALIASES)}), any timm model name or a plugin's.{plugin_failures()}"
     )
+
+
+def known_to_timm(name: str) -> bool:
+    """Whether timm builds `name`, a backbone plugin's (its package's `@register_model`) included: the plugins are
+    loaded when timm does not know the name yet."""
+    if not timm.is_model(name):
+        load_backbone_plugins()
+    return timm.is_model(name)
+
+
+def plugin_failures() -> str:
+    """' A backbone plugin failed to load: <where and why>.' for each broken one (`BROKEN`), to end the message
+    that refuses a name timm does not know; "" when none is."""
+    return "".join(f" A backbone plugin failed to load: {why}." for why in BROKEN.values())
 
 
 BACKBONE_GROUP = "pretexts.backbones"  # entry points of packages that add timm models and nothing else
 BROKEN: dict[str, str] = {}  # a backbone entry point that failed to import -> where and why
+plugins_loaded = False  # set by the first `load_backbone_plugins`: the plugins are imported once a process
 
 
-def load_backbone_plugins() -> bool:
+def load_backbone_plugins() -> None:
     """Import the plugins, where a package's `@register_model` runs: every registry's (their built-ins first, so a
-    built-in name still wins) and the entry points of `pretexts.backbones`. True once done."""
-    from pretexts.plugins import failing_line, plugin_entry_points
+    built-in name still wins) and the entry points of `pretexts.backbones`, a failing one recorded in `BROKEN`.
+    Once a process: a later call imports nothing (a plugin installed since is found by the next process)."""
+    global plugins_loaded
+    if plugins_loaded:
+        return
+    plugins_loaded = True  # first: a plugin that resolves a backbone as it is imported does not load them again
+    from pretexts.plugins import load_one, plugin_entry_points
     from pretexts.registry import METHODS, PROBES, TASKS
 
     for registry in (TASKS, METHODS, PROBES):
         registry.load()
-    BROKEN.clear()  # what is installed now: an uninstalled plugin's failure is no longer there
     for ep in plugin_entry_points(BACKBONE_GROUP):
-        try:
-            ep.load()
-        except (Exception, SystemExit) as err:  # a plugin's bug must not hide the built-in backbones
-            package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
-            BROKEN[ep.name] = f"{package} ({ep.value}) failed at {failing_line(err)}: {type(err).__name__}: {err}"
-    return True
+        if (why := load_one(ep)) is not None:  # a plugin's bug must not hide the built-in backbones
+            BROKEN[ep.name] = why
 
 
 def disable_fused_attention(model: nn.Module) -> nn.Module:

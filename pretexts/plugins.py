@@ -74,7 +74,7 @@ def failing_line(err: BaseException, module: str = "") -> str:
     (a refused registration raises in pretexts: the plugin's line is its decorator), else pretexts' innermost; the
     module's file where importlib alone failed (an entry point naming a missing attribute)."""
     frames = [f for f in traceback.extract_tb(err.__traceback__) if not f.filename.startswith(IMPORTLIB)]
-    frames = [f for f in frames if f.filename != __file__]  # load_entry_points' own call
+    frames = [f for f in frames if f.filename != __file__]  # load_one's own call
     own = tuple(os.path.join(root, "") for root in source_roots())
     outside = [f for f in frames if not os.path.realpath(f.filename).startswith(own)] or frames
     if outside:
@@ -85,6 +85,26 @@ def failing_line(err: BaseException, module: str = "") -> str:
 IMPORTLIB = (os.path.dirname(importlib.__file__), "<frozen importlib")
 
 
+def package_of(ep) -> str:
+    """'pretexts-jpeg 0.1.0', the distribution an entry point is of (its value where that is unknown)."""
+    return f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
+
+
+def load_one(ep, tracebacks: dict[str, str] | None = None, raised: tuple[type[BaseException], ...] = ()) -> str | None:
+    """Import entry point `ep`: None once it is, else why not in one line, '<package> (<value>) failed at
+    <file>:<line>: <error>' (its traceback in `tracebacks` under the entry point's name). Every error is caught, as
+    a plugin's bug (or its sys.exit) must not break the built-ins, but those of `raised`, which the caller says."""
+    try:
+        ep.load()
+    except raised:
+        raise
+    except (Exception, SystemExit) as err:
+        if tracebacks is not None:
+            tracebacks[ep.name] = "".join(traceback.format_exception(err))
+        return f"{package_of(ep)} ({ep.value}) failed at {failing_line(err, ep.module)}: {type(err).__name__}: {err}"
+    return None
+
+
 def load_entry_points(registry: "Registry") -> None:
     """Import every entry point of `registry.group` (`Registry.load_plugins`, which does it once): the names one
     registers are its plugin's (`registry.plugin_of`), also where it then fails; one that fails is broken
@@ -92,22 +112,19 @@ def load_entry_points(registry: "Registry") -> None:
     shadowed (`registry.shadowed`, said once in a warning)."""
     # stacklevel=4: the warning points at whoever called `Registry.load` (load_entry_points <- load_plugins <- load)
     for ep in plugin_entry_points(registry.group):
-        package = f"{ep.dist.name} {ep.dist.version}" if getattr(ep, "dist", None) else ep.value
+        package = package_of(ep)
         before, loaded = dict(registry.table), False
         try:
-            ep.load()
-            loaded = True
+            why = load_one(ep, registry.tracebacks, raised=(DuplicateNameError,))
+            loaded = why is None
+            if why is not None:
+                registry.broken[ep.name] = why
         except DuplicateNameError as err:
             registry.shadowed[ep.name] = f"{package}: {err}"
             warnings.warn(
                 f"plugin {package} registers a {registry.kind} name pretexts already has; the built-in wins. {err}",
                 stacklevel=4,
             )
-        except (Exception, SystemExit) as err:  # a plugin's bug (or its sys.exit) must not break the built-ins
-            registry.broken[ep.name] = (
-                f"{package} ({ep.value}) failed at {failing_line(err, ep.module)}: {type(err).__name__}: {err}"
-            )
-            registry.tracebacks[ep.name] = "".join(traceback.format_exception(err))
         # not the built-ins a plugin imports (to subclass one) before `load` did: a listing imports none. Also what a
         # module registered before its entry point failed (a missing attribute): a later entry point finds it imported
         added = [n for n in registry.table if n not in before and not registry.is_builtin(registry.table[n].__module__)]

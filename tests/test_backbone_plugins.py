@@ -4,6 +4,7 @@ and finetune, not only train and probe."""
 
 import json
 import sys
+import warnings
 
 import pytest
 from cli_runs import run_cli
@@ -12,8 +13,9 @@ from pretrained_checkpoints import finetune_argv, single_thread, write_checkpoin
 from timm.models._registry import _clear_model_entries, _model_entrypoints
 
 from pretexts import registry
-from pretexts.backbones import resolve
-from pretexts.errors import UnknownNameError
+from pretexts.backbones import factory, resolve
+from pretexts.engine.evaluation.weights import timm_call, timm_weights
+from pretexts.errors import CheckpointError, UnknownNameError
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
 
@@ -71,11 +73,34 @@ TASK = '''
 '''
 
 
-def as_a_new_process(monkeypatch, module: str) -> None:
-    """What a new process knows: no plugin model in timm, the plugin module not imported, no registry loaded."""
-    _model_entrypoints.pop("plugin_cnn", None)
-    _clear_model_entries("plugin_cnn")
+FAILS_LATE = '''
+    """A broken plugin: it registers a model, then fails; each import is counted in a file beside it."""
+    from pathlib import Path
+
+    from timm.models import register_model
+    from timm.models.resnet import resnet18
+
+    with Path(__file__).with_suffix(".imports").open("a") as imports:
+        imports.write("imported\\n")
+
+
+    @register_model
+    def plugin_late(pretrained=False, **kwargs):
+        return resnet18(pretrained=pretrained, **kwargs)
+
+
+    raise ImportError("needs faiss")
+'''
+
+
+def as_a_new_process(monkeypatch, module: str, model: str = "plugin_cnn") -> None:
+    """What a new process knows: no plugin model in timm, the plugin module not imported, no registry loaded, no
+    backbone plugin loaded (so none broken: one uninstalled since is forgotten)."""
+    _model_entrypoints.pop(model, None)
+    _clear_model_entries(model)
     sys.modules.pop(module, None)
+    factory.plugins_loaded = False
+    factory.BROKEN.clear()
     for table in (registry.TASKS, registry.METHODS, registry.PROBES):
         for name in [name for name, entry in table.table.items() if entry.__module__ == module]:
             del table.table[name]
@@ -143,7 +168,44 @@ def test_a_broken_backbone_plugin_is_named_when_its_backbone_is_asked_for(tmp_pa
         assert result.exit_code == 0, result.output
         with pytest.raises(UnknownNameError) as refused:
             resolve("plugin_cnx")
+        with pytest.raises(UnknownNameError) as unknown:  # `probe --timm-model` names it too
+            timm_weights("plugin_cnx", None)
+        listed, _ = run_cli(["list", "--backbones", "plugin_*"])  # and the listing, the plugins loaded already
+    assert "BROKEN backbone plugin: pretexts_bad_cnn 1.0 (pretexts_bad_cnn) failed at " in listed.output
+    as_a_new_process(monkeypatch, "pretexts_bad_cnn")
     message = str(refused.value)
     assert message.startswith("unknown backbone 'plugin_cnx'.") and "or a plugin's" in message
-    assert "A backbone plugin failed to load: pretexts_bad_cnn 1.0 (pretexts_bad_cnn) failed at " in message
+    failed = "A backbone plugin failed to load: pretexts_bad_cnn 1.0 (pretexts_bad_cnn) failed at "
+    assert failed in message
     assert message.endswith("ImportError: needs faiss.")
+    assert str(unknown.value).startswith("'plugin_cnx' is no timm model.") and failed in str(unknown.value)
+    assert str(unknown.value).endswith("ImportError: needs faiss.")
+
+
+def test_backbone_plugins_are_imported_once_a_process(tmp_path, monkeypatch):
+    """An unknown name asked for again, and each local-dir: folder, import no plugin again: a broken one that
+    registered a model before it failed is imported once, so timm never warns of the model registered twice."""
+    with plugin_installer(tmp_path, registry.TASKS, "pretexts.backbones") as install:
+        install("pretexts_late", FAILS_LATE, "late = pretexts_late")
+        as_a_new_process(monkeypatch, "pretexts_late", "plugin_late")
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                with pytest.raises(UnknownNameError, match="needs faiss"):
+                    resolve("plugin_cnx")
+                with pytest.raises(CheckpointError, match="timm cannot build"):
+                    timm_call(f"local-dir:{tmp_path / 'no-export'}", pretrained=True, num_classes=0)
+    as_a_new_process(monkeypatch, "pretexts_late", "plugin_late")
+    assert (tmp_path / "pretexts_late.imports").read_text() == "imported\n"
+    assert not [w for w in warned if "Overwriting" in str(w.message)], [str(w.message) for w in warned]
+
+
+def test_a_backbone_entry_point_naming_a_missing_attribute_names_its_module(tmp_path, monkeypatch):
+    with plugin_installer(tmp_path, registry.TASKS, "pretexts.backbones") as install:
+        install("pretexts_cnn", BACKBONE, "plugin-cnn = pretexts_cnn:missing")
+        as_a_new_process(monkeypatch, "pretexts_cnn")
+        with pytest.raises(UnknownNameError) as refused:
+            resolve("plugin_cnx")
+    as_a_new_process(monkeypatch, "pretexts_cnn")
+    failed = f"pretexts_cnn 1.0 (pretexts_cnn:missing) failed at {tmp_path / 'pretexts_cnn.py'}: AttributeError"
+    assert failed in str(refused.value), str(refused.value)

@@ -12,6 +12,8 @@ from cli_runs import run_cli
 from huggingface_hub import constants
 from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401 (a fixture)
 
+from pretexts.engine.evaluation.export import hub_command, login_command
+
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
 
 
@@ -72,7 +74,7 @@ def test_an_unreachable_hub_is_named_and_the_kept_folder_can_be_pushed_as_advise
     out = tmp_path / "local"
     error = push(checkpoint, out, "--private")
     assert "could not be reached" in error and "login" not in error, error
-    assert f"`hf upload someone/x {out} --private`" in error and "--force" in error
+    assert f"`{hub_command()} upload someone/x {out} --private`" in error and "--force" in error
     assert "run the export again" not in error  # that is refused: the folder exists now
     # the two ways it gives: the folder as it is holds what the Hub needs, and --force exports again
     assert {"model.safetensors", "config.json"} <= {p.name for p in out.iterdir()}
@@ -96,7 +98,7 @@ def test_offline_mode_is_named(checkpoint, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "status, advice",
-    [(401, "did not accept the login: log in with `hf auth login` or set HF_TOKEN"), (403, "under someone")],
+    [(401, f"did not accept the login: log in with {login_command()} or set HF_TOKEN"), (403, "under someone")],
 )
 def test_a_refused_login_or_namespace_is_named(checkpoint, tmp_path, hub_answering, status, advice):
     hub_answering(status)

@@ -12,14 +12,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-import timm
 import torch
 from safetensors.torch import save
 from timm.models import push_to_hf_hub, save_for_hf
 
-from pretexts.backbones import resolve
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.evaluation.pretrained import classifier_from, pretraining_record, timm_spec
+from pretexts.engine.evaluation.weights import timm_call
 from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
 from pretexts.engine.training.preflight import check_output_dir
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, claim_output_file, write_json
@@ -45,10 +44,7 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
     ckpt = load_checkpoint(checkpoint, kinds=("pretrain", "finetune", "finetuned"))
     if ckpt.get("kind") in ("finetune", "finetuned"):
         spec = ckpt["timm"]
-        resolve(
-            spec["name"]
-        )  # a plugin's architecture is imported (or a name timm lacks refused) before timm builds it
-        model = timm.create_model(spec["name"], pretrained=False, **spec["kwargs"])
+        model = timm_call(spec["name"], pretrained=False, **spec["kwargs"])  # loads a plugin's architecture too
         load_weights(model, ckpt["model"], checkpoint, spec["name"], "was it written by another version?")
         provenance = {
             "fine_tuned": {
@@ -127,9 +123,9 @@ def export_backbone(
 
     Writes `pretexts.json` in the folder (OUT with suffix .json for a file): the timm name, arguments, load
     line and provenance. With `push_to_hub`, uploads the folder's files to that Hub repository (timm's
-    `push_to_hf_hub`; needs a token from `hf auth login` or HF_TOKEN; a repository id the Hub would refuse is
-    refused before anything is written). An existing export or run is replaced only with `force`, and the
-    checkpoint never.
+    `push_to_hf_hub`; needs a Hub login, `hf auth login` (`huggingface-cli login` before huggingface_hub 0.34), or
+    HF_TOKEN; a repository id the Hub would refuse is refused before anything is written). An existing export or
+    run is replaced only with `force`, and the checkpoint never.
     """
     if push_to_hub is not None:
         check_repo_id(push_to_hub)  # before anything is written: a bad id cannot be pushed later either
@@ -192,11 +188,11 @@ def export_to(checkpoint: str, path: Path, push_to_hub: str | None, private: boo
 
 def check_repo_id(repo: str) -> None:
     """Refuse a repository id the Hub would refuse (huggingface_hub's own rule), naming what is wrong with it."""
-    from huggingface_hub.utils import validate_repo_id
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     try:
         validate_repo_id(repo)
-    except Exception as err:  # noqa: BLE001 - HFValidationError, a ValueError; its words name the rule broken
+    except HFValidationError as err:  # its words name the rule broken
         raise ParameterError(
             f"push_to_hub must be a Hub repository id, USER/REPO (or REPO, under your own name), got {repo!r}: "
             f"{' '.join(str(err).split())}"
@@ -211,6 +207,12 @@ def hub_command() -> str:
     return "hf" if (major, minor) >= (0, 34) else "huggingface-cli"
 
 
+def login_command() -> str:
+    """The installed huggingface_hub's login command, quoted: `hf auth login` or `huggingface-cli login`."""
+    cli = hub_command()
+    return f"`{cli} auth login`" if cli == "hf" else f"`{cli} login`"
+
+
 # the transport errors of httpx, requests and the socket layer: the Hub was never reached
 UNREACHED = {"ConnectError", "ConnectTimeout", "NetworkError", "TimeoutException", "ProxyError", "gaierror"}
 
@@ -220,8 +222,7 @@ def upload_advice(err: BaseException, repo: str) -> str:
     for another (its own message says it)."""
     kinds = {cls.__name__ for cls in type(err).__mro__}
     status = getattr(getattr(err, "response", None), "status_code", None)
-    cli = hub_command()
-    login = f"`{cli} auth login`" if cli == "hf" else f"`{cli} login`"
+    login = login_command()
     owner = repo.split("/")[0] if "/" in repo else "your own name"
     if "OfflineModeIsEnabled" in kinds:
         return "HF_HUB_OFFLINE is set, which forbids uploads: unset it"

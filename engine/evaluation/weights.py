@@ -13,7 +13,7 @@ import timm
 import torch
 from torch import nn
 
-from pretexts.backbones.factory import set_fused_attention
+from pretexts.backbones.factory import known_to_timm, plugin_failures, set_fused_attention
 from pretexts.backbones.vit_tokens import LEARNED_POSITIONS, SINCOS_POSITIONS, starting_positions
 from pretexts.engine.evaluation.pretrained import classifier_prefix, create_classifier
 from pretexts.engine.training.checkpoint import check_shapes
@@ -160,7 +160,7 @@ def timm_weights(name: str, file: str | None) -> Weights:
     if not known_to_timm(name):
         raise UnknownNameError(
             f"'{name}' is no timm model.{suggest(name.split('.')[0], timm.list_models())} "
-            f"`timm.list_models('*pattern*')` lists them."
+            f"`timm.list_models('*pattern*')` lists them.{plugin_failures()}"
         )
     path = Path(file) if file else cached_weights(name)
     if path is None:
@@ -197,20 +197,17 @@ def cached_weights(name: str) -> Path | None:
     return None
 
 
-def known_to_timm(name: str) -> bool:
-    """Whether timm builds `name`, a backbone plugin's (its package's `@register_model`) included."""
-    from pretexts.backbones.factory import load_backbone_plugins
-
-    return timm.is_model(name) or load_backbone_plugins() and timm.is_model(name)
-
-
 def timm_call(name: str, **kwargs) -> nn.Module:
-    """timm.create_model, its failures (a bad folder, arguments the model refuses) in one line."""
-    known_to_timm(name)  # loads the plugins when timm does not know the name yet
+    """timm.create_model, the backbone plugins loaded where timm does not know `name` (a `local-dir:` folder's
+    architecture may be a plugin's); its failures (a bad folder, arguments the model refuses, an unknown name, with
+    the backbone plugins that failed to load) in one line."""
+    known = known_to_timm(name)
     try:
         return timm.create_model(name, **kwargs).eval()
     except (RuntimeError, ValueError, TypeError, KeyError, OSError) as err:
-        raise CheckpointError(f"timm cannot build '{name}': {' '.join(str(err).split())[:200]}") from None
+        detail, failures = " ".join(str(err).split())[:200], "" if known else plugin_failures()
+        detail = f"{detail.rstrip('.')}.{failures}" if failures else detail
+        raise CheckpointError(f"timm cannot build '{name}': {detail}") from None
 
 
 def load_file(model: nn.Module, path: Path) -> None:

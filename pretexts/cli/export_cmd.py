@@ -24,8 +24,9 @@ from . import main, wrote_folder
     "push_to_hub",
     default=None,
     metavar="REPO",
-    help="Also upload to this Hugging Face Hub repository, USER/REPO (needs `hf auth login` or HF_TOKEN); "
-    "an id the Hub would refuse is refused before anything is written.",
+    help="Also upload to this Hugging Face Hub repository, USER/REPO (needs a Hub login: `hf auth login`, "
+    "`huggingface-cli login` before huggingface_hub 0.34, or HF_TOKEN); an id the Hub would refuse is refused "
+    "before anything is written.",
 )
 @click.option("--private", is_flag=True, help="With --push-to-hub: create the repository private.")
 @click.option("--force", is_flag=True, help="Replace an earlier export (or run) in --out; never the checkpoint.")
