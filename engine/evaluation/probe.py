@@ -5,7 +5,7 @@ with `@register_probe(name, params)` (or through the entry-point group `pretexts
 `params` declares its options as tasks and methods do (name -> `pretexts.Param`); they reach it as keyword
 arguments, converted and checked, from `--probe-arg KEY=VALUE` (the built-ins' also from their own flags)."""
 
-import copy
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -50,7 +50,7 @@ def register_probe(name: str, params: dict | None = None):
     A probe is a function `probe(train, val, num_classes, cfg, **params) -> (results, line)` on the features
     `pretexts probe` extracts once: `train` and `val` are `(features, labels)` pairs and `cfg` is the run's
     `ProbeConfig`; `results` (a dict JSON can hold) is stored under the probe's name in results.json and `line`
-    is printed. The first line of its docstring is its summary in `pretexts list --probes`. A plugin package
+    is printed. The first paragraph of its docstring is its summary in `pretexts list --probes`. A plugin package
     also exposes it under the entry-point group `pretexts.probes`.
 
     Args:
@@ -194,7 +194,9 @@ def probe_features(
     extraction, then every rank runs the probes on the whole gathered set (the same numbers everywhere, so no rank
     idles at the final barrier past a collective timeout while rank 0 trains a head) and rank 0 alone writes."""
     device = device or resolve_device(cfg.device)
-    asked = copy.copy(cfg)  # what auto and a missing --data resolve to is noted as derived in config.json
+    # the run's record is this copy, resolved below (the caller's config is left as given, to run again); what auto
+    # and a missing --data resolve to is noted as derived in config.json
+    asked, cfg = cfg, dataclasses.replace(cfg)
     weights = load_backbone(cfg.checkpoint, cfg.timm_model, cfg.backbone, cfg.img_size, cfg.seed, cfg.positions)
     if cfg.from_scratch:  # config.json records what auto resolved to
         cfg.positions = weights.positions or LEARNED_POSITIONS

@@ -131,7 +131,9 @@ class ProbeConfig:
     device: str = setting("auto", "auto, cpu, cuda, cuda:1, ...", section="speed")
     out: str = setting("runs/probe", "Output folder.", section="output")
     force: bool = setting(
-        False, "Replace the results of an earlier run in --out (its files are removed).", section="output"
+        False,
+        "Start over in an --out that already holds a run: what the run wrote there is removed, your own files kept.",
+        section="output",
     )
     quiet: bool = setting(False, "No progress bars (off anyway when the output is not a terminal).", section="logging")
 

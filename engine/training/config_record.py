@@ -5,11 +5,13 @@ per-invocation options (`--force`, `--resume`: what to do with --out this time, 
 under `derived` the fields that were derived rather than given, each with what it was asked as (None: not given)
 and the value it took. A `--config` of it puts those back as asked, so the recipe, `auto` and the method derive
 them again from the file's given values and the new command line's: the same inputs give the same run, a changed
-recipe, backbone or method its own values. A value edited in the file counts as given, and a file without
-`derived` (an older config.json, a hand-written YAML) is taken as given.
+recipe, backbone or method its own values. A value edited in the file counts as given, as does a field set on the
+config after it was derived, and a file without `derived` (an older config.json, a hand-written YAML) is taken as
+given.
 Torch-free: the CLI reads config files with it.
 """
 
+import copy
 from dataclasses import asdict, fields
 
 DERIVED = "derived"
@@ -19,18 +21,37 @@ AUTO = "auto"
 
 def note_derived(cfg, name: str, asked=None) -> None:
     """Note on `cfg` (beside its fields, not one of them) that `name`'s value was derived, asked as `asked`
-    (None: not given); a mapping `asked` notes a mapping field's keys (method_args). A field's first note stands:
-    the recipe filled `schedule` before `auto` resolved it."""
-    derived = vars(cfg).setdefault(DERIVED, {})
+    (None: not given), with the value the field holds now; a mapping `asked` notes a mapping field's keys
+    (method_args). A note holds while its field keeps that value: one set since (`cfg.base_lr = 5e-4` after the
+    recipe filled it) is given, and `derived_of` leaves its note out. A field's first note that holds stands: the
+    recipe filled `schedule` before `auto` resolved it."""
+    notes, value = vars(cfg).setdefault(DERIVED, {}), getattr(cfg, name)
     if isinstance(asked, dict):
-        derived[name] = {**asked, **derived.get(name, {})}
-    else:
-        derived.setdefault(name, asked)
+        inner = value if isinstance(value, dict) else {}
+        held = {k: n for k, n in notes.get(name, {}).items() if holds(n, inner.get(k))}
+        notes[name] = {**{k: (a, copy.deepcopy(inner.get(k))) for k, a in asked.items()}, **held}
+    elif name not in notes or not holds(notes[name], value):
+        notes[name] = (asked, copy.deepcopy(value))
+
+
+def holds(note: tuple, value) -> bool:
+    """The noted value is still the field's (or key's)."""
+    return note[1] == value
 
 
 def derived_of(cfg) -> dict:
-    """What `note_derived` noted on `cfg`."""
-    return dict(vars(cfg).get(DERIVED, {}))
+    """What `note_derived` noted on `cfg` and still holds: field -> what it was asked as (a mapping field's keys,
+    key -> asked), as config.json and checkpoints record it."""
+    derived = {}
+    for name, note in vars(cfg).get(DERIVED, {}).items():
+        value = getattr(cfg, name)
+        if isinstance(note, dict):
+            keys = {k: n[0] for k, n in note.items() if isinstance(value, dict) and k in value and holds(n, value[k])}
+            if keys:
+                derived[name] = keys
+        elif holds(note, value):
+            derived[name] = note[0]
+    return derived
 
 
 def left_open(value) -> bool:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from . import main
+from . import main, rank_zero_echo
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand
 
@@ -50,7 +50,8 @@ def compare_command(config, sets, **options) -> None:
     from pretexts.engine.compare.run import compare
     from pretexts.engine.compare.scoring import Interrupted
 
-    cfg = build_config(CompareConfig, options, config, sets)
+    # what came from --config is said before the plan, as compare's own notes on its settings are
+    cfg = build_config(CompareConfig, options, config, sets, echo=rank_zero_echo(0))  # one process (`single_process`)
     try:
         compare(cfg, echo=click.echo)
     except Interrupted as stopped:

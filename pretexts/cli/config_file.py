@@ -160,21 +160,21 @@ YES, NO = ("true", "yes", "on"), ("false", "no", "off")  # YAML 1.1's booleans
 
 
 def convert(cls, name: str, text: str, where: str = "--set"):
-    """A --set value as the field's declared type: numbers, booleans, None, lists and mappings (YAML/JSON).
-    A boolean, spelled or not, given to an option whose value is optional (`compile`, `resume`) means the option
-    alone (true) or not given (false). `where` names the value's source in the one-line error of a value that
-    cannot be read."""
+    """A --set or config file value as the field's declared type: numbers, booleans, None, lists and mappings
+    (YAML/JSON). A boolean, spelled or not, given to an option whose value is optional (`compile`, `resume`) means
+    the option alone (true) or not given (false); None as `means_none` says. `where` names the value's source
+    (--set, else a file) in the one-line error of a value that cannot be read."""
     kind = typing.get_type_hints(cls)[name]
     allowed = set(typing.get_args(kind) or (kind,))
     flag = next(f for f in dataclasses.fields(cls) if f.name == name).metadata.get("flag_value")
     spelled = str(text).strip().lower()
     if flag is not None and spelled in YES + NO:  # an option whose value is optional (--compile, --resume):
         return flag if spelled in YES else None  # true means the option alone, false leaves it off
-    if not isinstance(text, str) or str in allowed and where != "--set":
-        return text  # a file has its own null: its 'none' is text (randaug: none turns RandAugment off)
+    if not isinstance(text, str):
+        return text  # a file's value as YAML or JSON read it (its null already None)
     given = text if len(text) <= 80 else text[:60] + "..."
     shown = f"--set {name}={given}" if where == "--set" else f"{where}: {name}: {given}"
-    if type(None) in allowed and text.strip().lower() in ("none", "null", "~", ""):
+    if means_none(spelled, allowed, where == "--set"):
         return None
     if str in allowed:
         return text
@@ -194,24 +194,40 @@ def convert(cls, name: str, text: str, where: str = "--set"):
         ) from None
 
 
+def means_none(spelled: str, allowed: set, raw: bool) -> bool:
+    """Whether a value (lower case) unsets an optional field. A text field's is YAML's null alone, from `raw` --set
+    text as in a file (whose YAML read it), so 'none' is text from either (`randaug: none`, `--set randaug=none`:
+    RandAugment off); another field's is 'none' too."""
+    text = str in allowed  # a file's text is what its YAML read as text
+    return type(None) in allowed and (raw or not text) and spelled in ("null", "~", "", *(() if text else ("none",)))
+
+
 def apply_sets(cls, values: dict, pairs: tuple[str, ...], loose=None) -> dict:
     """`values` with each --set KEY=VALUE applied in order; a key that is no field of `cls` goes where `loose`
     moves it (a method's or a probe's option: into method_args or probe_args, as text its owner converts)."""
     values = dict(values)
     known = {f.name for f in dataclasses.fields(cls)}
+    for key, text in set_pairs(pairs):
+        if key not in known and loose:
+            moved = loose({**values, key: text})
+            if key not in moved and any(isinstance(inner, dict) and key in inner for inner in moved.values()):
+                values = moved  # an option of the run's method (method_args) or of a probe (probe_args)
+                continue
+        check_known(cls, [key], "--set")
+        values[key] = convert(cls, key, text)
+    return values
+
+
+def set_pairs(pairs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(field, text) of each `--set KEY=VALUE`, in order (KEY's dashes as underscores); one not KEY=VALUE refused."""
+    split = []
     for pair in pairs:
         key, sep, text = pair.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise click.BadParameter(f"'{pair}' is not KEY=VALUE (e.g. --set epochs=10).", param_hint="--set")
-        if key not in known and loose:
-            moved = loose({**values, key: text.strip()})
-            if key not in moved and any(isinstance(inner, dict) and key in inner for inner in moved.values()):
-                values = moved  # an option of the run's method (method_args) or of a probe (probe_args)
-                continue
-        check_known(cls, [key], "--set")
-        values[key] = convert(cls, key, text.strip())
-    return values
+        split.append((key, text.strip()))
+    return split
 
 
 def check_known(cls, keys, where: str) -> None:
@@ -235,7 +251,8 @@ def build_config(
     Mappings named in `merge` (task arguments) are updated key by key rather than replaced. `loose(values)`
     moves the keys that are no field of `cls` where they belong (a method's options, into method_args) before
     the rest are refused. With --resume, `resume(values)` lays what was given over the checkpoint's own config.
-    `echo` gets the lines saying what came from the file (default: stderr, on rank 0)."""
+    `echo` gets the lines saying what came from the file (default: printed, by rank 0 alone); a command passes its
+    own, to say them after its start line."""
     values, lines = ({}, []) if not config else file_values(cls, config, options, sets, loose)
     check_known(cls, values, f"config file '{config}'")
     # YAML 1.1 reads 1e-3 as a string: such values take the field's type, as --set values do
@@ -261,19 +278,13 @@ def build_config(
             f"{required[0]} is required: give --{required[0].replace('_', '-')} or put it in --config."
         )
     built = cls(**values)
+    if echo is None:
+        from . import rank_zero_echo  # here: the package imports the commands, which import this module
+
+        echo = rank_zero_echo(int(os.environ.get("RANK", "0")))
     for line in lines:
-        (echo or rank_zero_note)(line)
+        echo(line)
     return built
-
-
-def rank_zero_note(line: str) -> None:
-    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun one process speaks
-        click.echo(line, err=True)
-
-
-def set_keys(sets: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(field, text) of each `--set KEY=VALUE`, in order."""
-    return [(key.strip().replace("-", "_"), text.strip()) for key, _, text in (p.partition("=") for p in sets)]
 
 
 def file_values(cls, config: str, options: dict, sets: tuple[str, ...], loose=None) -> tuple[dict, list[str]]:
@@ -286,7 +297,7 @@ def file_values(cls, config: str, options: dict, sets: tuple[str, ...], loose=No
     if ignored := [f"{k}: {json.dumps(values[k])}" for k in PER_INVOCATION if values.get(k)]:
         lines.append(f"{where}: its {', '.join(ignored)} not taken; --force and --resume are given here only.")
     values = {k: v for k, v in values.items() if k not in PER_INVOCATION}
-    chosen = {k: v for k, v in options.items() if v not in (None, (), {})} | dict(set_keys(sets))
+    chosen = {k: v for k, v in options.items() if v not in (None, (), {})} | dict(set_pairs(sets))
     if loose:  # a file's method options belong to the file's method; one naming none, to the command line's
         method = values.get("method") or chosen.get("method")
         values = loose({**values, **({"method": method} if method else {})})

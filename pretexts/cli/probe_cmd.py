@@ -51,12 +51,30 @@ def probe_command(probe_args, config, sets, **options) -> None:
 
     given = {key: options.pop(key) for key in BUILTIN_PROBE_PARAMS}
     args = {**{k: v for k, v in given.items() if v not in (None, ())}, **parse_task_args(probe_args, "--probe-arg")}
+    from_file: list[str] = []  # what came from --config, said after the start line
     cfg = build_config(
-        ProbeConfig, {"probe_args": args, **options}, config, sets, merge=("probe_args",), loose=with_probe_args
+        ProbeConfig,
+        {"probe_args": args, **options},
+        config,
+        sets,
+        merge=("probe_args",),
+        loose=with_probe_args,
+        echo=from_file.append,
     )
     echo = rank_zero_echo(distributed.launched_rank())
     try:
-        run_probe(cfg, echo=echo)
+        run_probe(cfg, echo=then_say(echo, from_file))
     finally:
         distributed.teardown()
     echo(wrote_folder(cfg.out))
+
+
+def then_say(echo, lines: list[str]):
+    """`echo`, saying `lines` after the first line it prints (the run's start line)."""
+
+    def say(line: str) -> None:
+        echo(line)
+        while lines:
+            echo(lines.pop(0))
+
+    return say

@@ -20,14 +20,15 @@ def segment_command(from_scratch, config, sets, **options) -> None:
     def resumed(values):
         return resumed_values(SegmentConfig, values, "segmenter", SEGMENT_MAY_CHANGE, Segmentation.resume_file)
 
-    cfg = build_config(SegmentConfig, options, config, sets, resume=resumed)
+    echo = rank_zero_echo(distributed.launched_rank())
+    # what came from --config is said first: the run's own lines are its progress, on stderr
+    cfg = build_config(SegmentConfig, options, config, sets, resume=resumed, echo=echo)
     if from_scratch == (cfg.checkpoint is not None):
         raise ParameterError("give exactly one of --checkpoint CKPT and --from-scratch.")
     try:
         results = Segmentation(cfg).run()  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
     finally:
         distributed.teardown()
-    echo = rank_zero_echo(distributed.launched_rank())
     exit_if_interrupted(results, f"{cfg.out}/{Segmentation.resume_file}", echo)
     echo(
         f"on {results['val_images']} validation images ({results['num_classes']} classes, {results['eval_mode']} "
