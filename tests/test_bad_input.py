@@ -207,6 +207,7 @@ def test_a_file_that_fails_only_when_decoded_is_replaced_by_the_next(tmp_path, c
     """A JPEG cut in its pixel data passes the scan; at load it is reported and the next image served."""
     from pretexts.engine.data.datasets import build_source
     from pretexts.engine.data.image_check import read_or_substitute
+    from pretexts.engine.data.warn_once import WarnOnce
 
     copy_sample_images(tmp_path, 3, classes=("a",))
     noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
@@ -217,7 +218,7 @@ def test_a_file_that_fails_only_when_decoded_is_replaced_by_the_next(tmp_path, c
     names = [p.rsplit("/", 1)[1] for p, _ in source.dataset.samples]
     assert "0000_cut.jpg" in names and not source.dataset.scan.bad  # the scan cannot see it
     cut = names.index("0000_cut.jpg")
-    image, _ = read_or_substitute(source.dataset, cut)
+    image, _ = read_or_substitute(source.dataset, cut, WarnOnce())
     assert np.array_equal(np.asarray(image), np.asarray(source.dataset[cut + 1][0]))
     assert "0000_cut.jpg' cannot be read: image file is truncated" in capsys.readouterr().err
 

@@ -63,11 +63,16 @@ def test_a_probe_rank_other_than_0_writes_and_prints_nothing(tmp_path, capsys):
     assert "unreadable" not in capsys.readouterr().err and not (out / SKIPPED_FILE).exists()
 
 
-def test_a_jpeg_cut_in_its_pixel_data_is_replaced_by_the_next_image_which_the_warning_says_counts_twice(
-    tmp_path, capsys
+@pytest.mark.parametrize("images", ["pretraining", "labelled"])
+def test_a_jpeg_cut_in_its_pixel_data_is_replaced_by_the_next_image_and_said_once_across_epochs_and_workers(
+    tmp_path, capfd, images
 ):
+    """Each epoch starts fresh worker processes; the warning still comes once a run, not once an epoch."""
+    from torch.utils.data import DataLoader
+
     from pretexts.engine.data.datasets import build_source
-    from pretexts.engine.data.image_check import read_or_substitute
+    from pretexts.engine.data.labelled_data import LabelledImages
+    from pretexts.engine.data.loader import AugmentedImages, unaugmented_transform
 
     copy_sample_images(tmp_path, 2, classes=("a",))
     noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
@@ -76,8 +81,12 @@ def test_a_jpeg_cut_in_its_pixel_data_is_replaced_by_the_next_image_which_the_wa
     (tmp_path / "a" / "0000_cut.jpg").write_bytes(whole[: int(len(whole) * 0.7)])
     folder = build_source(str(tmp_path), "train").dataset
     assert not folder.scan.bad  # the quick check cannot see it
-    cut = [path.rsplit("/", 1)[1] for path, _ in folder.samples].index("0000_cut.jpg")
-    read_or_substitute(folder, cut)
-    warning = capsys.readouterr().err
-    assert "0000_cut.jpg' cannot be read: image file is truncated" in warning
+    if images == "pretraining":
+        dataset = AugmentedImages(folder, unaugmented_transform(32))
+    else:
+        dataset = LabelledImages(folder, lambda image: np.asarray(image.resize((32, 32))))
+    for _ in range(2):  # two epochs, each with new workers
+        assert len([batch for batch in DataLoader(dataset, batch_size=1, num_workers=2)]) == 3
+    warning = capfd.readouterr().err
+    assert warning.count("0000_cut.jpg' cannot be read: image file is truncated") == 1, warning
     assert warning.rstrip().endswith("Using the next image instead (it counts twice).")

@@ -46,7 +46,7 @@ def test_an_image_cell_naming_a_fifo_is_substituted_not_read(tmp_path, capsys, m
 
     from pretexts.engine.data import streams
 
-    monkeypatch.setattr(streams, "reported", set())  # a sample is warned about once per process
+    monkeypatch.setattr(streams, "WARN", streams.WarnOnce())  # a sample is warned about once
     monkeypatch.chdir(tmp_path)  # datasets sizes each path cell relative to here when it writes
     os.mkfifo("fifo.png")
     (tmp_path / "ok.png").write_bytes(png_of(1))

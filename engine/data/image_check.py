@@ -7,7 +7,6 @@ readable image, so one bad file never stops a long run.
 """
 
 import os
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError
 
 SKIPPED_FILE = "skipped_images.txt"
@@ -115,15 +115,17 @@ def keep_readable(dataset, root: Path, min_side: int = 0):
     return dataset
 
 
-def read_or_substitute(source, index: int, tries: int = 16):
-    """source[index]; an image that fails to decode is reported and the next one is served instead
-    (deterministically, so a resumed run sees the same data). The split keeps its length, so the next image is
-    read twice: the warning says so, as it changes what a val count and its top-1 are made of."""
+def read_or_substitute(source, index: int, warn: WarnOnce, tries: int = 16):
+    """source[index]; an image that fails to decode is reported (once per file through `warn`, the dataset's) and
+    the next one is served instead (deterministically, so a resumed run sees the same data). The split keeps its
+    length, so the next image is read twice: the warning says so, as it changes what a val count and its top-1 are
+    made of."""
     for offset in range(tries):
+        position = (index + offset) % len(source)
         try:
-            return source[(index + offset) % len(source)]
+            return source[position]
         except DataError as err:
-            print(f"warning: {err} Using the next image instead (it counts twice).", file=sys.stderr, flush=True)
+            warn(str(position), f"{err} Using the next image instead (it counts twice).")
     raise DataError(f"{tries} images in a row from index {index} cannot be read; check the data folder.")
 
 

@@ -14,6 +14,7 @@ from torchvision.datasets import DatasetFolder
 from pretexts.engine.data.datasets import build_source
 from pretexts.engine.data.image_check import read_or_substitute
 from pretexts.engine.data.loader import image_seed
+from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError
 
 
@@ -178,6 +179,7 @@ class LabelledImages(Dataset):
     def __init__(self, source: Dataset, transform, indices: list[int] | None = None, seed: int = 0):
         self.source, self.transform, self.seed = source, transform, seed
         self.indices = list(range(len(source))) if indices is None else list(indices)
+        self.warn = WarnOnce()  # a file that fails to decode is reported in the first epoch only
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -190,7 +192,7 @@ class LabelledImages(Dataset):
         return self.item(key)
 
     def item(self, i: int):
-        image, label = read_or_substitute(self.source, self.indices[i])  # a file that fails to decode is reported
+        image, label = read_or_substitute(self.source, self.indices[i], self.warn)
         return self.transform(image.convert("RGB")), label
 
 

@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset
 
 from pretexts.engine.data.image_check import read_or_substitute
+from pretexts.engine.data.warn_once import WarnOnce
 
 
 def pretrain_transform(img_size: int) -> A.Compose:
@@ -37,13 +38,14 @@ class AugmentedImages(Dataset):
     def __init__(self, source: Dataset, transform: A.Compose, seed: int = 0):
         self.source, self.transform, self.seed = source, transform, seed
         self.augment = Augment(transform)
+        self.warn = WarnOnce()  # a file that fails to decode is reported in the first epoch only
 
     def __len__(self) -> int:
         return len(self.source)
 
     def __getitem__(self, key):
         epoch, index = key if isinstance(key, tuple) else (0, key)
-        image, label = read_or_substitute(self.source, index)
+        image, label = read_or_substitute(self.source, index, self.warn)
         return self.augment(image, label, image_seed(self.seed, epoch, index))
 
 

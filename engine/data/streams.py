@@ -9,7 +9,6 @@ decoding them, and continues with exactly the batches the uninterrupted epoch wo
 
 import io
 import random
-import sys
 import tarfile
 import zlib
 from collections import deque
@@ -24,6 +23,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from pretexts.engine.data.image_check import reason, to_rgb
 from pretexts.engine.data.loader import image_seed
 from pretexts.engine.data.shard_sets import ShardSet, is_stream, require, stream_shards
+from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError, ParameterError
 
 __all__ = ["ImageStream", "ShardSet", "first_images", "is_stream", "stream_shards"]
@@ -32,7 +32,7 @@ IMAGE_SUFFIXES = ("jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff", "gif", "pp
 READERS = {"wds": ("webdataset", "wds"), "parquet": ("datasets", "hf")}
 SUBSTITUTE_TRIES = 16  # as image_check.read_or_substitute
 PARQUET_BATCH = 64
-reported: set[tuple[str, str]] = set()  # the unreadable samples already warned about in this process
+WARN = WarnOnce()  # the unreadable samples `first_images` has warned about
 
 
 class RawSample(NamedTuple):
@@ -78,6 +78,7 @@ class ImageStream(IterableDataset):
         require(*READERS[shards.kind])
         self.shards, self.item, self.seed, self.shuffle, self.buffer = shards, item, seed, shuffle, buffer
         self.labelled = labelled  # every label checked (`checked_label`): a fine-tune's stream
+        self.warn = WarnOnce()  # an unreadable sample is reported in the first epoch only
         self.rank, self.world, self.workers, self.batch_size = rank, world, max(1, workers), batch_size
         self.slots = world * self.workers
         count = len(shards.urls)
@@ -149,7 +150,7 @@ class ImageStream(IterableDataset):
             if read > self.per_slot:
                 return
             if read > skip:
-                image, source = decode_or_substitute(sample, neighbours)
+                image, source = decode_or_substitute(sample, neighbours, self.warn)
                 label = checked_label(source, self.shards.classes, self.labelled)
                 yield self.item(image, label, image_seed(self.seed, self.epoch, sample.sample_id))
         if read < self.per_slot:  # the ranks would then take different numbers of steps, and hang
@@ -169,7 +170,7 @@ def first_images(shards: ShardSet, count: int, labelled: bool = False) -> list[t
     for sample, neighbours in with_neighbours(samples):
         if len(images) >= count:
             break
-        image, source = decode_or_substitute(sample, neighbours)
+        image, source = decode_or_substitute(sample, neighbours, WARN)
         images.append((image, checked_label(source, shards.classes, labelled)))
     return images
 
@@ -304,9 +305,11 @@ def decode(sample: RawSample) -> Image.Image:
         return to_rgb(image)
 
 
-def decode_or_substitute(sample: RawSample, neighbours: Callable[[], list[RawSample]]) -> tuple[Image.Image, RawSample]:
-    """(image, the sample it came from) of `sample`; an unreadable one is reported once and the next readable
-    sample is served."""
+def decode_or_substitute(
+    sample: RawSample, neighbours: Callable[[], list[RawSample]], warn: WarnOnce
+) -> tuple[Image.Image, RawSample]:
+    """(image, the sample it came from) of `sample`; an unreadable one is reported once (through `warn`) and the
+    next readable sample is served."""
 
     def candidates():  # the neighbours are listed only when the sample itself fails
         yield sample
@@ -316,12 +319,9 @@ def decode_or_substitute(sample: RawSample, neighbours: Callable[[], list[RawSam
         try:
             return decode(candidate), candidate
         except Exception as err:  # noqa: BLE001 - PIL raises many types for bad bytes
-            if (candidate.shard, candidate.key) not in reported:
-                reported.add((candidate.shard, candidate.key))
-                print(
-                    f"warning: image {candidate.key} of shard '{candidate.shard}' cannot be read: {reason(err)}. "
-                    "Using the next image instead (it counts twice).",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            warn(
+                f"{candidate.shard}\t{candidate.key}",
+                f"image {candidate.key} of shard '{candidate.shard}' cannot be read: {reason(err)}. "
+                "Using the next image instead (it counts twice).",
+            )
     raise DataError(f"{SUBSTITUTE_TRIES} images in a row from {sample.key} of '{sample.shard}' cannot be read.")

@@ -1,0 +1,41 @@
+"""A warning said once per key across a data loader's worker processes, which start afresh each epoch: a file
+claimed in a folder of the system's temporary directory marks a key as said, in whichever process said it."""
+
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+import weakref
+from pathlib import Path
+
+
+class WarnOnce:
+    """`warn(key, message)` prints `warning: message` to stderr the first time any process sharing this object
+    (a copy pickled or forked into a worker) sees `key`. The folder goes when the creating process drops it."""
+
+    def __init__(self):
+        self.folder = Path(tempfile.gettempdir()) / f"pretexts-warned-{uuid.uuid4().hex}"
+        weakref.finalize(self, remove_if_owner, self.folder, os.getpid())
+
+    def __call__(self, key: str, message: str) -> None:
+        if self.first(key):
+            print(f"warning: {message}", file=sys.stderr, flush=True)
+
+    def first(self, key: str) -> bool:
+        marker = self.folder / hashlib.sha1(key.encode()).hexdigest()
+        try:
+            self.folder.mkdir(exist_ok=True)
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        except OSError:  # no temporary space: saying it again beats never saying it
+            return True
+        return True
+
+
+def remove_if_owner(folder: Path, owner: int) -> None:
+    """Remove `folder`, in the process that made it only (a forked worker's copy must not remove it)."""
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
