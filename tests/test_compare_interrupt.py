@@ -16,6 +16,7 @@ from cli_runs import one_torch_thread, run_cli, start_pretexts, tiny_image_folde
 from pretexts.engine.compare import cells as compare_cells
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.run import OUTPUTS
+from pretexts.engine.compare.run import compare as compare_api
 from pretexts.engine.evaluation.finetune import Finetuner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,3 +189,14 @@ def test_a_signal_each_run_catches_too_late_stops_the_comparison_and_one_after_t
     monkeypatch.setattr(click, "echo", echo)
     code, printed, err = compare_here(args)
     assert code == 0 and printed.count("(cached)") == 2, (printed, err)
+
+    # the Python API: the same late signal raises `Interrupted` carrying the record `compare` would have returned
+    study = CompareConfig(
+        backbone="test_convnext", batch_size=8, threads=1, workers=0, tasks=("random-mask",), methods=("energy",),
+        seeds=(0,), steps=(steps,), finetune_epochs=1, device="cpu", data=str(data), out=str(out), quiet=True,
+    )  # fmt: skip
+    signalled = []
+    with pytest.raises(compare_cells.Interrupted) as stopped:  # the first line echoed is the report's table
+        compare_api(study, echo=lambda line: signalled or signalled.append(ctrl_c()))
+    assert stopped.value.finished and stopped.value.exit_code == 130
+    assert stopped.value.record == compare_api(study, echo=lambda line: None)
