@@ -11,7 +11,7 @@ MAE += ["--max-steps-per-epoch", "2", "--eval-images", "8", "--monitor-every", "
 def test_heads_given_that_do_not_divide_the_width_are_refused_naming_those_that_do(tmp_path):
     fails_cleanly(
         [*MAE, "--method-arg", "decoder_heads=5", "--out", tmp_path / "a"],
-        "decoder_heads 5 does not divide the decoder width 64 (auto: half the encoder's 64, within 64-512)",
+        "decoder_heads 5 does not divide the decoder width 64 (auto for an encoder of width 64)",
         "give decoder_heads one of 1, 2, 4, 8, 16, 32, 64, or a decoder_dim divisible by 20",
     )
     fails_cleanly(
@@ -32,3 +32,12 @@ def test_auto_heads_beside_a_width_given_divide_it(tmp_path):
     args = [*MAE, "--backbone", "vit_tiny", "--method-arg", "decoder_dim=100", "--out", tmp_path / "r"]
     result, error = run_cli(args)
     assert result.exit_code == 0, result.output
+
+
+def test_vit_b_and_wider_get_maes_own_decoder_and_smaller_vits_a_scaled_one():
+    """facebookresearch/mae's dec512d8b for ViT-B and ViT-L; ViT-S a 2-block decoder of half its width."""
+    from pretexts.engine.methods.mae_model import decoder_sizes
+
+    assert decoder_sizes(768, None, None, None) == (512, 8, 16)
+    assert decoder_sizes(1024, None, None, None) == (512, 8, 16)
+    assert decoder_sizes(384, None, None, None) == (192, 2, 6)

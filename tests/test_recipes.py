@@ -77,3 +77,18 @@ def test_alpha_lr_scale_zero_keeps_alpha_at_its_start(tmp_path):
         trainer.train_step(images)
     assert model.alpha.item() == pytest.approx(0.1, abs=1e-7)
     assert any(not torch.equal(b, p) for b, p in zip(before, model.backbone.parameters()))
+
+
+def test_a_recipe_set_after_the_config_was_built_is_refused_at_the_start_and_so_is_a_bad_value():
+    """`cfg.recipe = "paper"` after `PretrainConfig()` would run fast's lr as if given; `cfg.batch_size = -5` skipped
+    the checks the constructor runs. Both are refused before anything is written."""
+    from pretexts.engine.training.loop import Pretrainer
+
+    cfg = PretrainConfig()
+    cfg.recipe = "paper"
+    with pytest.raises(ParameterError, match=r"recipe was set to 'paper' after .* recipe 'fast'.*PretrainConfig\("):
+        Pretrainer(cfg)
+    cfg = PretrainConfig()
+    cfg.batch_size = -5
+    with pytest.raises(ParameterError, match=r"batch_size must be in \[1, 65536\], got -5"):
+        Pretrainer(cfg)

@@ -20,8 +20,9 @@ MAX_HEADS = 64  # the most decoder heads `--method-arg decoder_heads` takes
 
 
 def decoder_defaults(embed_dim: int) -> dict:
-    """MAE uses 8 x 512 (16 heads) for ViT-B/L; scale width to half the encoder's (>= 64), 2 blocks below ViT-B."""
-    dim = max(64, min(512, embed_dim // 2 // 32 * 32 or 64))
+    """MAE's 8 x 512 (16 heads) for ViT-B and wider (models_mae.py's dec512d8b); below ViT-B, 2 blocks of half the
+    encoder's width (>= 64)."""
+    dim = 512 if embed_dim >= 768 else max(64, embed_dim // 2 // 32 * 32 or 64)
     return {"decoder_dim": dim, "decoder_depth": 8 if embed_dim >= 768 else 2, "decoder_heads": max(2, dim // 32)}
 
 
@@ -35,7 +36,7 @@ def decoder_sizes(embed_dim: int, dim: int | None, depth: int | None, heads: int
         count = max(h for h in range(1, max(1, width // 32) + 1) if width % h == 0)
     if width % count:
         fits = ", ".join(str(h) for h in range(1, min(width, MAX_HEADS) + 1) if width % h == 0)
-        auto_width = "" if dim else f" (auto: half the encoder's {embed_dim}, within 64-512)"
+        auto_width = "" if dim else f" (auto for an encoder of width {embed_dim})"
         raise ParameterError(
             f"method mae: decoder_heads {count} does not divide the decoder width {width}{auto_width}; "
             f"give decoder_heads one of {fits}, "

@@ -46,7 +46,11 @@ KEEP_BEST = {"knn_cosine": True, "knn_standardised": True, "rankme": True, "top_
 
 @dataclass
 class PretrainConfig:
-    """Everything `engine.pretrain` needs; the CLI builds one of these, so does the Python API."""
+    """Everything `engine.pretrain` needs; the CLI builds one of these, so does the Python API.
+
+    The recipe fills the fields left at None when the config is built. To change the recipe, build a new config:
+    `dataclasses.replace(cfg, recipe="fast")` copies the old recipe's values as if given, and setting `cfg.recipe`
+    afterwards is refused when the run starts."""
 
     # "energy" (the paper), "ae", "mae", or a plugin's (engine.methods)
     method: str = setting(

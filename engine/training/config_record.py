@@ -15,6 +15,7 @@ import copy
 from dataclasses import asdict, fields
 
 DERIVED = "derived"
+RECIPE_APPLIED = "recipe_applied"  # beside the fields, as DERIVED: the recipe whose values fill them
 PER_INVOCATION = ("force", "resume")
 AUTO = "auto"
 

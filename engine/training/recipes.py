@@ -9,7 +9,7 @@ alpha lr).
 
 import difflib
 
-from pretexts.engine.training.config_record import note_derived
+from pretexts.engine.training.config_record import RECIPE_APPLIED, note_derived
 from pretexts.errors import ParameterError
 
 RECIPES: dict[str, dict] = {
@@ -42,6 +42,7 @@ def apply_recipe(cfg) -> None:
         if getattr(cfg, name) is None:
             setattr(cfg, name, value)
             note_derived(cfg, name)
+    vars(cfg)[RECIPE_APPLIED] = cfg.recipe
     if cfg.schedule not in SCHEDULES:
         raise ParameterError(f"schedule must be one of {', '.join(SCHEDULES)}; got {cfg.schedule!r}.")
 

@@ -10,7 +10,7 @@ import os
 import typing
 from dataclasses import dataclass, field, fields
 
-from pretexts.engine.training.config_record import DERIVED
+from pretexts.engine.training.config_record import DERIVED, RECIPE_APPLIED
 from pretexts.errors import ParameterError, suggest
 
 # the sections of a command's --help, in order: each field names its own (`setting(..., section=...)`)
@@ -288,9 +288,19 @@ def from_values(cls, values: dict, where: str = "saved config"):
 
 
 def expect_config(cfg, cls) -> None:
-    """A command's entry point given another object (a dict, another command's config) says what it takes."""
+    """A command's entry point given another object (a dict, another command's config) says what it takes; a
+    config whose fields were set after it was built (`cfg.batch_size = 0`) is checked again, and one whose recipe
+    was changed so is refused: the old recipe's values would stay, looking given."""
     if not isinstance(cfg, cls):
         raise ParameterError(
             f"expected a {cls.__name__}, got a {type(cfg).__name__}: build one with {cls.__name__}(field=value, ...)"
             + (f" or {cls.__name__}.from_dict(values)." if hasattr(cls, "from_dict") else ".")
+        )
+    check_field_types(cfg)
+    check_ranges(cfg)
+    applied = vars(cfg).get(RECIPE_APPLIED)
+    if applied is not None and applied != cfg.recipe:
+        raise ParameterError(
+            f"recipe was set to {cfg.recipe!r} after the config was built with recipe {applied!r}, whose values "
+            f"(base_lr, schedule, ...) it still holds; build a new {cls.__name__}(recipe={cfg.recipe!r}, ...) instead."
         )
