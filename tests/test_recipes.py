@@ -1,4 +1,5 @@
-"""Optimiser recipes: `recipe="paper"` is the paper's Table A exactly; explicit values win; bad names fail clearly."""
+"""Optimiser recipes: `recipe="paper"` is the optimiser of the paper's Table A; explicit values win; bad names fail
+clearly."""
 
 import json
 

@@ -14,7 +14,8 @@ from pretexts.engine.training.config_record import note_derived
 from pretexts.errors import ParameterError
 
 FINETUNE_RECIPES: dict[str, dict] = {
-    # Appendix A, Table A (fine-tuning column); epochs and warm-up are MAE's fine-tuning of the paper's models.
+    # Appendix A, Table A (fine-tuning column); 100 epochs, the paper's ViT-B fine-tune (Table 3: ViT-S 200, ViT-L
+    # 50), and MAE's 5 warm-up epochs.
     # RandAugment (9, 0.5): MAE writes "-inc1", whose posterize reaches 0 bits at the top of the noisy magnitude,
     # which current Pillow refuses
     "paper": {

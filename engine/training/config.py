@@ -1,5 +1,5 @@
 """The typed configuration of a pretraining run. Optimiser defaults come from a named recipe
-(engine/training/recipes.py): `recipe="paper"` gives the paper's Appendix A, Table A values exactly."""
+(engine/training/recipes.py): `recipe="paper"` gives the optimiser of the paper's Appendix A, Table A."""
 
 from dataclasses import asdict, dataclass, field, fields
 
@@ -109,7 +109,7 @@ class PretrainConfig:
     recipe: str = setting(
         "fast",
         "Optimiser defaults: 'fast' (base lr 1e-3, alpha lr x400), 'paper' "
-        "(Table A exactly: base lr 1e-4, alpha lr x1) or 'simmim' (SimMIM's official "
+        "(Table A's optimiser: base lr 1e-4, alpha lr x1) or 'simmim' (SimMIM's official "
         "pretraining: base lr 5e-5, betas 0.9 0.999, clip 5). Explicit options win.",
         section="optimisation",
     )
