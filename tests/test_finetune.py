@@ -72,7 +72,7 @@ def test_defaults_are_the_papers_fine_tuning_recipe():
         cfg.cutmix,
         cfg.randaug,
     )
-    assert recipe == (1e-3, 0.05, (0.9, 0.999), 0.75, 0.1, 0.1, 0.8, 1.0, "rand-m9-mstd0.5")
+    assert recipe == (1e-3, 0.05, (0.9, 0.999), 0.75, 0.1, 0.1, 0.8, 1.0, "rand-m9-mstd0.5-inc1-mmax9")
     assert cfg.peak_lr == pytest.approx(1e-3 * 64 / 256)
 
 

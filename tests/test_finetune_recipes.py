@@ -54,7 +54,7 @@ def test_the_small_recipe_is_what_the_projects_tables_used():
     }
     paper = FinetuneConfig(from_scratch=True, backbone="resnet18", recipe="paper")
     assert recipe_values(paper) == FINETUNE_RECIPES["paper"]
-    assert (paper.epochs, paper.mixup, paper.cutmix, paper.randaug) == (100, 0.8, 1.0, "rand-m9-mstd0.5")
+    assert (paper.epochs, paper.mixup, paper.cutmix, paper.randaug) == (100, 0.8, 1.0, "rand-m9-mstd0.5-inc1-mmax9")
 
 
 def test_auto_picks_by_the_number_of_training_images_and_the_image_size():

@@ -25,7 +25,7 @@ def test_a_stopped_fine_tune_resumes_to_the_same_weights(tmp_path):
         **SMALL_DATA,
         "mixup": 0.8,
         "cutmix": 1.0,
-        "randaug": "rand-m9-mstd0.5",
+        "randaug": "rand-m9-mstd0.5-inc1-mmax9",
         "drop_path": 0.1,
         "max_steps_per_epoch": 3,
         "epochs": 2,

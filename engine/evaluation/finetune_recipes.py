@@ -16,15 +16,15 @@ from pretexts.errors import ParameterError
 FINETUNE_RECIPES: dict[str, dict] = {
     # Appendix A, Table A (fine-tuning column); 100 epochs, the paper's ViT-B fine-tune (Table 3: ViT-S 200, ViT-L
     # 50), and MAE's 5 warm-up epochs.
-    # RandAugment (9, 0.5): MAE writes "-inc1", whose posterize reaches 0 bits at the top of the noisy magnitude,
-    # which current Pillow refuses
+    # RandAugment (9, 0.5) with MAE's increasing ops ("-inc1"); magnitudes capped at 9 ("-mmax9"), since the
+    # noisy magnitude's top (10) posterizes to 0 bits, which current Pillow refuses
     "paper": {
         "epochs": 100,
         "warmup_epochs": 5.0,
         "base_lr": 1e-3,
         "layer_decay": 0.75,
         "drop_path": 0.1,
-        "randaug": "rand-m9-mstd0.5",
+        "randaug": "rand-m9-mstd0.5-inc1-mmax9",
         "crop_min_scale": 0.08,
         "crop_pct": 0.875,
         "smoothing": 0.1,
