@@ -25,7 +25,15 @@ ALIASES: dict[str, tuple[str, dict]] = {
 
 
 def list_backbones(pattern: str = "*") -> list[str]:
-    """The short aliases and every timm architecture matching `pattern`."""
+    """The short aliases and every timm architecture matching `pattern`.
+
+    Args:
+        pattern: A shell-style pattern (`fnmatch`): "vit_*", "*convnext*"; "*" lists them all.
+
+    Returns:
+        The matching names, sorted: aliases (vit_tiny, convnext_atto, ...) and timm's own, a plugin's included once
+            its package is imported.
+    """
     import fnmatch
 
     aliases = [a for a in ALIASES if fnmatch.fnmatch(a, pattern)]
@@ -121,6 +129,23 @@ def create_backbone(name: str, img_size: int | None = None, **kwargs) -> nn.Modu
 
     `img_size` reaches models that take it (ViT, Swin) and is ignored by those that do not (CNNs).
     None kwargs are dropped, so CLI defaults never override an alias's own.
+
+    Args:
+        name: A short alias (`list_backbones()`: vit_tiny, convnext_atto, resnet18, ...), a timm model name or a
+            backbone plugin's.
+        img_size: The image side the model is built for (ViTs fix their patch grid with it); None: the alias's or
+            timm's default. A ViT's must be a multiple of its patch size.
+        **kwargs (Any): Passed on to `timm.create_model` over the alias's defaults (`depth=2`, `patch_size=8`,
+            `drop_path_rate=0.1`, `global_pool="token"`, ...).
+
+    Returns:
+        The timm model at random init, its fused attention off (the energy method's double backward needs plain
+            attention).
+
+    Raises:
+        UnknownNameError: No alias, timm model or plugin has the name (close names are suggested).
+        ParameterError: `img_size` is no whole number or not a multiple of the patch size, or timm cannot build
+            the model with these arguments.
     """
     if img_size is not None and (not isinstance(img_size, Integral) or isinstance(img_size, bool) or img_size < 1):
         raise ParameterError(f"img_size must be a whole number of pixels or None, got {img_size!r}.")

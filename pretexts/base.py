@@ -28,7 +28,8 @@ class Corrupted:
             pixels put back) and its held-out report a `known_kept_mse`; training never reads it.
 
     Shape:
-        - state: `(B, 3, H, W)` float in [0, 1] for pixel tasks; `(B, L, D)` for patch sorting.
+        - state: `(B, 3, H, W)` float for pixel tasks: in [0, 1] for the masks, colorization and super-resolution,
+          unbounded for denoising (not clamped) and a mixture that draws it; `(B, L, D)` for patch sorting.
         - target: the shape of `state`.
         - info["mask"]: `(B, H, W)` bool, where a task gives it.
 
@@ -232,7 +233,10 @@ class Pretext:
                 "torch.Generator().manual_seed(seed)."
             )
         if images.ndim != 4 or images.shape[1] != 3:
-            raise ParameterError(f"{self.name}: images must be a batch [B, 3, H, W], got shape {tuple(images.shape)}.")
+            raise ParameterError(
+                f"{self.name}: images must be a batch [B, 3, H, W], got shape {tuple(images.shape)}"
+                f"{batch_shape_hint(images.shape)}."
+            )
         if images.dtype == torch.uint8:
             images = images.float() / 255
         elif not images.is_floating_point():
@@ -303,4 +307,18 @@ def rand(shape, generator: torch.Generator | None, device, dtype=torch.float32) 
 
 
 def uniform(shape, low: float, high: float, generator, device) -> Tensor:
+    """U(low, high) of `shape` on `device` from `generator`, in float32 (`rand` scaled)."""
     return low + (high - low) * rand(shape, generator, device)
+
+
+def batch_shape_hint(shape) -> str:
+    """How to make a common wrong shape a [B, 3, H, W] batch ('' for any other)."""
+    if len(shape) == 4 and shape[1] == 1:
+        return " (grayscale: images.expand(-1, 3, -1, -1) repeats its channel as RGB)"
+    if len(shape) == 4 and shape[-1] == 3:
+        return " (channels last [B, H, W, 3]: images.permute(0, 3, 1, 2))"
+    if len(shape) == 3 and shape[0] in (1, 3):
+        return (
+            " (one image: images.unsqueeze(0); where `batches` is asked for, an iterable of batches such as [images])"
+        )
+    return ""

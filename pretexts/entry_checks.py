@@ -4,6 +4,7 @@ name, its kind, the hooks it must override, and that no other entry (a built-in'
 import inspect
 import re
 import sys
+import warnings
 from typing import TYPE_CHECKING
 
 from .errors import DuplicateNameError, ParameterError
@@ -58,10 +59,19 @@ def check_hooks(kind: str, base: str, name: str, entry, hooks: tuple) -> None:
 
 def check_unique(registry: "Registry", name: str, entry) -> None:
     """No other entry has `name`, nor does a built-in module declare it that is not imported yet (`declared`). One
-    that takes a built-in's name is told so, and to pick another: the built-in keeps it."""
+    that takes a built-in's name is told so, and to pick another: the built-in keeps it. A new definition of the
+    same class (same module and qualified name: a re-run notebook cell, a reloaded module) replaces the old one
+    with a warning, as timm's `register_model` does."""
     old = registry.table.get(name)
     first = registry.declared.get(name) if old is None else old.__module__
     if first is None or old is entry or old is None and first == entry.__module__:
+        return
+    if old is not None and redefines(old, entry):
+        warnings.warn(
+            f"{registry.kind} '{name}' is registered again by a new definition of {entry.__module__}."
+            f"{entry.__qualname__} (a re-run cell or a reloaded module); the new one replaces the old.",
+            stacklevel=caller_level(),
+        )
         return
     where = defined_at(old) if old is not None else first
     if registry.is_builtin(first) and not registry.is_builtin(entry.__module__):
@@ -73,6 +83,21 @@ def check_unique(registry: "Registry", name: str, entry) -> None:
     raise DuplicateNameError(
         f"{registry.kind} '{name}' is registered twice: {where} and {defined_at(entry)}. Rename one of them."
     )
+
+
+def redefines(old, entry) -> bool:
+    """Whether `entry` is a new definition of `old`: the same module and qualified name (two different classes of
+    one name in one module, or in two modules, are a real clash)."""
+    qualname = getattr(entry, "__qualname__", None)
+    return old.__module__ == entry.__module__ and qualname is not None and getattr(old, "__qualname__", "") == qualname
+
+
+def caller_level() -> int:
+    """The `warnings.warn` stacklevel of the first frame outside pretexts: the user's decorator line."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "pretexts":
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def defined_at(cls) -> str:

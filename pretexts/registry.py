@@ -66,7 +66,8 @@ class Registry:
 
     def register(self, name: str):
         """Class decorator: makes the class creatable by `name`; a second class of that name is an error (also
-        one a built-in module declares that is not imported yet: `declared`, filled by `entries`).
+        one a built-in module declares that is not imported yet: `declared`, filled by `entries`), while a new
+        definition of the same class (same module and qualified name: a re-run notebook cell) replaces it, warning.
 
         Args:
             name: The name the class is created and listed by.

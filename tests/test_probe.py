@@ -118,7 +118,8 @@ def test_cli_probe_extracts_once_and_reports_every_method(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["feature_dim"] == model.backbone.num_features and results["classes"] == 10
     assert 0 <= results["linear"]["top1"] <= 100 and 0 <= results["mlp"]["top1"] <= 100
-    assert set(results["knn"]) == {"k=20", "k=200", "temperature"} and results["knn"]["temperature"] == 0.07
+    assert set(results["knn"]) == {"k=20", "k=200", "temperature", "bank"} and results["knn"]["temperature"] == 0.07
+    assert results["knn"]["bank"] == 320 and "training images vote" not in result.output
 
 
 def test_a_registered_probe_runs_from_the_cli_beside_the_built_ins(tmp_path):
@@ -168,7 +169,7 @@ def test_a_registered_probe_runs_from_the_cli_beside_the_built_ins(tmp_path):
         assert result.exit_code == 0, result.output
         results = json.loads((out / "results.json").read_text())
         assert 0 <= results["nearest-mean"]["top1"] <= 100 and results["nearest-mean"]["cosine"] is False
-        assert set(results["knn"]) == {"k=5", "temperature"}
+        assert set(results["knn"]) == {"k=5", "temperature", "bank"}
         assert "nearest-mean top-1: " in result.output
         bad = CliRunner().invoke(
             main,
@@ -382,3 +383,14 @@ def test_a_weights_file_without_its_export_json_asks_for_the_timm_model(tmp_path
         main, ["probe", "--checkpoint", str(tmp_path / "w.safetensors"), "--out", str(tmp_path / "p")]
     )
     assert result.exit_code == 2 and "give --timm-model NAME with it" in result.output
+
+
+def test_a_k_above_the_training_images_count_says_that_all_of_them_vote():
+    """k=200 over 30 training images is k=30: the line says so, and the results hold the bank's size."""
+    from pretexts.engine.evaluation.probe import knn_probe
+
+    generator = torch.Generator().manual_seed(0)
+    train = (torch.randn(30, 8, generator=generator), torch.randint(0, 3, (30,), generator=generator))
+    val = (torch.randn(10, 8, generator=generator), torch.randint(0, 3, (10,), generator=generator))
+    results, line = knn_probe(train, val, 3, None, knn_k=(20, 200), knn_temperature=0.07)
+    assert line.endswith("(k=200: all 30 training images vote)") and results["bank"] == 30

@@ -98,6 +98,25 @@ def energy_histogram(
     The task, its arguments, the data and the number of steps default to the checkpoint's own; `task_args` without
     a `task` go over the checkpoint's task arguments. `images` is at least 2 (a histogram's spread needs two
     energies). Existing files are replaced only with `force`, and never the checkpoint.
+
+    Args:
+        checkpoint: A checkpoint of `pretexts train --method energy`.
+        out: The figure's file (.png, .pdf, ...); its numbers go beside it with suffix .json.
+        data: The images to score (the val split, else the training one); None: the checkpoint's data.
+        task: The corruption to score; None: the checkpoint's task.
+        task_args: The task's arguments, over the checkpoint's when `task` is None.
+        images: How many held-out images to score, at least 2.
+        steps: Restoration steps; None: the checkpoint's.
+        seed: Seeds which images are drawn and their corruptions.
+        device: "auto" (CUDA where there is one, else the CPU), "cpu", "cuda", "cuda:1", ...
+        workers: Data loader processes (0: in this one).
+        force: Replace existing figure and .json files.
+
+    Returns:
+        What OUT with suffix .json holds: `checkpoint`, `task`, `task_args`, `data`, `steps`, `images` (how many
+            were scored) and `figure` (the png's path); the `mean`, `std` and `median` energy of each group
+            (`real`, `corrupted`, `step 1` ... `step N`); and `real_below_corrupted` and `step N_below_corrupted`,
+            the share of images whose real, or last restored, state has a lower energy than its corrupted one.
     """
     if isinstance(images, bool) or not isinstance(images, int) or images < 2:
         raise ParameterError(f"images must be at least 2 (a histogram's spread needs two energies), got {images!r}.")

@@ -126,6 +126,34 @@ def export_backbone(
     `push_to_hf_hub`; needs a Hub login, `hf auth login` (`huggingface-cli login` before huggingface_hub 0.34), or
     HF_TOKEN; a repository id the Hub would refuse is refused before anything is written). An existing export or
     run is replaced only with `force`, and the checkpoint never.
+
+    Args:
+        checkpoint: A checkpoint of `pretexts train` (the backbone alone) or of `pretexts finetune` (checkpoint.pt,
+            finetuned.pt or best.pt: the classifier with its head).
+        out: A folder, or a file ending in .safetensors, .pth, .pt or .bin.
+        push_to_hub: A Hub repository id, USER/REPO; None: no upload.
+        private: Create the Hub repository private.
+        force: Replace an existing export or run folder at `out`.
+
+    Returns:
+        What `pretexts.json` holds (OUT with suffix .json for a file):
+
+            - `file` (`out`), `timm_name` and `kwargs` (what `timm.create_model` takes; `num_classes` 0 for a
+              backbone), `tensors`, `parameters`, `input_size`, `mean` and `std` (the preprocessing the weights
+              were trained with), `license`, `load` (the line of Python that rebuilds the model with timm alone)
+              and `checkpoint`;
+            - of a pretraining checkpoint, `pretraining`: its `method`, `method_args`, `task`, `task_args`,
+              `backbone`, `global_pool`, `img_size`, `data`, and how far it got (`epoch`, `global_step`,
+              `planned_epochs`);
+            - of a fine-tuning one, `fine_tuned` (its `checkpoint`, `data`, `epochs`, the `epoch` saved and its
+              `val_top1`) and `classes` (the class names, in label order);
+            - with `push_to_hub`, `hub`: the upload's URL (returned only: `pretexts.json` is written before).
+
+    Raises:
+        OutputError: `out` holds an export or a run (without `force`) or the checkpoint, cannot be written, or the
+            upload failed (the local export is complete by then).
+        CheckpointError: `checkpoint` is missing, damaged or of another kind.
+        ParameterError: `push_to_hub` is no repository id the Hub accepts.
     """
     if push_to_hub is not None:
         check_repo_id(push_to_hub)  # before anything is written: a bad id cannot be pushed later either
@@ -248,7 +276,7 @@ def upload_failed(err: BaseException, path: Path, repo: str, private: bool) -> s
     cause = " ".join(str(err).split())[:200]
     flag = " --private" if private else ""
     out = shlex.quote(str(path))
-    again = f"export again with --force (--out {out} exists now)"
+    again = f"export again with --force (force=True in Python; --out {out} exists now)"
     if path.suffix not in WEIGHT_SUFFIXES:  # a folder is Hub-ready as written
         again = f"push the folder as written: `{hub_command()} upload {repo} {out}{flag}`, or {again}"
     advice = upload_advice(err, repo)

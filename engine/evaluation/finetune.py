@@ -103,7 +103,7 @@ def top1_accuracy(model: torch.nn.Module, loader, device, dtype=None, world: int
 
 
 class Finetuner(TrainingRun):
-    """One fine-tuning run: `Finetuner(cfg).run()` returns the results (also in OUT/results.json)."""
+    """One fine-tuning run: `Finetuner(cfg).run()` returns the results `finetune` describes."""
 
     def __init__(self, cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line):
         expect_config(cfg, FinetuneConfig)
@@ -334,5 +334,26 @@ class Finetuner(TrainingRun):
 
 
 def finetune(cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line) -> dict:
-    """Run a fine-tuning job described by `cfg`; returns its results (also in OUT/results.json)."""
+    """Run the fine-tuning job `cfg` describes (`pretexts finetune`; under torchrun on every rank, rank 0 writing).
+
+    Args:
+        cfg: The run's settings.
+        echo: Where each progress and note line goes (stderr by default; `lambda line: None` silences them).
+
+    Returns:
+        The results, also OUT/results.json once every epoch is done (each top-1 in percent, on what `accuracy` says):
+
+            - `top1` (one per epoch), `final_top1`, `best_top1` and `best_epoch` (the first of equals);
+            - `accuracy` (what the top-1 was measured on, in words), `epochs`, `weights` (the files in OUT of the
+              final and the best epoch's weights), `optimizer_steps`, `skipped_nonfinite_steps`, `seconds`,
+              `train_images`, `val_images`, `classes`, `processes`, `arithmetic` (torch build, threads, CPU; the GPU
+              on CUDA) and `backbone`;
+            - `reference`: the val set's `val_images`, `classes`, `chance_top1` and `chance_rule`, the Wilson 95 %
+              intervals `ci95` of `final_top1` and `best_top1` (`interval` says how they are computed), and
+              `random_init` (how to measure the random-init reference);
+            - `checkpoint` and `pretraining` (its `method`, `task` and `task_args`): None from scratch.
+
+            A run stopped by SIGTERM or Ctrl-C returns only `interrupted` (the signal's name), `exit_code`, `epochs`
+            and `optimizer_steps`, and writes no results.json (`resume=True` continues it from OUT/checkpoint.pt).
+    """
     return Finetuner(cfg, echo).run()

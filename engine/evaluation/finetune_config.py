@@ -176,14 +176,18 @@ class FinetuneConfig:
         check_field_types(self)
         if self.checkpoint and self.from_scratch:
             raise ParameterError(
-                "give either --checkpoint (fine-tune a pretrained backbone) or --from-scratch, not both."
+                "give either --checkpoint (fine-tune a pretrained backbone) or --from-scratch, not both "
+                "(checkpoint= or from_scratch=True in Python)."
             )
         if not self.checkpoint and not self.from_scratch:
             raise ParameterError(
-                "give --checkpoint CKPT (a `pretexts train` checkpoint) or --from-scratch --backbone NAME."
+                "give --checkpoint CKPT (a `pretexts train` checkpoint; checkpoint= in Python) or --from-scratch "
+                "--backbone NAME (from_scratch=True, backbone= in Python)."
             )
         if self.from_scratch and not self.backbone:
-            raise ParameterError("--from-scratch needs --backbone NAME (e.g. resnet18, convnext_atto, vit_tiny).")
+            raise ParameterError(
+                "--from-scratch needs --backbone NAME (backbone= in Python), e.g. resnet18, convnext_atto, vit_tiny."
+            )
         check_positions(self)
         check_ranges(self)
         if self.batch_size % self.accum_iter:

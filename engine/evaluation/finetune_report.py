@@ -3,6 +3,9 @@ the Wilson 95 % intervals of the final and best top-1, the random-init reference
 
 from typing import TYPE_CHECKING
 
+from torch.utils.data import Dataset, Subset
+from torchvision.datasets import DatasetFolder
+
 from pretexts.engine.data.labelled_data import labels_of
 from pretexts.engine.evaluation.pretrained import pretraining_record
 from pretexts.engine.measures.reference import Reference, random_init_note
@@ -25,7 +28,7 @@ def finetune_results(tuner: "Finetuner", seconds: float) -> dict:
         "best_epoch": best["epoch"],
         "epochs": cfg.epochs,
         "weights": {"final": FINAL, "best": BEST},
-        "accuracy": "top-1 in percent on val/",
+        "accuracy": f"top-1 in percent on {measured_on(tuner.val_set.source)}",
         "optimizer_steps": tuner.global_step,
         "skipped_nonfinite_steps": tuner.nonfinite.skipped,
         "seconds": seconds,
@@ -41,6 +44,14 @@ def finetune_results(tuner: "Finetuner", seconds: float) -> dict:
         if tuner.pretraining
         else None,
     }
+
+
+def measured_on(val: Dataset) -> str:
+    """What the top-1 is measured on, in words: val/, the data's val split, or the seeded share held out of a
+    folder that has no val/ (`engine.data.datasets.held_out_split`)."""
+    if isinstance(val, Subset):
+        return f"{len(val)} of the data's {len(val.dataset)} images, held out (seeded) as it has no val/"
+    return "val/" if isinstance(val, DatasetFolder) else "the data's val split"
 
 
 def finetune_reference(tuner: "Finetuner", final: float, best: float) -> dict:

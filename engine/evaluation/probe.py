@@ -167,12 +167,36 @@ def train_head(
             scheduler.step_update(epoch * steps + i + 1)
     head.eval()
     with torch.no_grad():
-        return 100.0 * (head(val[0]).argmax(1) == val[1]).float().mean().item()
+        correct = (head(val[0]).argmax(1) == val[1]).sum().item()
+    return 100.0 * correct / max(val[1].numel(), 1)  # in float64: 8 of 50 reads 16.0, not 15.999999642
 
 
 def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     """Extract features once, then evaluate every probe in `cfg.probes`; writes OUT/results.json. OUT is locked and
-    claimed first: never over another run's results or the checkpoint probed."""
+    claimed first: never over another run's results or the checkpoint probed.
+
+    Args:
+        cfg: The run's settings (`pretexts probe`'s options).
+        echo: Where each line goes (`print` by default; `lambda line: None` silences them).
+
+    Returns:
+        The results, also OUT/results.json (under torchrun every rank returns the same; rank 0 writes):
+
+            - `checkpoint`, `source` (the weights probed, in words), `backbone`, `block` (None: the pooled
+              features), `data`, `data_origin` ("given", "recorded": the checkpoint's, or "sample"), `img_size`,
+              `feature_dim`, `train_images`, `val_images`, `images` (the images of each split read, and `of` how
+              many it holds: fewer only of shards), `classes`, `feature_seconds`, `processes` and `accuracy_unit`
+              ("percent");
+            - one entry per probe, under its name: `linear` and `mlp` give `top1` and `epochs`; `knn` and `knn-std`
+              a top-1 per k (`"k=20"`, ...) and `temperature`; a plugin probe, the dict it returns;
+            - `reference`: the val set's `val_images`, `classes`, `chance_top1` and `chance_rule`, the Wilson 95 %
+              interval of each probe's top-1 entries (`ci95`: probe -> entry -> `[low, high]`; `interval` says how
+              it is computed) and `random_init` (how to measure the random-init reference).
+
+    Raises:
+        PretextsError: A probe failed; the others' results are written all the same, the failed one's entry
+            holding `{"failed": "ErrorType: message"}`, and the error's cause is the first failure.
+    """
     expect_config(cfg, ProbeConfig)
     rank, world, device = distributed.setup(resolve_device(cfg.device))
     with RunLock(cfg.out, "probe") if rank == 0 else nullcontext():  # rank 0 alone writes
@@ -327,8 +351,8 @@ def knn_probe(
 ) -> tuple[dict, str]:
     """Cosine kNN, votes weighted exp(similarity / T), for each k in `knn_k`."""
     results = {f"k={k}": knn_accuracy(*train, *val, num_classes, k, knn_temperature) for k in knn_k}
-    line = "kNN top-1: " + reference_of(val, num_classes).scores(results)
-    return {**results, "temperature": knn_temperature}, line
+    line = "kNN top-1: " + reference_of(val, num_classes).scores(results) + capped(knn_k, len(train[1]))
+    return {**results, "temperature": knn_temperature, "bank": len(train[1])}, line
 
 
 @register_probe("knn-std", KNN_PARAMS)
@@ -340,4 +364,10 @@ def standardised_knn_probe(
     bank, query = standardise(train[0], val[0])
     results = {f"k={k}": knn_accuracy(bank, train[1], query, val[1], num_classes, k, knn_temperature) for k in knn_k}
     line = "kNN top-1 on standardised features: " + reference_of(val, num_classes).scores(results)
-    return {**results, "temperature": knn_temperature}, line
+    return {**results, "temperature": knn_temperature, "bank": len(train[1])}, line + capped(knn_k, len(train[1]))
+
+
+def capped(knn_k: tuple, bank: int) -> str:
+    """The note for a k above the training images' count, which votes with all of them."""
+    over = [f"k={k}" for k in knn_k if k > bank]
+    return f" ({', '.join(over)}: all {bank} training images vote)" if over else ""

@@ -164,18 +164,24 @@ def check_probe_source(cfg: ProbeConfig) -> None:
     check_positions(cfg)
     if cfg.from_scratch:
         if cfg.checkpoint or cfg.timm_model:
-            raise ParameterError("--from-scratch probes a random backbone; leave out --checkpoint and --timm-model.")
+            raise ParameterError(
+                "--from-scratch probes a random backbone; leave out --checkpoint and --timm-model (checkpoint= and "
+                "timm_model= in Python)."
+            )
         if not cfg.backbone:
-            raise ParameterError("--from-scratch needs --backbone NAME (e.g. resnet18, convnext_atto, vit_tiny).")
+            raise ParameterError(
+                "--from-scratch needs --backbone NAME (backbone= in Python), e.g. resnet18, convnext_atto, vit_tiny."
+            )
     elif not cfg.checkpoint and not cfg.timm_model:
         raise ParameterError(
             "give --checkpoint CKPT (of `pretexts train`, or an export), --timm-model NAME, or "
-            "--from-scratch --backbone NAME."
+            "--from-scratch --backbone NAME (in Python: checkpoint=, timm_model=, or from_scratch=True with backbone=)."
         )
     elif cfg.backbone or cfg.img_size:
         raise ParameterError(
-            f"--{'backbone' if cfg.backbone else 'img-size'} goes with --from-scratch; the weights "
-            f"probed have their own."
+            f"--{'backbone' if cfg.backbone else 'img-size'} goes with --from-scratch (in Python, "
+            f"{'backbone' if cfg.backbone else 'img_size'}= goes with from_scratch=True); the weights probed have "
+            f"their own."
         )
 
 

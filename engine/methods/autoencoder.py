@@ -29,6 +29,17 @@ DECODER_DIM, DECODER_DEPTH, DECODER_HEADS = 128, 2, 4
 
 @register_method("ae")
 class AutoencoderMethod(Method):
+    """The autoencoder baseline, `--method ae` (the paper's "AE + SR", "AE + denoising" and "AE + sorting" rows,
+    Table 2): the same backbone, data and task corruption as the energy method, but instead of restoring by
+    gradient steps on an energy, a light decoder reconstructs the target in one pass.
+
+    A ViT's patch tokens go through a few narrow transformer blocks that predict each patch's pixels (MAE's pixel
+    head); a CNN's or Swin's four stages go through a `PyramidDecoder` (UperNet's PPM + FPN). For patch sorting the
+    encoder sees the edge-masked image without positions and the decoder predicts each patch's sin-cos position.
+    Options (`--method-arg`): `decoder_dim` (128), `decoder_depth` (2), `decoder_heads` (4), `loss` ("mse" or
+    "smooth_l1").
+    """
+
     summary = "autoencoder baseline: the task's corruption, a light decoder reconstructs the target (any backbone)"
 
     method_params = {

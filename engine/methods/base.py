@@ -12,7 +12,7 @@ from pretexts.backbones.factory import set_grad_checkpointing
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.methods.report import Figure, HeldOut
 from pretexts.engine.methods.states import state_adapter
-from pretexts.errors import ParameterError
+from pretexts.errors import ParameterError, suggest
 
 
 class Method:
@@ -98,7 +98,7 @@ class Method:
         if unknown:
             raise ParameterError(
                 f"method '{cfg.method}' has no argument '{unknown[0]}'; its arguments: "
-                f"{', '.join(cls.method_params) or 'none'}."
+                f"{', '.join(cls.method_params) or 'none'}.{suggest(unknown[0], cls.method_params)}"
             )
         defaults = {k: p.default for k, p in cls.method_params.items()}
         defaults.update(cls.recipe_defaults.get(getattr(cfg, "recipe", None), {}))

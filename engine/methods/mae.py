@@ -25,6 +25,15 @@ class MaskingSample:
 
 @register_method("mae")
 class MAEMethod(Method):
+    """MAE, `--method mae` (He et al. 2022, facebookresearch/mae's models_mae.py), on a ViT backbone: a share of
+    patches is masked at random, the encoder sees only the visible ones, and a light decoder (transformer blocks,
+    fixed sin-cos positions) predicts the masked patches' pixels, scored by MSE on those patches only.
+
+    It draws its own masks, so `--task` is not used. Options (`--method-arg`): `mask_ratio` (0.75),
+    `decoder_dim`, `decoder_depth` and `decoder_heads` (0: scaled to the encoder, MAE's 8 blocks of 512 from
+    ViT-B up), `norm_pix_loss` (targets normalised per patch; on).
+    """
+
     summary = "MAE (He et al. 2022): random patch masking, visible-only encoder, light decoder (ViT only)"
     method_params = {
         "mask_ratio": Param(0.75, float, 0.01, 0.99, help="share of patches masked (MAE: 0.75)"),

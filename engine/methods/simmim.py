@@ -31,6 +31,15 @@ class MaskedImages:
 
 @register_method("simmim")
 class SimMIMMethod(Method):
+    """SimMIM, `--method simmim` (Xie et al. 2022, microsoft/SimMIM), on any backbone (ViT, Swin, ConvNeXt,
+    ResNet): a learnable mask token replaces the stem's output at masked positions, the encoder sees every
+    position, and a light head (a 1x1 convolution and a pixel shuffle) predicts the pixels, L1 on masked pixels
+    only. Where the last feature map is 1x1 (a hierarchical backbone at 32 px) a `PyramidDecoder` predicts instead.
+
+    It draws its own masks, so `--task` is not used. Options (`--method-arg`): `mask_ratio` (0.6), `mask_patch`
+    (the mask's patch side in px; 0: SimMIM's 32 px at 224 px, scaled with the image to whole stem cells).
+    """
+
     summary = (
         "SimMIM (Xie et al. 2022): a mask token at masked positions, the encoder sees all, a light head "
         "predicts their pixels, L1 (any backbone)"

@@ -20,7 +20,16 @@ FORMAT_VERSION = 2  # RNG states as tensors and plain values (weights-only loada
 def atomic_save(obj, path: str | os.PathLike, write=None) -> None:
     """`write(obj, file)` (torch.save) by `replace_file`: a per-process temporary file beside `path`, fsynced, renamed
     over it. A process killed at any moment leaves the old file or the new one, never half of one; a full disk
-    raises OutputError and keeps the old file."""
+    raises OutputError and keeps the old file.
+
+    Args:
+        obj (Any): What to save (a checkpoint's dict, a state dict).
+        path: The file to write or replace; its folder is created where missing.
+        write (Callable | None): `write(obj, binary_file)`; None: `torch.save`.
+
+    Raises:
+        OutputError: The file cannot be written (no permission, not a folder, a full disk); the old file is kept.
+    """
     replace_file(path, lambda fh: (write or torch.save)(obj, fh), "checkpoint")
 
 
@@ -32,7 +41,22 @@ def save_checkpoint(ckpt: dict, path: str | os.PathLike) -> None:
 
 def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = None) -> dict:
     """A checkpoint on the CPU (load_state_dict moves it), read without running code and checked: its format,
-    its checksum, and, given `kinds`, that it is one of them ("pretrain", "finetune", "finetuned", "segmenter")."""
+    its checksum, and, given `kinds`, that it is one of them ("pretrain", "finetune", "finetuned", "segmenter").
+
+    Args:
+        path: A checkpoint.pt of `pretexts train` ("pretrain"), one of `pretexts finetune` (checkpoint.pt:
+            "finetune"; finetuned.pt or best.pt: "finetuned") or the segmenter.pt of `pretexts segment`.
+        kinds: The kinds accepted; None: any.
+
+    Returns:
+        The checkpoint's dict: `model` (the state dict), `config` (the run's settings, as config.json) and, by kind,
+            the epoch, step, optimiser and random states `resume` reads, or a fine-tuned model's `timm` spec and
+            `classes`.
+
+    Raises:
+        CheckpointError: The file is missing, a folder, unreadable, holds Python objects that are not weights, is
+            of another format version or kind, or its checksum does not match.
+    """
     path = Path(path)
     if path.is_dir():
         inside = (

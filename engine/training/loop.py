@@ -66,11 +66,10 @@ def build_optimizer(method: Method, cfg: PretrainConfig) -> torch.optim.AdamW:
 
 
 class Pretrainer(TrainingRun):
-    """One pretraining run of any method: `Pretrainer(cfg).run()` returns the held-out results.
+    """One pretraining run of any method: `Pretrainer(cfg).run()` returns the results `pretrain` describes.
 
-    The loop knows no method: `cfg.method` names a registered `Method` (engine/methods/), which builds the
-    model and gives each step's corrupted sample and loss, the held-out error and the figure's columns.
-    `method` passes a `Method` subclass directly (tests, a method under development)."""
+    The loop knows no method: `cfg.method` names a registered `Method`, which builds the model and gives each step's
+    sample and loss, the held-out error and the figure; `method` passes a `Method` subclass (tests, a new method)."""
 
     def __init__(self, cfg: PretrainConfig, method: type[Method] | None = None):
         expect_config(cfg, PretrainConfig)
@@ -148,8 +147,7 @@ class Pretrainer(TrainingRun):
             return self.method.loss(sample)
 
     def _dataset(self, split: str, transform, streamed: bool = False) -> AugmentedImages | ImageStream | None:
-        """The split's images; with `streamed`, shards (`--data` naming tars or parquet) stream instead of being
-        read into memory: only the training images do, the fixed ones (held-out, bank, figure) are their first."""
+        """The split's images; `streamed`: a shard's training images stream, the fixed ones are read from its first."""
         cfg = self.cfg
         if streamed and not cfg.dataset and is_stream(cfg.data):
             per_rank = cfg.batch_size // self.world
@@ -183,6 +181,7 @@ class Pretrainer(TrainingRun):
 
     # ---- the run --------------------------------------------------------------------------------
     def run(self) -> dict:
+        """Train the remaining epochs into OUT (`cfg.out`); returns the results `pretrain` describes."""
         cfg = self.cfg
         with self.run_folder("train", inputs=[cfg.data]):
             if self.rank == 0:
@@ -271,8 +270,7 @@ class Pretrainer(TrainingRun):
         return self.epoch == self.cfg.epochs or bool(every) and self.epoch % every == 0
 
     def end_of_epoch_outputs(self) -> None:
-        """The epoch's figure (named by the method) and monitor.png when `figure_due`; with a logging backend, also
-        the figure there, and the held-out error every epoch."""
+        """When `figure_due`, the figure and monitor.png; with a logging backend, those and the held-out error there."""
         path = self.out / f"{self.method.figure_name}_epoch{self.epoch:03d}.png"
         if self.figure_due():
             self.figure(path)
@@ -286,8 +284,7 @@ class Pretrainer(TrainingRun):
                 self.held_out_now()
 
     def progress_line(self, epoch: int, end_of_epoch: bool, stats: dict | None = None) -> None:
-        """The plain progress line (off a terminal): at the end of an epoch, or a `--log-every` step line; the
-        held-out ratio where it was measured since the previous line."""
+        """The progress line off a terminal (an epoch's end, a `--log-every` step), with any held-out ratio since."""
         stats = self.last_stats if stats is None else stats
         shown = {k: stats[k] for k in self.method.step_stats() if k in stats}
         lr = self.optimizer.param_groups[0]["lr"]
@@ -388,7 +385,15 @@ class Pretrainer(TrainingRun):
 
 
 def pretrain(cfg: PretrainConfig) -> dict:
-    """Run a pretraining job described by `cfg`; returns its results (also in OUT/results.json)."""
+    """Run the pretraining job `cfg` describes (`pretexts train`; under torchrun on every rank, rank 0 writing).
+
+    Returns:
+        The results, also OUT/results.json: `epochs`, `optimizer_steps`, `seconds`, `skipped_nonfinite_steps` and
+            `arithmetic` (torch build, processes, threads, CPU; the GPU on CUDA). Once every epoch is done, on rank 0:
+            `held_out` (the method's `HeldOut.to_dict()`: `corrupted_mse`, `restored_mse`, `images`, ...) where the
+            data has a val split, and `monitor` (`last`, `best`, `measurements`, `seconds`, `share_of_run`) unless
+            `monitor_every=0`. A run stopped by SIGTERM or Ctrl-C returns `interrupted` (the signal's name) and
+            `exit_code` instead of those two and writes no results.json (`resume=True` continues it)."""
     try:
         return Pretrainer(cfg).run()
     finally:

@@ -76,7 +76,8 @@ def check_not_inputs(outputs, inputs) -> None:
         for given in [*inputs, *inputs_read()]:
             if given is not None and Path(given).exists() and removed_with_run(out, given):
                 raise OutputError(
-                    f"--out '{out}' would overwrite this command's input '{given}'; choose another --out."
+                    f"--out '{out}' would overwrite this command's input '{given}'; choose another --out (out= in "
+                    f"Python)."
                 )
 
 

@@ -30,9 +30,11 @@ class Denoising(Pretext):
             raise ParameterError(f"{self.name}: gamma_low={self.gamma_low} must be <= gamma_high={self.gamma_high}.")
 
     def draw(self, images: Tensor, generator=None) -> dict:
-        """ "gamma" [B], then "noise" [B, 3, H, W] ~ N(0, I)."""
+        """ "gamma" [B], then "noise" [B, 3, H, W] ~ N(0, I), drawn in float32 whatever the images' dtype (one seed,
+        one corruption), then cast."""
         gamma = uniform((images.shape[0],), self.gamma_low, self.gamma_high, generator, images.device)
-        noise = torch.randn(images.shape, generator=generator, device=images.device, dtype=images.dtype)
+        noise = torch.randn(images.shape, generator=generator, device=images.device, dtype=torch.float32)
+        noise = noise.to(images.dtype)
         return {"gamma": gamma, "noise": noise}
 
     def apply(self, images: Tensor, params: dict) -> Corrupted:
