@@ -226,7 +226,7 @@ class FinetuneConfig:
             except (AssertionError, ValueError, IndexError, KeyError):
                 raise ParameterError(
                     f"randaug '{self.randaug}' is not a timm RandAugment policy; use e.g. "
-                    f"rand-m9-mstd0.5 (the paper's), or none."
+                    f"rand-m9-mstd0.5-inc1-mmax9 (the paper recipe's), or none."
                 ) from None
 
     @property
