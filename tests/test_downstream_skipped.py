@@ -90,3 +90,27 @@ def test_a_jpeg_cut_in_its_pixel_data_is_replaced_by_the_next_image_and_said_onc
     warning = capfd.readouterr().err
     assert warning.count("0000_cut.jpg' cannot be read: image file is truncated") == 1, warning
     assert warning.rstrip().endswith("Using the next image instead (it counts twice).")
+
+
+def test_under_torchrun_the_ranks_of_a_node_warn_once_between_them(tmp_path):
+    """Every rank reads the held-out images: a file failing there is warned about by one rank, not by each. The ranks
+    share the folder (named by their parent, the torchrun agent); rank 0 removes it as it ends."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    script = (
+        "from pretexts.engine.data.warn_once import WarnOnce\n"
+        "w = WarnOnce()\nw('val/cut.jpg', 'val/cut.jpg cannot be read')\nprint(w.folder)\n"
+    )
+
+    def rank(number: int) -> subprocess.CompletedProcess:
+        env = {**os.environ, "TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2", "RANK": str(number)}
+        return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+
+    second, first = rank(1), rank(0)
+    assert second.stderr.count("cannot be read") == 1 and "cannot be read" not in first.stderr, first.stderr
+    folder = second.stdout.strip()
+    assert folder == first.stdout.strip() and folder.startswith(tempfile.gettempdir())
+    assert not os.path.exists(folder)  # rank 0 removed it

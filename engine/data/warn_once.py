@@ -2,6 +2,7 @@
 claimed in a folder of the system's temporary directory marks a key as said, in whichever process said it."""
 
 import hashlib
+import itertools
 import os
 import shutil
 import sys
@@ -16,8 +17,9 @@ class WarnOnce:
     (a copy pickled or forked into a worker) sees `key`. The folder goes when the creating process drops it."""
 
     def __init__(self):
-        self.folder = Path(tempfile.gettempdir()) / f"pretexts-warned-{uuid.uuid4().hex}"
-        weakref.finalize(self, remove_if_owner, self.folder, os.getpid())
+        self.folder = Path(tempfile.gettempdir()) / f"pretexts-warned-{shared_name()}"
+        owner = os.getpid() if int(os.environ.get("RANK", "0")) == 0 else None
+        weakref.finalize(self, remove_if_owner, self.folder, owner)
 
     def __call__(self, key: str, message: str) -> None:
         if self.first(key):
@@ -35,7 +37,20 @@ class WarnOnce:
         return True
 
 
-def remove_if_owner(folder: Path, owner: int) -> None:
-    """Remove `folder`, in the process that made it only (a forked worker's copy must not remove it)."""
+CREATED = itertools.count()  # this process's WarnOnce objects, in order: the same order on every rank
+
+
+def shared_name() -> str:
+    """A folder name unique to this object; under torchrun the same on every rank of the node (their parent, the
+    torchrun agent, and the object's place in the order each rank creates them), so a file all ranks read (a
+    held-out image) is warned about once a node, not once a rank."""
+    if os.environ.get("TORCHELASTIC_RUN_ID") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return f"agent{os.getppid()}-{next(CREATED)}"
+    return uuid.uuid4().hex
+
+
+def remove_if_owner(folder: Path, owner: int | None) -> None:
+    """Remove `folder`, in the process that made it only (a forked worker's copy must not remove it), on rank 0 alone
+    under torchrun (the ranks share it)."""
     if os.getpid() == owner:
         shutil.rmtree(folder, ignore_errors=True)

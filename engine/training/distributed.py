@@ -7,6 +7,7 @@ WORLD_SIZE and LOCAL_RANK set; each joins one process group (nccl on CUDA, one G
 
 import argparse
 import contextlib
+import functools
 import io
 import os
 import shlex
@@ -28,6 +29,11 @@ _created_here = False  # teardown only ends a group that setup started
 def launched() -> bool:
     """True in a process started by torchrun with more than one process."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def launched_world() -> int:
+    """The number of processes torchrun started (1 otherwise), known before the process group exists."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def launched_rank() -> int:
@@ -201,9 +207,28 @@ def replicate(model: nn.Module, device: torch.device, sync_batchnorm: bool = Fal
     PyTorch's SyncBatchNorm runs on GPUs only: on the CPU (gloo) each rank normalises over its own share."""
     if sync_batchnorm and device.type != "cpu":
         nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    for param in model.parameters():  # only a dimension of size 1 lets a gradient's strides differ in the same memory
+        if param.requires_grad and param.dim() > 1 and 1 in param.shape:
+            param.register_hook(functools.partial(with_strides, param.stride()))
     return DistributedDataParallel(
         LossInForward(model), device_ids=[device.index] if device.type == "cuda" else None, static_graph=True
     )
+
+
+def with_strides(strides: tuple[int, ...], grad: torch.Tensor) -> torch.Tensor:
+    """`grad` with its parameter's `strides` where the two differ only in dimensions of size 1 (the same memory: such
+    a stride never moves an address). A convolution fed channels-last activations (timm's LayerNorm2d, in ConvNeXt,
+    permutes to channels-last and back) returns its weight's gradient channels-last: for a [C, 1, k, k] depthwise
+    weight strides (k*k, 1, k, 1), the weight's being (k*k, k*k, k, 1). Autograd accepts that, but DDP compares every
+    stride with its bucket's, which follow the parameter's, and warned "Grad strides do not match bucket view
+    strides" on each rank."""
+    if (
+        grad.layout != torch.strided
+        or grad.stride() == strides
+        or any(size != 1 and have != want for size, have, want in zip(grad.shape, grad.stride(), strides))
+    ):
+        return grad
+    return grad.as_strided(grad.shape, strides)
 
 
 def through(replicated: DistributedDataParallel | None, compute, *args):

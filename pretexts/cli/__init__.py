@@ -1,7 +1,11 @@
 """The `pretexts` command: one click group; each subcommand lives in its own module."""
 
 import errno
+import os
+import signal
 import sys
+import time
+from typing import NoReturn
 
 import click
 
@@ -29,11 +33,9 @@ class FriendlyGroup(click.Group):
             sys.exit(err.exit_code)
         except click.UsageError as err:
             see = f" See '{err.ctx.command_path} --help'." if err.ctx is not None else ""
-            click.echo(f"Error: {one_line(err.format_message())}{see}", err=True)
-            sys.exit(err.exit_code)
+            fail(f"{one_line(err.format_message())}{see}", err.exit_code)
         except click.ClickException as err:
-            click.echo(f"Error: {one_line(err.format_message())}", err=True)
-            sys.exit(err.exit_code)
+            fail(one_line(err.format_message()), err.exit_code)
         except click.Abort as err:  # click turns Ctrl-C (and end of input at a prompt) into Abort
             if isinstance(err.__cause__, KeyboardInterrupt):
                 click.echo("Interrupted.", err=True)
@@ -58,12 +60,43 @@ class FriendlyGroup(click.Group):
                 if path_error
                 else with_flag(user_message(err), self.get_command(ctx, ctx.invoked_subcommand))
             )
-            click.echo(f"Error: {message}", err=True)
-            sys.exit(2)
+            fail(message, 2)
 
 
 # A full disk, a quota, a read-only file system: the user's to fix, even where no path is named.
 WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
+
+
+# How long a rank other than 0 waits before it prints its error: torchrun ends it as soon as rank 0 fails (it checks
+# every 0.1 s), and ranks that raise the same error reach it within a few seconds of each other (imports included).
+RANK_ERROR_WAIT_S = 10.0
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Print `Error: message` and exit with `code`, once under torchrun. Every rank runs the same command on the same
+    data, so an error is almost always raised by all of them: rank 0 prints it at once, and a rank > 0 first waits,
+    quietly, for torchrun to end it (which it does when rank 0 exits). A rank still running after the wait hit an
+    error that rank 0 did not (a file of its own shard): it prints it, naming its rank."""
+    rank = torchrun_rank()
+    if rank > 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # torchrun's stop ends this process without a word
+        try:
+            time.sleep(RANK_ERROR_WAIT_S)
+        except KeyboardInterrupt:
+            sys.exit(130)
+    click.echo(f"Error{f' (rank {rank})' if rank else ''}: {message}", err=True)
+    sys.exit(code)
+
+
+def torchrun_rank() -> int:
+    """This process's rank under torchrun, 0 otherwise; read from the environment, so known before the process group
+    exists (and without importing torch)."""
+    return int(os.environ.get("RANK", "0")) if int(os.environ.get("WORLD_SIZE", "1")) > 1 else 0
+
+
+def processes_note(world: int) -> str:
+    """' on N processes' for a start line under torchrun (it confirms the world size each batch is split over)."""
+    return f" on {world} processes" if world > 1 else ""
 
 
 def user_message(err: Exception) -> str:
@@ -123,8 +156,6 @@ def parse_task_args(pairs: tuple[str, ...], option: str = "--task-arg") -> dict[
 
 def wrote_folder(out) -> str:
     """'wrote OUT/: its files' (one slash, however OUT was typed)."""
-    import os
-
     return f"wrote {os.path.normpath(out)}/: {written_files(out)}"
 
 
@@ -152,10 +183,8 @@ def written_files(out) -> str:
 def single_process(command: str) -> None:
     """Commands other than `DATA_PARALLEL` run in one process: under torchrun rank 0 says so in one line, the others
     leave quietly, instead of K full copies writing one folder."""
-    import os
-
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        if int(os.environ.get("RANK", "0")) != 0:
+        if torchrun_rank() != 0:
             sys.exit(0)  # a failing rank makes torchrun kill rank 0 before it can print the message
         raise PretextsError(
             f"`pretexts {command}` runs in one process; start it without torchrun "

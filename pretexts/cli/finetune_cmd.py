@@ -1,6 +1,6 @@
 """`pretexts finetune`: fine-tune a pretrained backbone (or one from scratch) with a named recipe."""
 
-from . import exit_if_interrupted, main, rank_zero_echo, wrote_folder
+from . import exit_if_interrupted, main, processes_note, rank_zero_echo, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand
 
@@ -45,7 +45,7 @@ def finetune_command(config, sets, **options) -> None:
         f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
         f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
         f"classes, for {cfg.epochs} epochs -> {cfg.out}{threads_note(finetuner.device, threads)}"
-        f"{f' on {finetuner.world} processes' if finetuner.world > 1 else ''}; {finetuner.recipe_note}"
+        f"{processes_note(finetuner.world)}; {finetuner.recipe_note}"
     )
     for line in from_file:
         echo(line)

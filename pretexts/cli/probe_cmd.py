@@ -1,6 +1,6 @@
 """`pretexts probe`: frozen-feature evaluation (linear probe, the paper's MLP head, kNN, a plugin's probes)."""
 
-from . import main, parse_task_args, rank_zero_echo, wrote_folder
+from . import main, parse_task_args, processes_note, rank_zero_echo, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand, option, param_help
 
@@ -63,17 +63,20 @@ def probe_command(probe_args, config, sets, **options) -> None:
     )
     echo = rank_zero_echo(distributed.launched_rank())
     try:
-        run_probe(cfg, echo=then_say(echo, from_file))
+        run_probe(cfg, echo=then_say(echo, from_file, processes_note(distributed.launched_world())))
     finally:
         distributed.teardown()
     echo(wrote_folder(cfg.out))
 
 
-def then_say(echo, lines: list[str]):
-    """`echo`, saying `lines` after the first line it prints (the run's start line)."""
+def then_say(echo, lines: list[str], start_note: str = ""):
+    """`echo`, ending the first line it prints (the run's start line) with `start_note` and saying `lines` after it."""
+    first = True
 
     def say(line: str) -> None:
-        echo(line)
+        nonlocal first
+        echo(line + start_note if first else line)
+        first = False
         while lines:
             echo(lines.pop(0))
 
