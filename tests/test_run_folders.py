@@ -55,6 +55,24 @@ def test_a_run_stopped_before_its_first_checkpoint_is_pointed_to_force_not_round
     assert (out / "log.jsonl").is_file() and (out / "config.json").is_file()  # nothing removed by refusing
 
 
+def test_a_folder_holding_only_what_a_run_writes_before_its_first_checkpoint_is_started_over(finished_run):
+    """A job killed in its first epoch (a lost node, an out-of-memory kill) leaves its config, log and list of
+    unreadable images: the requeued command, without --resume as the SLURM script runs it then, starts it over."""
+    out = finished_run
+    for item in out.iterdir():
+        if item.name not in ("config.json", "log.jsonl"):
+            shutil.rmtree(item) if item.is_dir() else item.unlink()
+    (out / "skipped_images.txt").write_text("x.jpg\tcannot be read\n")
+    (out / "mine.txt").write_text("the user's")
+    result, error = run_cli(train_args(out, "--resume"))
+    assert result.exit_code == 2 and "drop --resume to start it over (it stopped before its first checkpoint)" in error
+    result, error = run_cli(train_args(out))
+    assert result.exit_code == 0, result.output
+    assert "held a run that stopped before saving anything to continue (log.jsonl, config.json" in result.output
+    assert (out / "checkpoint.pt").is_file() and not (out / "skipped_images.txt").exists()
+    assert (out / "mine.txt").read_text() == "the user's"
+
+
 def test_resuming_a_finished_run_says_nothing_is_left_and_keeps_its_weights(finished_run):
     out = finished_run
     checkpoint = (out / "checkpoint.pt").read_bytes()

@@ -41,6 +41,9 @@ RUN_OUTPUTS = (
     "tensorboard",
     "wandb",
 )
+# what a run writes before its first checkpoint: a folder holding nothing else held a run that saved nothing to
+# continue (killed in its first epoch), which the same command starts over, as a requeued job runs it
+STARTUP_FILES = {"config.json", "log.jsonl", "skipped_images.txt", "wandb_run_id", "tensorboard", "wandb"}
 EPOCH_FIGURE = re.compile(r".+_epoch\d{3,}\.png")  # a method's FIGURE_NAME_epochNNN.png
 SHOWN_FILES = 6  # a refusal names this many of the run's files
 LOCK_FILE = ".lock"
@@ -122,7 +125,9 @@ def shown(names: list[str]) -> str:
 
 def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable: bool = True) -> None:
     """A command never writes over another run: a folder holding what a run writes needs --force (start over:
-    it is all removed now, the figures and the loggers' files too; a file no run writes is kept). `--resume` of
+    it is all removed now, the figures and the loggers' files too; a file no run writes is kept). A folder holding
+    only what a run writes before its first checkpoint (`STARTUP_FILES`: killed in its first epoch) is started
+    over by the same command, with a note. `--resume` of
     the folder's own checkpoint continues in place; resuming a checkpoint from elsewhere into another --out claims
     that folder like a new run. Inputs are never removed."""
     out = Path(out)
@@ -130,7 +135,13 @@ def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable:
         return
     check_not_inputs([out], inputs)
     found = run_files_in(out)
-    if found and not force:
+    if found and not force and set(found) <= STARTUP_FILES:
+        print(
+            f"note: '{out}' held a run that stopped before saving anything to continue ({shown(found)}); "
+            "starting it over.",
+            file=sys.stderr,
+        )
+    elif found and not force:
         saved = {"checkpoint.pt", "segmenter.pt"} & set(found)  # what a bare --resume continues
         hint = "continue it with --resume (resume='auto' in Python), " if resumable and not resume and saved else ""
         if resumable and not saved and set(found) & set(RUN_FILES):

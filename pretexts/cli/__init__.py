@@ -208,7 +208,7 @@ def exit_if_interrupted(results: dict, checkpoint: str, echo) -> None:
     kept = (
         f"{checkpoint} holds epoch {results['epochs']}. Continue with the same command and --resume."
         if results["epochs"]
-        else "no epoch had finished, so there is nothing to resume."
+        else "no epoch had finished, so there is nothing to resume: the same command starts it over."
     )
     echo(f"stopped by {results['interrupted']} in epoch {results['epochs'] + 1}; {kept}", err=True)
     sys.exit(results["exit_code"])
