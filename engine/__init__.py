@@ -1,6 +1,6 @@
 """The engine, in rooms: `modules/` (nn blocks methods and evaluation share: features, dense heads, decoders),
 `measures/` (representation health, kNN), `data/` (sources, loaders, the embedded sample), `methods/` (what is
-learned: energy, ae, mae), `training/` (the method-agnostic loop, config, checkpoints) and `evaluation/`
+learned: energy, ae, mae, simmim), `training/` (the method-agnostic loop, config, checkpoints) and `evaluation/`
 (fine-tuning, probes, segmentation, export). The names below are the Python API; each loads its module on first use,
 so the CLI can read the config dataclasses without importing torch."""
 
@@ -23,10 +23,14 @@ API = {
     "EnergyMethod": "methods.energy",
     "restoration_error": "methods.energy",
     "figure_columns": "methods.energy",
+    "prepare_task": "methods.states",
+    "load_energy_run": "evaluation.from_checkpoint",
+    "EnergyRun": "evaluation.from_checkpoint",
     "HeldOut": "methods.report",
     "Figure": "methods.report",
     "AutoencoderMethod": "methods.autoencoder",
     "MAEMethod": "methods.mae",
+    "SimMIMMethod": "methods.simmim",
     "FinetuneConfig": "evaluation.finetune_config",
     "Finetuner": "evaluation.finetune",
     "finetune": "evaluation.finetune",

@@ -22,8 +22,8 @@ print(trainer.held_out_now().format())  # the method's own held-out line
 # 2. The same pieces by hand: a task corrupts, the energy model restores by gradient steps.
 held_out = build_source("sample", "val")  # (PIL image, label) pairs, 32 x 32
 images = torch.stack([pil_to_tensor(held_out[i][0]) for i in range(8)]).float() / 255
-task = pretexts.create_pretext("super-resolution", scale=4)
 model = pretexts.create_energy_model("convnext_atto", img_size=32)
+task = pretexts.prepare_task(pretexts.create_pretext("super-resolution", scale=4), model)  # as `train` does
 sample = task(images, torch.Generator().manual_seed(0))  # sample.state: corrupted, sample.target: clean
 states = pretexts.restore(model, task, sample, steps=2)  # differentiable: x <- x - alpha dE/dx
 loss = pretexts.restoration_loss(states, sample.target)

@@ -34,7 +34,7 @@ def write_checkpoint(
             backbone,
         )
     else:
-        model = create_energy_model(backbone, img_size=32)
+        model = create_energy_model(backbone, img_size=32, positions="learned")
     save_checkpoint({"config": cfg.to_dict(), "model": model.state_dict()}, path)
     return path, model.eval()
 

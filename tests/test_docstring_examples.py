@@ -11,6 +11,8 @@ from pretexts import registry
 
 # the objects docs/api.md documents with an Example; a class's test runs its methods' Examples too
 PUBLIC = [
+    "pretexts.engine.methods.states.prepare_task",
+    "pretexts.engine.evaluation.from_checkpoint.load_energy_run",
     "pretexts.registry.create_pretext",
     "pretexts.registry.register",
     "pretexts.registry.list_pretexts",

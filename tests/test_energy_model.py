@@ -93,7 +93,7 @@ def test_uint8_images_are_scored_as_the_tasks_read_them():
 
 def test_restore_says_what_to_pass_before_it_runs():
     model = create_energy_model("test_convnext", img_size=32).eval()
-    task = pretexts.create_pretext("random-mask")
+    task = pretexts.prepare_task(pretexts.create_pretext("random-mask"), model)
     images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     sample = task(images, torch.Generator().manual_seed(0))
     for steps in (-1, 1.5, "2", True):

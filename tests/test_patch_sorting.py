@@ -115,7 +115,7 @@ def test_edge_masking_wider_than_a_patch_is_a_clear_error():
 
 
 def test_corrupting_without_a_grid_or_at_the_wrong_size_is_a_clear_error():
-    with pytest.raises(ParameterError, match=r"patch grid is not set.*state_adapter\(task, model\)\.prepare\(\)"):
+    with pytest.raises(ParameterError, match=r"patch grid is not set.*prepare_task\(task, model\)"):
         create_pretext("patch-sorting")(cifar_batch(1))
     task = prepared(tiny_vit())
     with pytest.raises(ParameterError, match="images are 64x64 but the ViT expects 32x32"):

@@ -37,7 +37,7 @@ DEVICES = [
     ),
 ]
 BACKBONES = {
-    "vit": lambda: create_energy_model("vit_tiny", img_size=32, patch_size=8, depth=2),
+    "vit": lambda: create_energy_model("vit_tiny", img_size=32, patch_size=8, depth=2, positions="learned"),
     "convnext": lambda: create_energy_model("convnext_atto", img_size=32),
 }
 COSINE = 0.999

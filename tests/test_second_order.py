@@ -11,6 +11,7 @@ from torch import nn
 from pretexts import create_pretext
 from pretexts.engine.methods.energy.model import create_energy_model
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
+from pretexts.engine.methods.states import prepare_task
 from pretexts.engine.modules.second_order import (
     SecondOrderConv2d,
     _Conv2d,
@@ -52,7 +53,7 @@ def test_first_and_second_derivatives_match_finite_differences(shape):
 
 def restoration_grads(model, images, task_name="random-mask"):
     """The parameters' gradients of the energy method's loss (N = 2, exact double backward) on a seeded sample."""
-    task = create_pretext(task_name)
+    task = prepare_task(create_pretext(task_name), model)
     sample = task(images, torch.Generator(images.device).manual_seed(0))
     loss = restoration_loss(restore(model, task, sample, steps=2), sample.target, "mse")
     params = [p for p in model.parameters() if p.requires_grad]

@@ -1,8 +1,15 @@
 """Rebuild the energy model and its task from a pretraining checkpoint."""
 
+from dataclasses import dataclass
+
+from torch import Tensor
+
 import pretexts
+from pretexts.base import Corrupted, Pretext
 from pretexts.engine.methods.energy import EnergyMethod
-from pretexts.engine.methods.energy.method import energy_model_for
+from pretexts.engine.methods.energy.method import energy_model_for, loss_patch, resolved_loss
+from pretexts.engine.methods.energy.model import EnergyModel
+from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.training.checkpoint import load_checkpoint, load_weights
 from pretexts.engine.training.config import PretrainConfig
@@ -38,3 +45,71 @@ def task_for(cfg: PretrainConfig, name: str | None = None, task_args: dict | Non
     args = dict(task_args or {}) if name else {**cfg.task_args, **(task_args or {})}
     task = pretexts.create_pretext(name or cfg.task, **args)
     return state_adapter(task, model).prepare() if model is not None else task
+
+
+@dataclass(frozen=True)
+class EnergyRun:
+    """A trained energy model with what its run restored with: its task (prepared), N, the gradient mode and the
+    loss, each as `pretexts train` resolved it (`load_energy_run`)."""
+
+    model: EnergyModel  # in eval mode; `.train()` for restoration in training mode
+    task: Pretext  # the run's task with its recorded arguments, prepared for `model`
+    config: PretrainConfig  # the run's settings, with what auto resolved to
+    steps: int  # N
+    grad_mode: str
+    fd_delta: float
+    loss: str  # "mse", "smooth_l1" or "patch-centred" (auto resolved)
+    loss_patch: int | None  # the patch-centred loss's patch in pixels, None for the other losses
+
+    def restore(self, sample: Corrupted, steps: int | None = None) -> list[Tensor]:
+        """`restore(model, task, sample)` with the run's N (or `steps`) and gradient mode."""
+        steps = self.steps if steps is None else steps
+        return restore(self.model, self.task, sample, steps, grad_mode=self.grad_mode, fd_delta=self.fd_delta)
+
+    def restoration_loss(self, states: list[Tensor], target: Tensor) -> Tensor:
+        """`restoration_loss` of restored states with the loss the run trained with (its patch too)."""
+        return restoration_loss(states, target, self.loss, self.loss_patch)
+
+
+def load_energy_run(checkpoint, device="cpu") -> EnergyRun:
+    """A `pretexts train` run (`--method energy`) rebuilt from its checkpoint.pt, to restore images with it in Python.
+
+    The model is rebuilt as the run built it (backbone, image size, positions, pooling, head) with its trained
+    weights, in eval mode on `device`; the task is the run's own with its recorded arguments, prepared for the model
+    (`prepare_task`); N, the gradient mode and the loss are the run's. `run.task(images, generator)` corrupts as the
+    run did, `run.restore(sample)` restores and `run.restoration_loss(states, sample.target)` scores, as a training
+    step does (`pretexts restore` draws the same restorations). Another task: `prepare_task(create_pretext(...),
+    run.model)`.
+
+    Args:
+        checkpoint (str | Path): The checkpoint.pt a `pretexts train` run wrote (OUT/checkpoint.pt).
+        device (str | torch.device): Where the model goes ("cpu", "cuda", a torch.device).
+
+    Returns:
+        The `EnergyRun`: `model`, `task`, `config` (the run's PretrainConfig), `steps`, `grad_mode`, `fd_delta`, `loss`
+        and `loss_patch`.
+
+    Raises:
+        CheckpointError: The file is missing, unreadable, no pretraining checkpoint, or of another method.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from pretexts import PretrainConfig, pretrain
+        >>> from pretexts.engine import load_energy_run
+        >>> out = tempfile.mkdtemp()  # a tiny run: one step of a 0.2M-parameter ConvNeXt on synthetic images
+        >>> _ = pretrain(PretrainConfig(backbone="test_convnext", task="random-mask", data="synthetic", epochs=1,
+        ...     max_steps_per_epoch=1, batch_size=4, eval_images=4, monitor_every=0, workers=0, quiet=True, out=out))
+        >>> run = load_energy_run(f"{out}/checkpoint.pt")
+        >>> run.task.name, run.steps, run.loss, run.model.training
+        ('random-mask', 2, 'mse', False)
+        >>> sample = run.task(torch.rand(2, 3, 32, 32), torch.Generator().manual_seed(0))  # corrupted as it trained
+        >>> states = run.restore(sample)
+        >>> len(states), run.restoration_loss(states, sample.target).shape
+        (2, torch.Size([]))
+    """
+    model, cfg = load_energy_model(checkpoint, device)
+    args = EnergyMethod.parse_args(cfg)
+    task = task_for(cfg, model=model)
+    loss = resolved_loss(args["loss"], model.backbone, task)  # a run records it resolved; an older one "auto"
+    patch = loss_patch({**args, "loss": loss}, model.backbone, task, cfg.img_size)
+    return EnergyRun(model, task, cfg, args["steps"], args["grad_mode"], args["fd_delta"], loss, patch)

@@ -24,7 +24,7 @@ class PatchSorting(Pretext):
       token's embedding gets no gradient and stays where it was; the loss still averages over all L.
     The task knows no model: the ViT's patch size, grid and sin-cos table reach it through `set_grid` as plain
     numbers and a tensor, from the model side (pretexts.engine.methods.states, the "positions" adapter, which
-    also feeds the state to the ViT). Call `state_adapter(task, model).prepare()` (or `set_grid`) first.
+    also feeds the state to the ViT). Call `pretexts.engine.prepare_task(task, model)` (or `set_grid`) first.
     """
 
     state_kind = "positions"
@@ -54,7 +54,7 @@ class PatchSorting(Pretext):
         if self.grid is None:
             raise ParameterError(
                 f"{self.name}: the ViT's patch grid is not set; the model side gives it "
-                f"(pretexts.engine.methods.states: state_adapter(task, model).prepare())."
+                f"(pretexts.engine.prepare_task(task, model))."
             )
         (rows, cols), (ph, pw) = self.grid, self.patch
         batch, _, height, width = images.shape

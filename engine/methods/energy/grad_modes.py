@@ -24,6 +24,8 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
+from pretexts.errors import ParameterError
+
 GRAD_MODES = ("exact", "finite-difference")
 # the finite-difference perturbation's RMS per element; images and position embeddings have RMS ~0.5
 FD_DELTA = 1e-2
@@ -51,7 +53,7 @@ def energy_gradient(
     without it (evaluation) both modes take the same first-order gradient.
     """
     if mode not in GRAD_MODES:
-        raise ValueError(f"grad mode must be one of {', '.join(GRAD_MODES)}; got {mode!r}")
+        raise ParameterError(f"grad mode must be one of {', '.join(GRAD_MODES)}; got {mode!r}.")
     if mode == "exact" or not create_graph:
         with torch.enable_grad():
             (grad,) = torch.autograd.grad(energy(state).sum(), state, create_graph=create_graph)

@@ -26,7 +26,7 @@ from pretexts.engine.methods.energy.restore import (
     restore,
 )
 from pretexts.engine.methods.report import Figure, with_figure_numbers
-from pretexts.engine.methods.states import state_adapter
+from pretexts.engine.methods.states import prepare_task, state_adapter
 from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.engine.modules.second_order import rewrite_double_backward, rewritten_layers
 from pretexts.errors import ParameterError
@@ -43,6 +43,14 @@ COMPILED_VIT_GAIN = 0.85
 
 @register_method("energy")
 class EnergyMethod(Method):
+    """The paper's method: a backbone and a one-output linear head form a scalar energy E(x), and the corrupted
+    state is restored by N gradient steps down it, x_j = x_{j-1} - alpha dE/dx, with alpha learned; the loss is the
+    restored states' error to the clean target (eq. 5), which reaches the backbone through dE/dx (a double backward,
+    or finite differences). Its options (`method_args`, each also a `pretexts train` flag): `steps` N (2; 0 trains
+    with the corrupted images as negatives), `loss` (auto: patch-centred for a ViT restoring masks, else mse),
+    `alpha` and its lr scale, `grad_mode`, and a ViT's `positions` (auto: the fixed sin-cos table).
+    """
+
     summary = "the paper's: restore the corrupted image by N gradient steps down the energy (any backbone)"
 
     method_params = ENERGY_PARAMS
@@ -222,8 +230,15 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
     For a masking task `extra['known_kept_mse']` is the last step's with the known pixels put back (`keep_known`).
 
     `batches` yields float [B,3,H,W] in [0,1]. The corruption is seeded, so two models are
-    compared on the same corrupted images.
+    compared on the same corrupted images; the task is prepared for the model first (`prepare_task`), as a run
+    prepares it.
     """
+    if isinstance(batches, torch.Tensor):
+        raise ParameterError(
+            f"restoration_error takes an iterable of image batches, got one tensor {tuple(batches.shape)}; "
+            f"pass [images] for a single batch."
+        )
+    task = prepare_task(task, model)
     generator = torch.Generator(device=device).manual_seed(seed)
     corrupted, restored, count = 0.0, [0.0] * steps, 0
     ranked, gap, trivial = 0.0, 0.0, 0.0
@@ -247,7 +262,7 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
                 gap += difference.sum().item()
             count += n
     if count == 0:
-        raise ValueError("no held-out images to evaluate")
+        raise ParameterError("restoration_error got no images: give it at least one batch [B, 3, H, W], e.g. [images].")
     extra = {"ranked_right": ranked / count, "energy_gap": gap / count} if steps == 0 else {}
     if kept is not None:
         extra["known_kept_mse"] = kept / count
@@ -296,7 +311,9 @@ def kept_sum(sample, state: torch.Tensor) -> float | None:
 
 def figure_columns(model, task, images: torch.Tensor, steps: int, seed: int = 0) -> dict[str, torch.Tensor]:
     """{'corrupted': ..., 'step 1': ..., ..., 'original': ...} as images for `restoration_figure`; for a masking task
-    also 'step N, known pixels kept' (before 'original'): the last step with its unmasked pixels put back."""
+    also 'step N, known pixels kept' (before 'original'): the last step with its unmasked pixels put back. The task
+    is prepared for the model first (`prepare_task`)."""
+    task = prepare_task(task, model)
     generator = torch.Generator(device=images.device).manual_seed(seed)
     with eval_mode(model), torch.no_grad():
         sample = task(images, generator)

@@ -9,7 +9,14 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
-from pretexts.backbones.vit_tokens import LEARNED_POSITIONS, SINCOS_POSITIONS, fix_sincos_positions, resolved_positions
+from pretexts.backbones.vit_tokens import (
+    AUTO_POSITIONS,
+    LEARNED_POSITIONS,
+    SINCOS_POSITIONS,
+    fix_sincos_positions,
+    resolved_positions,
+)
+from pretexts.errors import ParameterError
 
 
 class EnergyModel(nn.Module):
@@ -37,8 +44,10 @@ class EnergyModel(nn.Module):
         name: str | None = None,
     ):
         super().__init__()
-        if alpha <= 0:
-            raise ValueError(f"alpha must be > 0, got {alpha}")
+        positive_number("alpha", alpha, "the restoration step size; the paper's is 0.1")
+        positive_number("energy_scale", energy_scale, "1 leaves the energy as the head gives it")
+        if head_init_std is not None:
+            positive_number("head_init_std", head_init_std, "None keeps PyTorch's Linear init")
         own_mean, own_std = normalisation(backbone)
         mean, std = own_mean if mean is None else mean, own_std if std is None else std
         self.backbone = backbone
@@ -81,7 +90,7 @@ def create_energy_model(
     alpha: float = 0.1,
     head_init_std: float | None = None,
     energy_scale: float = 1.0,
-    positions: str = LEARNED_POSITIONS,
+    positions: str = AUTO_POSITIONS,
     **backbone_kwargs,
 ) -> EnergyModel:
     """`create_backbone(name, img_size, **backbone_kwargs)` wrapped as an energy model.
@@ -99,9 +108,9 @@ def create_energy_model(
         head_init_std: Draw the head's initial weights from N(0, std^2); None keeps PyTorch's Linear init.
         energy_scale: Multiplies the energy; with `head_init_std` it sets the size of a fresh model's first
             restoration steps.
-        positions: A ViT's patch positions: "learned" (timm's, from random), "sincos" (the fixed 2D sin-cos table,
-            MAE's encoder's) or "auto" (sincos where the backbone has a ViT's positions, else learned);
-            `model.positions` says which.
+        positions: A ViT's patch positions: "auto" (the default, as `pretexts train`'s: sincos where the backbone
+            has a ViT's absolute positions, else learned), "learned" (timm's, from random) or "sincos" (the fixed
+            2D sin-cos table, MAE's encoder's); `model.positions` says which it resolved to.
         **backbone_kwargs (Any): Passed on to timm (`depth=2`, `patch_size=8`, `drop_path_rate=0.1`, ...).
 
     Returns:
@@ -112,7 +121,7 @@ def create_energy_model(
         UnknownNameError: No alias or timm model has the name (close names are suggested).
         ParameterError: The backbone cannot be built with these arguments.
         ParameterError: `positions="sincos"` on a backbone without a ViT's position embeddings.
-        ValueError: `alpha` is not > 0.
+        ParameterError: `alpha`, `energy_scale` or `head_init_std` is not a finite number > 0.
 
     Shape:
         - model.energy(images): images `(B, 3, H, W)` float in [0, 1] -> energies `(B,)`.
@@ -125,6 +134,8 @@ def create_energy_model(
         torch.Size([4])
         >>> round(model.alpha.item(), 6), model.mean.shape
         (0.1, torch.Size([1, 3, 1, 1]))
+        >>> model.positions  # auto on a ViT, as pretexts train: the fixed sin-cos table
+        'sincos'
     """
     backbone = create_backbone(name, img_size=img_size, **backbone_kwargs)
     positions = resolved_positions(positions, backbone)
@@ -139,6 +150,16 @@ def create_energy_model(
     )
     model.positions = positions
     return model
+
+
+def positive_number(name: str, value, meaning: str) -> None:
+    """A ParameterError unless `value` is a finite real number > 0."""
+    try:
+        number = float(value) if not isinstance(value, (bool, str)) else math.nan
+    except (TypeError, ValueError):  # a tensor of several values, None, ...
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise ParameterError(f"{name} must be a finite number > 0 ({meaning}), got {value!r}.")
 
 
 def energy_head(dim: int, init_std: float | None = None) -> nn.Linear:

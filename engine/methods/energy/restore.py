@@ -6,7 +6,7 @@ from torch import Tensor
 
 from pretexts.base import Corrupted, Pretext
 from pretexts.engine.methods.energy.grad_modes import FD_DELTA, energy_gradient
-from pretexts.engine.methods.states import state_adapter
+from pretexts.engine.methods.states import StateAdapter, state_adapter
 from pretexts.errors import ParameterError
 
 
@@ -29,8 +29,9 @@ def restore(
 
     Args:
         model (EnergyModel): The energy model (`create_energy_model`): its `energy` and `alpha`.
-        task (Pretext): The task that made `sample`; its `state_kind` says how the state enters the model (pixels: as
-            images; patch sorting's positions: as the ViT's position embeddings).
+        task (Pretext): The task that made `sample`, prepared for the model (`prepare_task`, before it corrupts);
+            its `state_kind` says how the state enters the model (pixels: as images; patch sorting's positions: as
+            the ViT's position embeddings).
         sample: The corrupted batch; `sample.state` is x_0.
         steps: N, the gradient steps (paper: "we adopt N = 2", Section 4; Appendix B.1: fairly well with one).
             0 restores nothing (the N = 0 method trains by `contrastive_loss` instead).
@@ -44,7 +45,8 @@ def restore(
 
     Raises:
         ParameterError: `steps` is no whole number >= 0, the arguments are not a model, a task and its sample, it
-            runs under inference mode, or no model side takes the task's `state_kind`.
+            runs under inference mode, no model side takes the task's `state_kind`, or the task corrupted for
+            another model (not given to `prepare_task(task, model)` before `task(images)`).
 
     Shape:
         - sample.state: `(B, 3, H, W)` float for pixel tasks (patch sorting: `(B, L, D)`).
@@ -53,9 +55,9 @@ def restore(
     Examples:
         >>> import torch
         >>> from pretexts import create_pretext
-        >>> from pretexts.engine import create_energy_model, restoration_loss, restore
+        >>> from pretexts.engine import create_energy_model, prepare_task, restoration_loss, restore
         >>> model = create_energy_model("vit_tiny", img_size=32, depth=2, patch_size=8).train()
-        >>> task = create_pretext("gridded-mask")
+        >>> task = prepare_task(create_pretext("gridded-mask"), model)  # what the task reads from the model
         >>> sample = task(torch.rand(4, 3, 32, 32), torch.Generator().manual_seed(0))
         >>> states = restore(model, task, sample, steps=2)
         >>> len(states), states[-1].shape
@@ -69,7 +71,7 @@ def restore(
         create_graph = torch.is_grad_enabled() and model.training
     state = sample.state
     states = []
-    energy = state_adapter(task, model).energy  # how the task's kind of state enters the model
+    energy = prepared_adapter(model, task, "restore").energy  # how the task's kind of state enters the model
     for _ in range(steps):
         state = state.detach().requires_grad_(True)  # SG between steps (paper, eq. 5)
         grad = energy_gradient(lambda s: energy(sample, s), state, model, grad_mode, create_graph, fd_delta)
@@ -101,6 +103,19 @@ def check_restore_inputs(model, task, sample, steps) -> None:
         )
 
 
+def prepared_adapter(model, task, caller: str) -> StateAdapter:
+    """The task's state adapter for `model`, or a ParameterError where the task corrupts for another model: its
+    sample would not be what `pretexts train` restores (a gray mask box on the normalisation mean, say)."""
+    adapter = state_adapter(task, model)
+    problem = adapter.unprepared()
+    if problem is not None:
+        raise ParameterError(
+            f"{caller}: task '{task.name}' corrupted for another model ({problem}); prepare the task for the model "
+            f"before it corrupts, as pretexts train does: task = prepare_task(task, model), then sample = task(images)."
+        )
+    return adapter
+
+
 LOSSES = ("mse", "smooth_l1")
 PATCH_CENTRED = "patch-centred"  # the energy method's only: a colour shift of a patch earns nothing
 
@@ -109,9 +124,9 @@ def patch_centred(error: Tensor, patch: int) -> Tensor:
     """`error` [B, C, H, W] less its mean over each `patch` x `patch` cell, per channel: what is left once a
     patch's colour is right (MAE's per-patch normalised targets drop the same, and the scale too)."""
     if error.ndim != 4 or error.shape[-2] % patch or error.shape[-1] % patch:
-        raise ValueError(
+        raise ParameterError(
             f"the patch-centred loss needs images [B, C, H, W] whose sides divide into {patch}-pixel patches, "
-            f"got {tuple(error.shape)}; give loss_patch=N with N dividing the image size"
+            f"got {tuple(error.shape)}; give patch=N (loss_patch=N) with N dividing the image size."
         )
     means = F.avg_pool2d(error, patch)
     return error - means.repeat_interleave(patch, -2).repeat_interleave(patch, -1)
@@ -124,18 +139,22 @@ def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse", pa
     error to the clean target.
 
     Args:
-        states: The restored states x_1..x_N, as `restore` returns them (at least one).
+        states: The restored states x_1..x_N, as `restore` returns them: at least one (N = 0 restores nothing; it
+            trains by `contrastive_loss` instead).
         target: What they must reach (`sample.target`).
         kind: "mse" (eq. 5), "smooth_l1" (SmoothL1Loss with beta 1.0, the appendix's pseudo code) or
             "patch-centred" (the MSE of the error less its mean over each `patch`-pixel cell: a restoration earns
-            nothing by moving a patch's colour, only by restoring what varies inside it).
+            nothing by moving a patch's colour, only by restoring what varies inside it). `pretexts train`'s default
+            (loss auto) is "patch-centred" with the ViT's patch for a ViT restoring a mask, else "mse";
+            `load_energy_run(checkpoint).loss` is what a run trained with.
         patch: The cell's side in pixels, for "patch-centred".
 
     Returns:
         The scalar loss, in float32 whatever the states' dtype.
 
     Raises:
-        ValueError: An unknown `kind`, or "patch-centred" without a `patch` that divides the image.
+        ParameterError: No state (N = 0), an unknown `kind`, or "patch-centred" without a `patch` that divides the
+            image.
 
     Shape:
         - states: N tensors of the shape of `target`, e.g. `(B, 3, H, W)`.
@@ -153,6 +172,11 @@ def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse", pa
         >>> restoration_loss(states, target, kind="patch-centred", patch=2)  # a uniform error is a colour shift
         tensor(0.)
     """
+    if not states:
+        raise ParameterError(
+            "restoration_loss takes at least one restored state, got none: restore with steps >= 1 (N = 0 restores "
+            "nothing; its loss is contrastive_loss(model, task, sample))."
+        )
     if kind == "mse":
         losses = [F.mse_loss(s.float(), target.float()) for s in states]
     elif kind == "smooth_l1":
@@ -160,7 +184,9 @@ def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse", pa
     elif kind == PATCH_CENTRED and patch:
         losses = [patch_centred(s.float() - target.float(), patch).square().mean() for s in states]
     else:
-        raise ValueError(f"loss kind must be 'mse', 'smooth_l1' or 'patch-centred' with a patch, got {kind!r}")
+        raise ParameterError(
+            f"loss kind must be 'mse', 'smooth_l1' or 'patch-centred' with a patch (patch=N pixels), got {kind!r}."
+        )
     return torch.stack(losses).mean()
 
 
@@ -173,7 +199,7 @@ def contrastive_loss(model, task, sample: Corrupted) -> Tensor:
     i.e. by how wrongly the pair is ranked; unlike the raw difference E(x) - E(x_0) it is bounded below (by 0),
     so the model cannot lower it forever by scaling its energy up.
     """
-    states = state_adapter(task, model)
+    states = prepared_adapter(model, task, "contrastive_loss")
     positive = states.energy(sample, sample.target)
     negative = states.energy(sample, sample.state)
     return F.softplus(positive.float() - negative.float()).mean()
