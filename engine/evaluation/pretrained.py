@@ -1,5 +1,6 @@
 """A pretraining checkpoint's backbone as a plain timm model: for fine-tuning, probing and export."""
 
+from timm.layers import resample_abs_pos_embed
 from torch import nn
 
 from pretexts import backbones
@@ -38,7 +39,8 @@ def timm_spec(
 
 
 def backbone_weights(ckpt: dict, backbone: nn.Module) -> dict:
-    """The `backbone.*` weights of a checkpoint, as the backbone alone saw them in pretraining.
+    """The `backbone.*` weights of a checkpoint, as the backbone alone saw them in pretraining, a ViT's position
+    table resampled to `backbone`'s patch grid where that is another size (`resample_positions`).
 
     A task that moves positions (patch sorting, `state_kind == "positions"`) never reads the ViT's
     learnable patch position embeddings; the method that trained it says what fine-tuning starts from
@@ -47,11 +49,40 @@ def backbone_weights(ckpt: dict, backbone: nn.Module) -> dict:
     state = {k[len(PREFIX) :]: v for k, v in ckpt["model"].items() if k.startswith(PREFIX)}
     if not state:
         raise CheckpointError("the checkpoint holds no backbone weights (no 'backbone.*' keys).")
+    resample_positions(state, backbone)
     saved = ckpt["config"]
     if "pos_embed" in state and task_state_kind(saved.get("task")) == "positions":
         method = METHODS.get(saved.get("method", "energy"))
         state["pos_embed"] = method.fine_tuning_positions(state["pos_embed"].clone(), backbone)
     return state
+
+
+def position_prefix(model: nn.Module) -> int:
+    """How many leading rows of a timm ViT's `pos_embed` belong to its class/register tokens (timm's rule)."""
+    return 0 if getattr(model, "no_embed_class", False) else getattr(model, "num_prefix_tokens", 1)
+
+
+def resample_positions(state: dict, model: nn.Module) -> dict:
+    """`state`'s absolute position table resampled (bicubic) to `model`'s patch grid when their sizes differ, as
+    timm's ViT checkpoint filter and MAE's `interpolate_pos_embed` do for fine-tuning at another resolution; the
+    prefix tokens' rows are kept. Anything without such a table is left as it is."""
+    table, own = state.get("pos_embed"), getattr(model, "pos_embed", None)
+    if table is None or not hasattr(own, "shape") or table.shape == own.shape or not hasattr(model, "patch_embed"):
+        return state
+    grid = list(model.patch_embed.grid_size)
+    state["pos_embed"] = resample_abs_pos_embed(table, new_size=grid, num_prefix_tokens=position_prefix(model))
+    return state
+
+
+def resampled_positions_note(model: nn.Module, from_size: int, to_size: int) -> str | None:
+    """The line telling that a ViT's position table was resampled from the checkpoint's size; None if it was not."""
+    if not from_size or from_size == to_size or not hasattr(getattr(model, "pos_embed", None), "shape"):
+        return None
+    patch = model.patch_embed.patch_size[0]
+    return (
+        f"position embeddings resampled from {from_size} to {to_size} px ({from_size // patch}x{from_size // patch} "
+        f"to {to_size // patch}x{to_size // patch} patches, bicubic, as MAE's interpolate_pos_embed)"
+    )
 
 
 def task_state_kind(name: str | None) -> str:
@@ -67,10 +98,17 @@ def classifier_prefix(model: nn.Module) -> str:
     return (getattr(model, "pretrained_cfg", None) or {}).get("classifier", "head")
 
 
-def load_pretrained(model: nn.Module, ckpt: dict, path) -> nn.Module:
-    """Load a checkpoint's backbone into `model` (a timm model), strict apart from its classifier."""
+def load_pretrained(model: nn.Module, ckpt: dict, path, img_size: int | None = None) -> nn.Module:
+    """Load a checkpoint's backbone into `model` (a timm model built at `img_size`, default the checkpoint's), strict
+    apart from its classifier."""
     state = backbone_weights(ckpt, model)
-    check_shapes(model, state, path, "was it written by another version, or its config edited?")
+    pretrained_at = ckpt["config"].get("img_size")
+    fix = (
+        f"this backbone does not move from the {pretrained_at} px it was pretrained at; leave out --img-size."
+        if img_size not in (None, pretrained_at)
+        else "was it written by another version, or its config edited?"
+    )
+    check_shapes(model, state, path, fix)
     result = model.load_state_dict(state, strict=False)
     head = classifier_prefix(model)
     missing = [k for k in result.missing_keys if not k.startswith(head + ".")]
@@ -87,11 +125,13 @@ def create_classifier(
     backbone: str | None = None,
     img_size: int | None = None,
     positions: str = LEARNED_POSITIONS,
+    resize: bool = False,
     **kwargs,
 ) -> tuple[nn.Module, dict]:
     """A timm model (kwargs: num_classes, drop_path_rate, ...) and the pretraining config it came from.
 
-    With a checkpoint, the backbone name and image size are the checkpoint's; without one, `backbone`
+    With a checkpoint, the backbone name is the checkpoint's and so is the image size, unless `resize` lets
+    `img_size` differ (a ViT's positions resampled to it: `resample_positions`); without one, `backbone`
     is built at random (the from-scratch baseline), its ViT patch positions as `positions` says (learned,
     sincos: the fixed 2D table, still trained on, or auto: sincos on a ViT, as pretraining starts it), and the
     config is {}. Fused attention is back on: nothing downstream of pretraining needs a double backward.
@@ -103,11 +143,17 @@ def create_classifier(
         return set_fused_attention(model, True), {}
     if positions == SINCOS_POSITIONS:
         raise ParameterError("positions='sincos' is for a backbone from scratch; a checkpoint's are its own.")
-    return classifier_from(load_checkpoint(checkpoint, kinds=("pretrain",)), checkpoint, backbone, img_size, **kwargs)
+    ckpt = load_checkpoint(checkpoint, kinds=("pretrain",))
+    return classifier_from(ckpt, checkpoint, backbone, img_size, resize, **kwargs)
 
 
 def classifier_from(
-    ckpt: dict, checkpoint, backbone: str | None = None, img_size: int | None = None, **kwargs
+    ckpt: dict,
+    checkpoint,
+    backbone: str | None = None,
+    img_size: int | None = None,
+    resize: bool = False,
+    **kwargs,
 ) -> tuple[nn.Module, dict]:
     """`create_classifier` from a pretraining checkpoint already loaded (its config read first, e.g. for its data)."""
     saved = ckpt["config"]
@@ -116,14 +162,15 @@ def classifier_from(
             f"checkpoint '{checkpoint}' holds a {saved.get('backbone')} backbone, not {backbone}; "
             f"leave out --backbone (it is the checkpoint's)."
         )
-    if img_size is not None and img_size != saved.get("img_size"):
+    if img_size is not None and img_size != saved.get("img_size") and not resize:
         raise ParameterError(
             f"checkpoint '{checkpoint}' was pretrained at {saved.get('img_size')} px; "
             f"use that size (leave out --img-size)."
         )
     pool = {"global_pool": saved.get("global_pool"), **kwargs}  # the pooling it was pretrained with
-    model = backbones.create_backbone(saved["backbone"], img_size=saved.get("img_size"), **pool)
-    return set_fused_attention(load_pretrained(model, ckpt, checkpoint), True), saved
+    size = img_size or saved.get("img_size")
+    model = backbones.create_backbone(saved["backbone"], img_size=size, **pool)
+    return set_fused_attention(load_pretrained(model, ckpt, checkpoint, size), True), saved
 
 
 GIVEN, RECORDED, SAMPLE = "given", "recorded", "sample"

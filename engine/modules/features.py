@@ -13,10 +13,24 @@ def is_plain_vit(backbone: nn.Module) -> bool:
     return hasattr(backbone, "blocks") and hasattr(backbone, "patch_embed") and not hasattr(backbone, "layers")
 
 
+def pyramid_blocks(depth: int) -> list[int]:
+    """The 4 blocks (0-based) of a plain ViT of `depth` blocks that feed the pyramid: BEiT's and MAE's ADE20K
+    UperNet configs (mmsegmentation) tap 3/5/7/11 of 12 blocks and 7/11/15/23 of 24, i.e. d/3, d/2, 2d/3 and d."""
+    if depth < 4:
+        raise ParameterError(
+            f"the feature pyramid reads 4 blocks of a plain ViT, and this one has {depth}; use a ViT of 4 or more "
+            f"blocks (vit_tiny has 12)."
+        )
+    taps = [depth // 3 - 1, depth // 2 - 1, 2 * depth // 3 - 1, depth - 1]
+    for i in range(1, 4):  # under 6 blocks the rounding can put two taps on one block: move the later one on
+        taps[i] = max(taps[i], taps[i - 1] + 1)
+    return taps
+
+
 class Features(nn.Module):
     """4 feature maps from any timm model via `forward_intermediates`.
 
-    Plain ViTs: evenly spaced blocks reshaped to a grid, then MAE/BEiT's pyramid (deconv x4, deconv x2,
+    Plain ViTs: 4 blocks (`pyramid_blocks`) reshaped to a grid, then MAE/BEiT's pyramid (deconv x4, deconv x2,
     identity, maxpool) to strides 4..32 of the patch grid. CNNs/Swin: their last 4 stages as they are.
     """
 
@@ -31,8 +45,7 @@ class Features(nn.Module):
         self.backbone = backbone
         self.plain_vit = is_plain_vit(backbone)
         if self.plain_vit:
-            depth = len(backbone.blocks)
-            self.indices = [depth // 4 - 1, depth // 2 - 1, 3 * depth // 4 - 1, depth - 1]
+            self.indices = pyramid_blocks(len(backbone.blocks))
             d = backbone.embed_dim
             self.pyramid = nn.ModuleList(
                 [

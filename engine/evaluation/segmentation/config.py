@@ -1,4 +1,5 @@
-"""Settings of `pretexts segment`; defaults are MAE's ADE20K recipe (UperNet, AdamW, lr 1e-4, layer decay 0.65)."""
+"""Settings of `pretexts segment`; defaults are MAE's and BEiT's ADE20K recipe (mmsegmentation's UperNet config:
+AdamW, lr 1e-4, layer decay 0.65); the paper gives no segmentation settings."""
 
 from dataclasses import MISSING, asdict, dataclass
 
@@ -64,13 +65,20 @@ class SegmentConfig:
     )
     epochs: int = setting(10, "Passes over the training images.", section="optimisation", range=EPOCHS_RANGE)
     max_steps: int | None = setting(
-        None, "Total iterations; overrides --epochs (160000 in MAE).", section="optimisation", range=STEPS_RANGE
+        None,
+        "Total iterations; overrides --epochs (MAE/BEiT: 160000).",
+        section="optimisation",
+        range=STEPS_RANGE,
     )
     batch_size: int = setting(16, "Batch of crops.", section="optimisation", range=BATCH_RANGE)
-    lr: float = setting(1e-4, "AdamW peak lr (MAE: 1e-4).", section="optimisation", range=LR_RANGE)
+    lr: float = setting(1e-4, "AdamW peak lr (MAE/BEiT: 1e-4).", section="optimisation", range=LR_RANGE)
     weight_decay: float = setting(0.05, "AdamW weight decay.", section="optimisation", range=WEIGHT_DECAY_RANGE)
-    layer_decay: float = setting(0.65, "Layer-wise lr decay (MAE: 0.65).", section="optimisation", range=FRACTION_RANGE)
-    warmup_steps: int = setting(0, "Linear lr warm-up iterations.", section="optimisation", range=EVERY_STEPS_RANGE)
+    layer_decay: float = setting(
+        0.65, "Layer-wise lr decay (MAE/BEiT: 0.65).", section="optimisation", range=FRACTION_RANGE
+    )
+    warmup_steps: int = setting(
+        0, "Linear lr warm-up iterations (MAE/BEiT: 1500).", section="optimisation", range=EVERY_STEPS_RANGE
+    )
     clip_grad: float | None = clip_grad_setting()
     skip_nonfinite: bool = skip_nonfinite_setting()
     eval_mode: str = setting(

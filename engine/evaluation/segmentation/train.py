@@ -19,7 +19,7 @@ from timm.optim._param_groups import param_groups_layer_decay
 from timm.scheduler import PolyLRScheduler
 
 from pretexts.engine.data.loader import EpochSampler
-from pretexts.engine.evaluation.pretrained import create_classifier
+from pretexts.engine.evaluation.pretrained import create_classifier, resampled_positions_note
 from pretexts.engine.training import distributed
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.config_record import saved_settings
@@ -92,10 +92,15 @@ class Segmentation(TrainingRun):
         # 'generated' is seeded: each process writes the same set into a folder of its own, removed after the run
         self.generated = tempfile.TemporaryDirectory(prefix="pretexts-segment-") if cfg.data == "generated" else None
         data = write_generated(self.generated.name) if self.generated else cfg.data
+        # a checkpoint's backbone is rebuilt at --img-size, a ViT's positions resampled to it (MAE's ADE20K recipe
+        # fine-tunes a 224 px checkpoint at 512 px)
         backbone, saved = create_classifier(
-            cfg.checkpoint, None if cfg.checkpoint else cfg.backbone, None if cfg.checkpoint else cfg.img_size
+            cfg.checkpoint, None if cfg.checkpoint else cfg.backbone, cfg.img_size, resize=True
         )
         self.size = cfg.img_size or saved.get("img_size") or 32
+        note = resampled_positions_note(backbone, saved.get("img_size"), self.size) if saved else None
+        if note and self.rank == 0:
+            echo(note)
         self.train_set = SegmentationFolder(data, "training", self.size, True, cfg.num_classes, seed=cfg.seed)
         slide = cfg.eval_mode == "slide"  # short side to the crop size, windows over the long side, one a batch
         self.val_set = SegmentationFolder(data, "validation", self.size, False, self.classes, keep_aspect=slide)
