@@ -172,9 +172,11 @@ def test_unreadable_images_are_skipped_and_listed_and_odd_modes_train(tmp_path):
     result, _ = run_cli(FAST + ["--data", data, "--out", out])
     assert result.exit_code == 0, result.output
     assert "skipped 3 unreadable images" in result.output and "skipped_images.txt" in result.output
-    assert "1 images are smaller than 32 px; the random crop upscales them" in result.output
+    assert "1 image is smaller than 32 px; the random crop upscales them" in result.output
     listed = dict(line.split("\t") for line in (out / "skipped_images.txt").read_text().splitlines())
-    assert {p.rsplit("/", 1)[1] for p in listed} == {"zero.png", "notes.png", "cut.png"}
+    # a .gif is no extension ImageFolder reads: listed, not left out without a word
+    assert {p.rsplit("/", 1)[1] for p in listed} == {"zero.png", "notes.png", "cut.png", "palette.gif"}
+    assert "left out 1 file of formats not read (.gif;" in result.output
     assert "empty file (0 bytes)" in listed[str(data / "a" / "zero.png")]
     assert "cannot identify image file" in listed[str(data / "a" / "notes.png")]
     assert load_checkpoint(out / "checkpoint.pt")["global_step"] == 1

@@ -13,11 +13,12 @@ from torch.utils.data import Dataset, Subset
 from torchvision import datasets
 from torchvision.datasets.utils import check_integrity
 
-from pretexts.engine.data.image_check import keep_readable, load_rgb
+from pretexts.engine.data.image_check import UNREAD_EXTENSIONS, keep_readable, load_rgb, loose_images_note
 from pretexts.errors import DataError
 
 SAMPLE_DIR = Path(str(files("pretexts.engine") / "data" / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
+HELD_OUT_SEED = 0  # labelled data's held-out draw is fixed: --seed varies the initialisation, not the test set
 
 
 def recorded_spec(spec: str) -> str:
@@ -43,8 +44,9 @@ def build_source(
     - "sample": the CIFAR-10 images embedded in the package.
     - "synthetic": torchvision's FakeData (random images), for smoke tests.
     - a folder with train/ and val/ ImageFolder trees (the ImageNet layout);
-    - a folder of class folders: its seeded 5 % is held out as val;
-    - a flat folder of unlabelled images (pretraining only, `labelled` False): likewise 5 % held out;
+    - a folder of class folders: 5 % is held out as val; `labelled`, 5 % of each class, the same whatever `seed`
+      (`held_out_split`);
+    - a flat folder of unlabelled images (pretraining only, `labelled` False): likewise 5 % held out (seeded);
     - a folder holding torchvision's `cifar-10-batches-py`;
     - with `dataset`, a timm `create_dataset` name (torch/cifar100, hfds/...) whose files lie in `spec`;
     - shards (WebDataset tars, Hugging Face parquet; engine.data.streams): the split's first `max_images` images
@@ -70,8 +72,9 @@ def build_source(
     root = Path(spec).expanduser()
     if not root.exists():
         raise DataError(
-            f"data path '{spec}' does not exist; give an ImageFolder directory, "
-            f"a CIFAR-10 folder, 'sample' or 'synthetic'."
+            f"data path '{spec}' does not exist; give a folder with train/ and val/ class folders, a folder of "
+            f"class folders, a folder of images (pretraining), shards (a `pretexts shard` folder, .tar or .parquet "
+            f"files), a CIFAR-10 folder, 'sample' or 'synthetic'."
         )
     if not root.is_dir():
         raise DataError(f"data path '{spec}' is a file; give the folder that holds the class folders.")
@@ -79,7 +82,10 @@ def build_source(
         return cifar10(root, split)
     if (root / "train").is_dir():
         return image_folder(root / split, img_size, labelled) if (root / split).is_dir() else None
-    return held_out_split(image_folder(root, img_size, labelled), split, seed)
+    folder = image_folder(root, img_size, labelled)
+    if labelled:
+        return held_out_split(folder, split, HELD_OUT_SEED, by_class=True)
+    return held_out_split(folder, split, seed)
 
 
 def cifar10(root: Path, split: str) -> datasets.CIFAR10:
@@ -109,43 +115,51 @@ def cifar10(root: Path, split: str) -> datasets.CIFAR10:
 
 def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datasets.ImageFolder:
     """An ImageFolder of the readable images under `root`; `dataset.scan` lists the skipped ones. Unlabelled,
-    a folder whose images lie directly in it is one class."""
+    a folder whose images lie directly in it is one class. Images lying directly in a folder that also has class
+    folders are not used (ImageFolder's layout): `dataset.scan` counts them and notes it."""
     try:
         dataset = ImageTree(str(root), loader=load_rgb, allow_empty=True)
     except FileNotFoundError:  # no class folder at all
         loose = root.is_dir() and any(p.suffix.lower() in IMAGE_EXTENSIONS for p in root.iterdir())
         if loose and not labelled:
             return keep_readable(FlatImageFolder(str(root), loader=load_rgb), root, img_size)
-        hint = (
-            f"its images lie directly in it, without labels: labelled data needs class folders such as {root / 'cats'}"
-            if loose
-            else f"expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files"
-        )
-        raise DataError(f"no images found under '{root}': {hint} (the ImageNet layout).") from None
-    return keep_readable(dataset, root, img_size)
+        if loose:
+            raise DataError(
+                f"no class folders under '{root}': its images lie directly in it, without labels; labelled data "
+                f"needs class folders such as {root / 'cats'} (the ImageNet layout)."
+            ) from None
+        raise DataError(
+            f"no images found under '{root}': expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files "
+            f"(the ImageNet layout)."
+        ) from None
+    dataset = keep_readable(dataset, root, img_size)
+    loose = [path for path in image_files(str(root), recursive=False) if os.path.isfile(path)]
+    if loose:
+        dataset.scan.loose = len(loose)
+        dataset.scan.notes.append(loose_images_note(root, len(loose), dataset.classes))
+    return dataset
 
 
 class ImageTree(datasets.ImageFolder):
     """torchvision's ImageFolder whose walk follows links but visits each real folder and file once: a link
     back up the tree (a loop) would list every image again at each of the 40 levels the OS follows."""
 
-    @staticmethod
-    def make_dataset(directory, class_to_idx=None, extensions=None, is_valid_file=None, allow_empty=False):
+    def make_dataset(self, directory, class_to_idx=None, extensions=None, is_valid_file=None, allow_empty=False):
         if class_to_idx is None:
             _, class_to_idx = datasets.folder.find_classes(directory)
-        samples = []
+        samples, self.unread = [], []  # unread: photos in formats the loader does not read (image_check)
         for name in sorted(class_to_idx):
-            samples += [
-                (path, class_to_idx[name])
-                for path in image_files(os.path.join(directory, name), outside=(os.path.realpath(directory),))
-            ]
+            folder = os.path.join(directory, name)
+            files = image_files(folder, outside=(os.path.realpath(directory),), unread=self.unread)
+            samples += [(path, class_to_idx[name]) for path in files]
         return samples
 
 
-def image_files(folder: str, recursive: bool = True, outside=()) -> list[str]:
+def image_files(folder: str, recursive: bool = True, outside=(), unread: list | None = None) -> list[str]:
     """The image files under `folder` in ImageFolder's order (folders sorted by path, files by name), following
     links to folders and files, but each real folder and file once: a link to a folder already walked (a loop),
-    to one of the `outside` folders (the data root), or to a file already listed is skipped."""
+    to one of the `outside` folders (the data root), or to a file already listed is skipped. Files of the photo
+    formats the loader does not read (.heic, ...) are added to `unread`, to be reported rather than left out."""
     seen_dirs, walked = set(outside), []
 
     def walk(path: str) -> None:
@@ -175,6 +189,8 @@ def image_files(folder: str, recursive: bool = True, outside=()) -> list[str]:
     for path, real, entries in sorted(walked, key=lambda item: item[0]):
         for entry in entries:
             if not entry.name.lower().endswith(IMAGE_EXTENSIONS):
+                if unread is not None and entry.name.lower().endswith(UNREAD_EXTENSIONS):
+                    unread.append(os.path.join(path, entry.name))
                 continue
             target = os.path.realpath(entry.path) if entry.is_symlink() else os.path.join(real, entry.name)
             if target not in seen_files:
@@ -190,16 +206,43 @@ class FlatImageFolder(datasets.ImageFolder):
     def find_classes(self, directory):
         return ["images"], {"images": 0}
 
-    @staticmethod
-    def make_dataset(directory, class_to_idx=None, extensions=None, is_valid_file=None, allow_empty=False):
-        return [(path, 0) for path in image_files(str(directory), recursive=False) if os.path.isfile(path)]
+    def make_dataset(self, directory, class_to_idx=None, extensions=None, is_valid_file=None, allow_empty=False):
+        self.unread = []
+        files = image_files(str(directory), recursive=False, unread=self.unread)
+        return [(path, 0) for path in files if os.path.isfile(path)]
 
 
-def held_out_split(dataset: Dataset, split: str, seed: int, fraction: float = 0.05) -> Subset:
-    """A seeded split of a dataset that ships without val/."""
-    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
-    n_val = max(1, int(len(dataset) * fraction))
-    return Subset(dataset, order[:n_val] if split == "val" else order[n_val:])
+def held_out_split(dataset: Dataset, split: str, seed: int, fraction: float = 0.05, by_class: bool = False) -> Subset:
+    """A seeded split of a dataset that ships without val/: `fraction` of it, or `by_class` that of each class (at
+    least one image of a class of two or more, none of a class of one), the val split noting what it holds."""
+    if not by_class:
+        order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+        n_val = max(1, int(len(dataset) * fraction))
+        return Subset(dataset, order[:n_val] if split == "val" else order[n_val:])
+    members: dict[int, list[int]] = {}
+    for index, label in enumerate(dataset.targets):
+        members.setdefault(label, []).append(index)
+    generator, val = torch.Generator().manual_seed(seed), []
+    for label in sorted(members):
+        indices = members[label]
+        keep = max(1, round(fraction * len(indices))) if len(indices) > 1 else 0
+        val += [indices[i] for i in torch.randperm(len(indices), generator=generator)[:keep].tolist()]
+    root = getattr(dataset, "root", "the data")
+    if not val:
+        raise DataError(
+            f"'{root}' has no val/ folder and each of its class folders holds one image, so none can be held out as "
+            f"val; give a folder with train/ and val/ class folders, or more images per class."
+        )
+    if split == "train":
+        held = set(val)
+        return Subset(dataset, [i for i in range(len(dataset)) if i not in held])
+    if hasattr(dataset, "scan"):  # said as the run starts (image_check.report_skipped)
+        dataset.scan.notes.append(
+            f"'{root}' has no val/ folder: {len(val)} of its {len(dataset)} images ({fraction * 100:g} % of each "
+            f"of its {len(members)} class folders, the same draw whatever --seed) are held out as val; to choose "
+            f"them, give a folder with train/ and val/ class folders."
+        )
+    return Subset(dataset, sorted(val))
 
 
 STREAMS = ("tfds/", "wds/", "hfids/")  # iterable datasets: no index, so no exact resume

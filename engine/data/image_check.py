@@ -12,13 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
+from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError
 
 SKIPPED_FILE = "skipped_images.txt"
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+# other photo and image formats a folder may hold: listed as skipped rather than left out without a word
+UNREAD_EXTENSIONS = (".heic", ".heif", ".avif", ".jxl", ".jp2", ".gif", ".dng", ".cr2", ".nef", ".arw", ".raw", ".psd")
 
 
 @dataclass
@@ -29,6 +32,9 @@ class ImageScan:
     bad: list[tuple[str, str]] = field(default_factory=list)
     small: list[str] = field(default_factory=list)
     min_side: int = 0
+    unread: list[str] = field(default_factory=list)  # files of photo formats the loader does not read (.heic, ...)
+    loose: int = 0  # image files lying directly in the root beside its class folders: not used
+    notes: list[str] = field(default_factory=list)  # what the run should say at its start (unused files, a split)
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
@@ -58,11 +64,21 @@ def reason(err: Exception) -> str:
     return str(err) or type(err).__name__
 
 
+def upright(image: Image.Image) -> Image.Image:
+    """The image turned as its EXIF Orientation tag says (phone photos are stored sideways with one), in place;
+    an EXIF block that cannot be parsed leaves the image as stored rather than making it unreadable."""
+    try:
+        ImageOps.exif_transpose(image, in_place=True)
+    except Exception:  # noqa: BLE001 - PIL raises many types for a damaged EXIF block
+        pass
+    return image
+
+
 def load_rgb(path: str) -> Image.Image:
-    """The ImageFolder loader: any image as 8-bit RGB, or DataError naming the file."""
+    """The ImageFolder loader: any image, upright, as 8-bit RGB, or DataError naming the file."""
     try:
         with Image.open(path) as image:
-            return to_rgb(image)
+            return to_rgb(upright(image))
     except Exception as err:  # PIL raises many types (OSError, SyntaxError, ValueError) for bad files
         raise DataError(f"image '{path}' cannot be read: {reason(err)}.") from None
 
@@ -104,6 +120,7 @@ def keep_readable(dataset, root: Path, min_side: int = 0):
     if empty:
         raise DataError(f"no images found in class folder {', '.join(empty)}; add images or remove the folder.")
     dataset.scan = scan_images([path for path, _ in dataset.samples], min_side)
+    dataset.scan.unread = list(getattr(dataset, "unread", []))
     if not dataset.scan.good:
         shown = "; ".join(f"{Path(p).name}: {why}" for p, why in dataset.scan.bad[:3])
         raise DataError(
@@ -113,6 +130,27 @@ def keep_readable(dataset, root: Path, min_side: int = 0):
     dataset.samples = dataset.imgs = [s for s in dataset.samples if s[0] in good]
     dataset.targets = [label for _, label in dataset.samples]
     return dataset
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def unread_reason(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    return f"{suffix} files are not read (only {', '.join(IMG_EXTENSIONS)} are); convert it to JPEG or PNG"
+
+
+def loose_images_note(root, count: int, classes: list[str]) -> str:
+    """The warning for image files lying directly in a folder beside its class folders: ImageFolder reads only the
+    class folders' images, so these are left out."""
+    folders = f"class folder '{classes[0]}'" if len(classes) == 1 else f"{len(classes)} class folders"
+    files = "image file lies" if count == 1 else "image files lie"
+    return (
+        f"warning: {count} {files} directly in '{root}' beside its {folders} and {'is' if count == 1 else 'are'} "
+        f"not used: only the images inside class folders are. Move them into a folder of their own there, or give "
+        f"a folder that holds only them."
+    )
 
 
 def read_or_substitute(source, index: int, warn: WarnOnce, tries: int = 16):
@@ -143,15 +181,25 @@ def report_skipped(datasets, out: Path, write_text, small: bool = True) -> str |
     `small`: also count the images below the scan's crop size (pretraining's random crop upscales them)."""
     scans = [s for s in map(find_scan, datasets) if s is not None]
     bad = dict(pair for scan in scans for pair in scan.bad)  # the train and val splits may share files
-    notes = []
-    if bad:
-        write_text(out / SKIPPED_FILE, "".join(f"{path}\t{why}\n" for path, why in bad.items()))
-        shown = "; ".join(f"{Path(path).name}: {why}" for path, why in list(bad.items())[:3])
-        more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
-        notes.append(f"skipped {len(bad)} unreadable images (see {out / SKIPPED_FILE}): {shown}{more}.")
+    unread = list(dict.fromkeys(path for scan in scans for path in scan.unread))
+    notes = list(dict.fromkeys(note for scan in scans for note in scan.notes))  # both splits may name one folder
+    if bad or unread:
+        listed = {**bad, **{path: unread_reason(path) for path in unread}}
+        write_text(out / SKIPPED_FILE, "".join(f"{path}\t{why}\n" for path, why in listed.items()))
     else:
         (out / SKIPPED_FILE).unlink(missing_ok=True)
+    if bad:
+        shown = "; ".join(f"{Path(path).name}: {why}" for path, why in list(bad.items())[:3])
+        more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+        notes.append(f"skipped {counted(len(bad), 'unreadable image')} (see {out / SKIPPED_FILE}): {shown}{more}.")
+    if unread:
+        formats = ", ".join(sorted({Path(path).suffix.lower() for path in unread}))
+        notes.append(
+            f"left out {counted(len(unread), 'file')} of formats not read ({formats}; listed in {out / SKIPPED_FILE}): "
+            f"convert them to JPEG or PNG."
+        )
     few = {path for scan in scans for path in scan.small} if small else set()
     if few:
-        notes.append(f"{len(few)} images are smaller than {scans[0].min_side} px; the random crop upscales them.")
+        are = "image is" if len(few) == 1 else "images are"
+        notes.append(f"{len(few)} {are} smaller than {scans[0].min_side} px; the random crop upscales them.")
     return " ".join(notes) or None

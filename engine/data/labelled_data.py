@@ -19,7 +19,9 @@ from pretexts.errors import DataError
 
 
 def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | None = None) -> tuple[Dataset, Dataset]:
-    """(train, val) sources of (PIL image, label); val is required, accuracy is measured on it. Of streamed shards,
+    """(train, val) sources of (PIL image, label); val is required, accuracy is measured on it: a folder of class
+    folders without val/ holds out 5 % of each class, the same whatever `seed` (`held_out_split`, which notes it in
+    the val split's scan for the run's start, as its unreadable files are). Of streamed shards,
     the first `max_images` images of each split (None: `HEAD_IMAGES`); folders are read whole. A folder's
     unreadable files are left out and kept in its scan: probe and fine-tune report them in their run folder
     (`image_check.report_skipped`), so `compare`, which reads the data for every cell, prints nothing here."""

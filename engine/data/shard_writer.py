@@ -14,6 +14,7 @@ from pathlib import Path
 import webdataset as wds
 
 from pretexts.engine.data.datasets import SAMPLE_DIR, FlatImageFolder, image_folder
+from pretexts.engine.data.image_check import unread_reason
 from pretexts.errors import DataError, OutputError
 
 FORMAT = "pretexts-shards/1"
@@ -37,18 +38,21 @@ class FolderLayout:
     kind: str
     classes: list[str] | None
     splits: dict[str, SplitImages]
+    loose: int = 0  # image files lying beside class folders, not packed (ImageFolder's layout)
+    notes: list[str] = field(default_factory=list)  # warnings about them
 
 
 @dataclass
 class ShardSummary:
-    """What `write_shards` wrote: the manifest, the layout it read, the bytes of every shard together and the
-    unreadable images skipped, as (path, why)."""
+    """What `write_shards` wrote: the manifest, the layout it read, the bytes of every shard together, the
+    unreadable images skipped, as (path, why), and how many image files beside class folders were left out."""
 
     out: Path
     manifest: dict
     layout: str
     bytes: int
     skipped: list[tuple[str, str]]
+    loose: int = 0
 
     @property
     def images(self) -> int:
@@ -80,7 +84,7 @@ def source_folder(source) -> Path:
 def readable(dataset, labelled: bool = True) -> SplitImages:
     """A checked ImageFolder (`image_folder`) as (path, label or None) pairs and its skipped list."""
     samples = [(path, label if labelled else None) for path, label in dataset.samples]
-    return SplitImages(samples, list(dataset.scan.bad))
+    return SplitImages(samples, [*dataset.scan.bad, *((path, unread_reason(path)) for path in dataset.scan.unread)])
 
 
 def list_images(root: Path) -> FolderLayout:
@@ -90,17 +94,24 @@ def list_images(root: Path) -> FolderLayout:
         train = image_folder(root / "train", labelled=False)
         labelled = not isinstance(train, FlatImageFolder)
         classes = list(train.classes) if labelled else None
-        splits = {"train": readable(train, labelled)}
+        splits, read = {"train": readable(train, labelled)}, [train]
         if (root / "val").is_dir():
             val = image_folder(root / "val", labelled=labelled)
-            splits["val"] = readable(val, labelled)
+            splits["val"], read = readable(val, labelled), [train, val]
             if labelled:  # val/ may lack a class: its labels are train/'s indices of the same names
                 splits["val"].samples = [(path, class_index(classes, val.classes[i], root)) for path, i in val.samples]
-        return FolderLayout("imagenet", classes, splits)
+        return with_loose(FolderLayout("imagenet", classes, splits), read)
     dataset = image_folder(root, labelled=False)
     if isinstance(dataset, FlatImageFolder):
         return FolderLayout("flat", None, {"train": readable(dataset, labelled=False)})
-    return FolderLayout("classes", list(dataset.classes), {"train": readable(dataset)})
+    return with_loose(FolderLayout("classes", list(dataset.classes), {"train": readable(dataset)}), [dataset])
+
+
+def with_loose(layout: FolderLayout, folders) -> FolderLayout:
+    """The layout with its folders' count of (and warnings about) image files beside class folders, left out."""
+    layout.loose = sum(folder.scan.loose for folder in folders)
+    layout.notes = [note for folder in folders for note in folder.scan.notes]
+    return layout
 
 
 def class_index(classes: list[str], name: str, root: Path) -> int:
@@ -178,6 +189,8 @@ def write_shards(
     out = Path(out).expanduser()
     check_out(out, root, force)  # before the scan: a refused OUT costs no time
     layout = list_images(root)
+    for note in layout.notes if echo else ():  # before the packing, which can take long
+        echo(note)
     clear_out(out)  # after it: a source that cannot be read leaves OUT as it was
     manifest = {"format": FORMAT, "source": str(root.resolve()), "classes": layout.classes, "splits": {}}
     for split, images in layout.splits.items():
@@ -186,7 +199,8 @@ def write_shards(
             random.Random(f"{seed}/{split}").shuffle(samples)
         if echo:
             shards = -(-len(samples) // shard_size)
-            echo(f"packing {split}: {len(samples)} images into {shards} shard{'s' if shards > 1 else ''}...")
+            images_word = "image" if len(samples) == 1 else "images"
+            echo(f"packing {split}: {len(samples)} {images_word} into {shards} shard{'s' if shards > 1 else ''}...")
         skipped = [f"{path}: {why}" for path, why in images.skipped]
         manifest["splits"][split] = {**pack_split(out, split, samples, shard_size), "skipped": skipped}
     temporary = out / f".{MANIFEST}.{os.getpid()}"
@@ -194,4 +208,4 @@ def write_shards(
     os.replace(temporary, out / MANIFEST)  # last and whole: a manifest always describes finished shards
     size = sum((out / name).stat().st_size for split in manifest["splits"].values() for name in split["shards"])
     skipped = [pair for images in layout.splits.values() for pair in images.skipped]
-    return ShardSummary(out, manifest, layout.kind, size, skipped)
+    return ShardSummary(out, manifest, layout.kind, size, skipped, layout.loose)

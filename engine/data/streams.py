@@ -20,7 +20,7 @@ from typing import NamedTuple
 from PIL import Image
 from torch.utils.data import IterableDataset, get_worker_info
 
-from pretexts.engine.data.image_check import reason, to_rgb
+from pretexts.engine.data.image_check import reason, to_rgb, upright
 from pretexts.engine.data.loader import image_seed
 from pretexts.engine.data.shard_sets import ShardSet, is_stream, require, stream_shards
 from pretexts.engine.data.warn_once import WarnOnce
@@ -84,14 +84,16 @@ class ImageStream(IterableDataset):
         count = len(shards.urls)
         if count < self.slots:
             raise DataError(
-                f"{count} shards cannot feed {world} ranks x {self.workers} loader workers ({self.slots} readers): "
-                f"write at least {self.slots} shards (pretexts shard --shard-size) or use fewer --workers."
+                f"{counted(count, 'shard')} cannot feed {readers(world, workers)} ({self.slots} readers): write at "
+                f"least {self.slots} shards (a reader takes whole shards; `pretexts shard` with a smaller --shard-size)"
+                f"{fewer_readers(count, world, workers)}."
             )
         self.per_slot = self.fewest_samples() // batch_size * batch_size
         if self.per_slot == 0:
             raise DataError(
-                f"the {count} shards ({len(shards)} samples) give one of {self.slots} readers fewer samples than "
-                f"a batch of {batch_size}: write more samples, or use a smaller batch or fewer --workers."
+                f"the {counted(count, 'shard')} ({counted(len(shards), 'sample')}) give one of {self.slots} readers "
+                f"fewer samples than a batch of {batch_size}: write more samples, or use a smaller batch"
+                f"{', or fewer --workers' if workers > 1 else ', or fewer ranks' if world > 1 else ''}."
             )
         self.epoch, self.start = 0, 0
 
@@ -159,6 +161,27 @@ class ImageStream(IterableDataset):
                 f"shards {', '.join(shards)} hold {read} samples, fewer than their stated counts; write the shards and "
                 "their manifest again."
             )
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def readers(world: int, workers: int) -> str:
+    """Who reads a rank's shards: its loader workers, or with --workers 0 its own process (one reader)."""
+    ranks = counted(world, "rank")
+    if workers == 0:
+        return f"{ranks} with --workers 0 (each rank's process reads)"
+    return f"{ranks} x {counted(workers, 'loader worker')}"
+
+
+def fewer_readers(count: int, world: int, workers: int) -> str:
+    """The other way out: fewer loader workers while a rank has several, else fewer ranks."""
+    if workers > 1:
+        return (
+            f", or use --workers {count // world}" if count >= world else f", or run at most {counted(count, 'rank')}"
+        )
+    return f", or run at most {counted(count, 'rank')}" if world > 1 else ""
 
 
 def first_images(shards: ShardSet, count: int, labelled: bool = False) -> list[tuple[Image.Image, int]]:
@@ -230,7 +253,7 @@ def parquet_samples(url: str, image_column: str, label_column: str | None) -> It
     stream = datasets.load_dataset("parquet", data_files=[url], split="train", streaming=True).select_columns(columns)
     if isinstance(stream.features.get(image_column), datasets.Image):
         stream = stream.cast_column(image_column, datasets.Image(decode=False))
-    row = 0
+    row, path_checked = 0, False
     # .iter() reads the file whole in this process; plain iteration would split it among the loader's workers
     batches = stream.iter(batch_size=PARQUET_BATCH)
     while True:
@@ -244,12 +267,34 @@ def parquet_samples(url: str, image_column: str, label_column: str | None) -> It
             ) from None
         labels = batch[label_column] if label_column else repeat(None)
         for value, label in zip(batch[image_column], labels):
-            yield RawSample(name, str(row), image_data(value, url), label_of(label, url, row))
+            data = image_data(value, url)
+            if isinstance(data, str) and not path_checked:  # one missing file is skipped; the first, a wrong root
+                check_path_cell(data, value, url, row)
+                path_checked = True
+            yield RawSample(name, str(row), data, label_of(label, url, row))
             row += 1
 
 
+def check_path_cell(path: str, value, url: str, row: int) -> None:
+    """DataError when the first image cell of a parquet file that holds a path, not bytes, names no file: the paths
+    are then read from another folder than they were written for, and every image would fail."""
+    if Path(path).exists():  # a folder or a FIFO there is one bad sample, substituted
+        return
+    where = (
+        f"relative to the parquet file's folder '{Path(url).parent}'"
+        if isinstance(value, dict)
+        else "as given (relative to the current folder)"
+    )
+    raise DataError(
+        f"the image cells of parquet file '{url}' hold file paths, not the images' bytes, and row {row}'s, "
+        f"'{value.get('path') if isinstance(value, dict) else value}', names no file (paths are read {where}): write "
+        f"the parquet with the images' bytes in its cells, or with absolute paths."
+    )
+
+
 def image_data(value, url: str) -> bytes | str | None:
-    """A parquet image cell -> its bytes, or the path of its file (relative to the parquet file's folder)."""
+    """A parquet image cell -> its bytes, or the path of its file: a {"bytes", "path"} cell's path relative to the
+    parquet file's folder, a plain string as given."""
     if isinstance(value, dict):
         if value.get("bytes"):
             return value["bytes"]
@@ -302,7 +347,7 @@ def decode(sample: RawSample) -> Image.Image:
             raise ValueError(f"'{data}' is not a regular file")
         data = Path(data).read_bytes()
     with Image.open(io.BytesIO(data)) as image:
-        return to_rgb(image)
+        return to_rgb(upright(image))
 
 
 def decode_or_substitute(

@@ -106,8 +106,9 @@ class ProbeConfig:
     )
     data: str | None = setting(
         None,
-        "A folder with train/ and val/ class folders, labelled shards (`pretexts shard`; WebDataset .tar or "
-        "parquet), or 'sample' (embedded). Default: the data the checkpoint was trained on, else the sample.",
+        "A folder with train/ and val/ class folders (class folders alone: 5 % of each class is held out as val, "
+        "the same whatever --seed), labelled shards (`pretexts shard`; WebDataset .tar or parquet), or 'sample' "
+        "(embedded). Default: the data the checkpoint was trained on, else the sample.",
         section="data",
     )
     max_images: int = max_images_setting()

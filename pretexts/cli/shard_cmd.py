@@ -52,24 +52,50 @@ def shard_command(source: str, out: str, shard_size: int, shuffle: bool, seed: i
         f"{name} {count(split['images'], 'image')} in {len(split['shards'])}" for name, split in splits.items()
     )
     classes = summary.manifest["classes"]
-    labels = f"{len(classes)} classes" if classes else "unlabelled"
+    labels = count(len(classes), "class", "classes") if classes else "unlabelled"
     click.echo(
         f"wrote {count(summary.images, 'image')} in {count(summary.shards, 'shard')} "
         f"({summary.bytes / 2**20:.1f} MB) and manifest.json to {printable(summary.out)}/: {per_split}; {labels}."
     )
-    if summary.layout == "classes":
+    if summary.layout in ("classes", "flat"):
         click.echo(
-            "no train/ and val/ folders: every image went to train; for a val split give SOURCE/train/ and SOURCE/val/."
+            "no train/ and val/ folders: every image went to train, so `train` measures no held-out error; for a val "
+            "split give SOURCE/train/ and SOURCE/val/."
         )
     skipped = summary.skipped
     if skipped:
         shown = "; ".join(f"{Path(path).name}: {why}" for path, why in skipped[:3])
         more = f"; and {len(skipped) - 3} more" if len(skipped) > 3 else ""
-        click.echo(f"skipped {len(skipped)} unreadable images (listed in manifest.json): {printable(shown)}{more}.")
+        click.echo(
+            f"skipped {count(len(skipped), 'unreadable image')} (listed in manifest.json): {printable(shown)}{more}."
+        )
+    elif summary.loose:
+        click.echo(f"skipped 0 unreadable images; left out {count(summary.loose, 'image file')} beside class folders.")
     else:
         click.echo("skipped 0 images: every file could be read.")
-    click.echo(f"next: pretexts train --data {shlex.quote(printable(summary.out))}")
+    click.echo(next_command(summary))
 
 
-def count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def next_command(summary) -> str:
+    """The `train` command for these shards: every loader worker reads whole shards, so a split of fewer training
+    shards than the default --workers needs fewer workers (a note says how to write more)."""
+    import dataclasses
+
+    from pretexts.engine.training.config import PretrainConfig
+
+    default = {f.name: f.default for f in dataclasses.fields(PretrainConfig)}["workers"]
+    train = summary.manifest["splits"]["train"]
+    shards, images = len(train["shards"]), train["images"]
+    line = f"next: pretexts train --data {shlex.quote(printable(summary.out))}"
+    if shards >= default:
+        return line
+    more = f"; for more, shard again with --shard-size {images // default}" if images >= default else ""
+    click.echo(
+        f"{count(shards, 'training shard')}: each loader worker of each rank reads whole shards, so ranks x --workers "
+        f"may be at most {shards} (--workers 0 counts as 1), fewer than the default --workers {default}{more}."
+    )
+    return f"{line} --workers {shards}"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

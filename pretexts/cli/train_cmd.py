@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import ParameterError
-from . import main, parse_task_args, rank_zero_echo, wrote_folder
+from . import main, parse_task_args, processes_note, rank_zero_echo, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import option
 from .method_options import method_option_values, with_method_options
@@ -78,7 +78,8 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
     echo = rank_zero_echo(trainer.rank)
     echo(
         f"pretraining {cfg.backbone} on {trainer.method.corruption()} with method '{cfg.method}', data "
-        f"'{cfg.data}', for {cfg.epochs} epochs -> {cfg.out}" + threads_note(trainer.device, threads)
+        f"'{cfg.data}' ({image_counts(trainer)}), for {cfg.epochs} epoch{'' if cfg.epochs == 1 else 's'} -> "
+        f"{cfg.out}" + threads_note(trainer.device, threads) + processes_note(trainer.world)
     )
     for line in (*from_file, trainer.compile_choice.describe(), resolved_line(trainer.method), trainer.schedule_note):
         if line:
@@ -99,3 +100,16 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
     if "held_out" in results:
         echo(trainer.held_out_now().format())
     echo(wrote_folder(cfg.out))
+
+
+def image_counts(trainer) -> str:
+    """'130 train, 7 val images' for the start line: of shards, each split's whole count (a rank streams its share
+    of train; held out are val's first), saying when the val images are fewer than --eval-images asks."""
+    shards = getattr(trainer.train_set, "shards", None)
+    train = len(shards) if shards is not None else len(trainer.train_set)
+    if trainer.val_set is None:
+        return f"{train} train image{'' if train == 1 else 's'}, no val"
+    held, asked = len(trainer.val_set), trainer.cfg.eval_images
+    val = getattr(trainer.val_set.source, "total", held)
+    fewer = f", fewer than --eval-images {asked}" if 0 < held < asked else ""
+    return f"{train} train, {val} val image{'' if val == 1 else 's'}{fewer}"
