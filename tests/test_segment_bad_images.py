@@ -81,3 +81,34 @@ def test_a_readable_image_is_read_as_before(root):
     pixels = np.asarray(Image.open(root / "images/training/00000.png").convert("RGB")) / 255
     expected = (pixels - np.array(IMAGENET_MEAN)) / np.array(IMAGENET_STD)
     assert np.allclose(image.permute(1, 2, 0).numpy(), expected, atol=1e-4)
+
+
+def test_255_in_generic_masks_is_ignored_not_counted_as_a_class(root):
+    """VOC-style masks (labels 0..2, a 255 border) learned 256 classes, 253 of them phantoms (mIoU near 0)."""
+    for path in (root / "masks/training").iterdir():
+        labels = np.asarray(Image.open(path)) % 3
+        labels[0, :] = 255
+        Image.fromarray(labels.astype(np.uint8)).save(path)
+    data = SegmentationFolder(root, "training", 16, False)
+    assert data.num_classes == 3 and data.classes_from == "inferred"
+
+
+def test_a_16_bit_image_is_scaled_as_pretraining_reads_it_not_clipped_to_white(root):
+    from pretexts.engine.data.image_check import load_rgb
+    from pretexts.engine.evaluation.segmentation.data import read_image
+
+    path = root / "images/training/00000.png"
+    ramp = (np.arange(16 * 16).reshape(16, 16) * 257).astype(np.uint16)  # 0..65535 in steps of 257
+    Image.fromarray(ramp).save(path)
+    read = np.asarray(read_image(path))
+    assert np.array_equal(read, np.asarray(load_rgb(str(path)))) and read.mean() == pytest.approx(127.5, abs=0.5)
+
+
+def test_segment_says_what_it_reads_and_where_its_class_count_comes_from(tmp_path):
+    from cli_runs import run_cli
+
+    args = ["segment", "--from-scratch", "--backbone", "test_convnext", "--data", "generated", "--max-steps", "1"]
+    result, _ = run_cli([*args, "--batch-size", "4", "--workers", "0", "--out", tmp_path / "s"])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("segmenting"))
+    assert "training, " in line and "validation images" in line and "255 ignored; --num-classes to set it" in line

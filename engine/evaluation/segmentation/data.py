@@ -8,7 +8,7 @@ import torch
 from PIL import Image
 
 from pretexts.backbones.normalisation import IMAGENET_MEAN, IMAGENET_STD
-from pretexts.engine.data.image_check import reason
+from pretexts.engine.data.image_check import reason, to_rgb
 from pretexts.engine.data.loader import image_seed
 from pretexts.errors import DataError
 
@@ -70,10 +70,11 @@ def pairs(images: Path, masks: Path, split: str) -> list[tuple[Path, Path]]:
 
 
 def read_image(path: Path) -> Image.Image:
-    """The image as RGB, or a DataError naming it: a bad file ends the run in one line, as a bad mask does."""
+    """The image as 8-bit RGB as pretraining reads it (`to_rgb`: 16-bit scaled, not clipped to white; transparency
+    over white), or a DataError naming it: a bad file ends the run in one line, as a bad mask does."""
     try:
         with Image.open(path) as image:
-            return image.convert("RGB")
+            return to_rgb(image)
     except Exception as err:  # noqa: BLE001 - PIL raises many types (OSError, SyntaxError, ValueError) for bad files
         raise DataError(
             f"image '{path}' is unreadable ({reason(err)}); replace it with a readable image, or remove it."
@@ -110,8 +111,15 @@ def read_mask(path: Path, size: tuple[int, int], kind: str, num_classes: int | N
 
 
 def infer_classes(items: list[tuple[Path, Path]]) -> int:
-    top = max(int(open_mask(m).max()) for _, m in items)
+    """The largest label in the masks + 1; 255, the ignore label everywhere else (VOC's borders), is no class."""
+    top = max(
+        (int(labels.max()) for labels in (without_ignore(open_mask(m)) for _, m in items) if labels.size), default=0
+    )
     return top + 1
+
+
+def without_ignore(mask: np.ndarray) -> np.ndarray:
+    return mask[mask != IGNORE]
 
 
 class SegmentationFolder(torch.utils.data.Dataset):
@@ -134,6 +142,7 @@ class SegmentationFolder(torch.utils.data.Dataset):
         kind, images, masks = layout(root)
         self.kind, self.items = kind, pairs(images, masks, split)
         self.num_classes = num_classes or (150 if kind == "ade20k" else infer_classes(self.items))
+        self.classes_from = "given" if num_classes else "ADE20K's" if kind == "ade20k" else "inferred"
         norm = A.Normalize(MEAN, STD)
         self.transform = A.Compose(
             [

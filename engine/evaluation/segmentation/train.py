@@ -105,6 +105,8 @@ class Segmentation(TrainingRun):
         slide = cfg.eval_mode == "slide"  # short side to the crop size, windows over the long side, one a batch
         self.val_set = SegmentationFolder(data, "validation", self.size, False, self.classes, keep_aspect=slide)
         self.model = Segmenter(backbone, cfg.head, self.classes, self.size).to(self.device)
+        if self.rank == 0:
+            echo(self.start_line())
         self.replicated = (
             distributed.replicate(self.model, self.device, sync_batchnorm=True) if self.world > 1 else None
         )
@@ -120,6 +122,20 @@ class Segmentation(TrainingRun):
     @property
     def classes(self) -> int:
         return self.train_set.num_classes
+
+    def start_line(self) -> str:
+        """What the run reads and how many classes it learns, before the first step."""
+        cfg, train = self.cfg, self.train_set
+        start = f"checkpoint '{cfg.checkpoint}'" if cfg.checkpoint else f"{cfg.backbone} from scratch"
+        how = {
+            "given": "--num-classes",
+            "ADE20K's": "ADE20K's",
+            "inferred": "the largest mask label + 1, 255 ignored; --num-classes to set it",
+        }[train.classes_from]
+        return (
+            f"segmenting with {start} at {self.size} px, head {cfg.head}, on '{cfg.data}': {len(train)} training, "
+            f"{len(self.val_set)} validation images, {self.classes} classes ({how}) -> {cfg.out}"
+        )
 
     def plan_epochs(self, train_set) -> int:
         """Each rank takes its share of every global batch, in the order one process takes them; --max-steps,
