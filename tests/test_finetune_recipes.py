@@ -123,7 +123,7 @@ def test_a_one_epoch_auto_fine_tune_runs_without_mixing_and_a_resume_keeps_its_r
     result = CliRunner().invoke(main, [*args, "--epochs", "1"])
     assert result.exit_code == 0, result.output
     first = result.output.splitlines()[0]
-    assert "for 1 epochs" in first and first.endswith(f"; {SAMPLE_NOTE.replace(')', '; given: --epochs)')}"), first
+    assert "for 1 epoch ->" in first and first.endswith(f"; {SAMPLE_NOTE.replace(')', '; given: --epochs)')}"), first
     config = json.loads((out / "config.json").read_text())
     assert config["recipe"] == "small" and (config["mixup"], config["cutmix"], config["randaug"]) == (0.0, 0.0, "none")
     assert {k: config[k] for k in FINETUNE_RECIPES["small"] if k != "epochs"} == {

@@ -64,3 +64,13 @@ def test_segment_runs_from_a_32_px_vit_checkpoint_at_64_px(tmp_path):
     assert result.exit_code == 0 and not error, result.output
     assert "position embeddings resampled from 32 to 64 px (8x8 to 16x16 patches" in result.output
     assert (tmp_path / "seg" / "results.json").exists()
+
+
+def test_finetune_runs_from_a_32_px_vit_checkpoint_at_64_px_and_says_so(tmp_path):
+    """MAE fine-tunes at another size than it pretrained at (384 px after 224): the same resampling as segment's."""
+    path, _ = write_checkpoint(tmp_path / "checkpoint.pt", backbone="vit_tiny")
+    args = ["finetune", "--checkpoint", path, "--data", "sample", "--img-size", 64, "--epochs", 1]
+    result, error = run_cli([*args, "--max-steps-per-epoch", 1, "--batch-size", 4, "--out", tmp_path / "ft"])
+    assert result.exit_code == 0 and not error, result.output
+    assert "position embeddings resampled from 32 to 64 px (8x8 to 16x16 patches" in result.output
+    assert load_checkpoint(tmp_path / "ft" / "checkpoint.pt")["config"]["img_size"] == 64

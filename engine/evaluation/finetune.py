@@ -48,6 +48,7 @@ from pretexts.engine.evaluation.pretrained import (
     create_classifier,
     downstream_data,
     downstream_splits,
+    resampled_positions_note,
     timm_spec,
 )
 from pretexts.engine.training import distributed
@@ -126,14 +127,16 @@ class Finetuner(TrainingRun):
             if cfg.label_fraction:
                 indices = class_balanced_subset(labels_of(train), cfg.label_fraction, cfg.seed)
         # the recipe (`auto` picks by these two) before anything reads its fields; the start line says which
-        self.img_size = (ckpt["config"].get("img_size") if ckpt else None) or cfg.img_size or 32
+        pretrained_size = ckpt["config"].get("img_size") if ckpt else None
+        self.img_size = cfg.img_size or pretrained_size or 32  # another size rebuilds a ViT's positions for it
         self.recipe_note = resolve_recipe(cfg, len(train) if indices is None else len(indices), self.img_size)
         build = dict(num_classes=len(self.classes), drop_path_rate=cfg.drop_path)
         self.model, self.pretraining = (
-            classifier_from(ckpt, cfg.checkpoint, cfg.backbone, cfg.img_size, **build)
+            classifier_from(ckpt, cfg.checkpoint, cfg.backbone, cfg.img_size, resize=True, **build)
             if ckpt
             else create_classifier(None, cfg.backbone, cfg.img_size, cfg.positions, **build)
         )
+        self.size_note = resampled_positions_note(self.model, pretrained_size, self.img_size) if ckpt else None
         self.start_positions = starting_positions(self.model)  # the table or not, before fine-tuning trains them
         if cfg.from_scratch:  # config.json records what auto resolved to (as probe's does)
             cfg.positions = self.start_positions or LEARNED_POSITIONS

@@ -70,7 +70,11 @@ class FinetuneConfig:
     )
     positions: str = positions_setting()
     img_size: int | None = setting(
-        None, "With --from-scratch. Default 32; a checkpoint's own otherwise.", section="data", range=IMG_SIZE_RANGE
+        None,
+        "Default: a checkpoint's own, 32 with --from-scratch. Another size than the checkpoint's rebuilds the "
+        "backbone there, a ViT's position table resampled (as MAE fine-tunes at 384 px).",
+        section="data",
+        range=IMG_SIZE_RANGE,
     )
     # None: the checkpoint's pretraining data (its config records it); the embedded sample with --from-scratch
     data: str | None = setting(

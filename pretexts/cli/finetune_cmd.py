@@ -44,10 +44,10 @@ def finetune_command(config, sets, **options) -> None:
     echo(
         f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
         f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
-        f"classes, for {cfg.epochs} epochs -> {cfg.out}{threads_note(finetuner.device, threads)}"
-        f"{processes_note(finetuner.world)}; {finetuner.recipe_note}"
+        f"classes, for {cfg.epochs} epoch{'' if cfg.epochs == 1 else 's'} -> {cfg.out}"
+        f"{threads_note(finetuner.device, threads)}{processes_note(finetuner.world)}; {finetuner.recipe_note}"
     )
-    for line in from_file:
+    for line in (finetuner.size_note, *from_file) if finetuner.size_note else from_file:
         echo(line)
     try:
         results = finetuner.run()
