@@ -307,3 +307,18 @@ def test_export_never_replaces_its_checkpoint_a_run_or_an_earlier_export(tmp_pat
         result, error = run_cli(["export", "--checkpoint", ckpt, "--out", out])
         assert result.exit_code == 2 and "--force" in error, error
         assert run_cli(["export", "--checkpoint", ckpt, "--out", out, "--force"])[0].exit_code == 0
+
+
+def test_a_resume_on_a_folder_that_gained_or_lost_images_is_refused(tmp_path):
+    """Photos added between preemptions: the held-out split and the epoch's order would move without a word."""
+    data, out = copy_sample_images(tmp_path / "data", 6), tmp_path / "run"
+    args = [*TRAIN, "--data", data, "--epochs", "1", "--batch-size", "4", "--eval-images", "1", "--workers", "0"]
+    result, error = run_cli([*args, "--out", out])
+    assert result.exit_code == 0, result.output
+    copy_sample_images(tmp_path / "more", 1)
+    shutil.copy(next((tmp_path / "more" / "a").iterdir()), data / "a" / "new.png")
+    result, error = run_cli([*args, "--epochs", "2", "--out", out, "--resume"])
+    assert result.exit_code == 2 and f"the data '{data}' changed since" in error and "train 11 -> 12" in error, error
+    (data / "a" / "new.png").unlink()
+    result, error = run_cli([*args, "--epochs", "2", "--out", out, "--resume"])
+    assert result.exit_code == 0, result.output

@@ -43,7 +43,7 @@ from pretexts.engine.training.preflight import (
     check_task_fits,
     checkpoint_bytes,
 )
-from pretexts.engine.training.pretrain_checkpoint import check_task_sizes, pretrain_entries, same_arguments
+from pretexts.engine.training.pretrain_checkpoint import check_resumed_inputs, pretrain_entries, same_arguments
 from pretexts.engine.training.progress import held_out_ratio, progress, stderr_line
 from pretexts.engine.training.recipes import AUTO_SCHEDULE, resolved_schedule, schedule_line
 from pretexts.engine.training.resume import check_continues
@@ -129,13 +129,13 @@ class Pretrainer(TrainingRun):
         path = path or self.out / self.resume_file
         check_finite_weights(self.model, self.global_step, self.out)
         monitor = self.monitor.state() if self.monitor else self.monitor_state
-        entries = {**pretrain_entries(self.cfg, self.batch, monitor), DERIVED: derived_of(self.record)}
+        entries = {**pretrain_entries(self, monitor), DERIVED: derived_of(self.record)}
         save_checkpoint({**self.epoch_state(None, self.record), **entries}, path)
         return path
 
     def load(self, path: Path) -> None:
         same = same_arguments(self.cfg, self.task, self.method)
-        check = partial(check_task_sizes, self.cfg, path=path)
+        check = partial(check_resumed_inputs, self, path=path)
         ckpt = self.resume_epochs(path, "pretrain", PRETRAIN_MAY_CHANGE, same, check, resolved=self.record)
         check_continues(ckpt, path, self.cfg.epochs, self.out)
         carry_derived(self.record, ckpt)  # config.json keeps naming what the run derived as it started

@@ -1,8 +1,10 @@
 """What pretraining's checkpoints hold beyond every run's epoch state (`TrainingRun.epoch_state`), and the checks
-that a checkpoint continues this run: its task's scaled parameters as they resolve now, and its task and method
-arguments as the task and the method read them."""
+that a checkpoint continues this run: its task's scaled parameters as they resolve now, its task and method
+arguments as the task and the method read them, and the images it read."""
 
 import dataclasses
+import hashlib
+import os
 from pathlib import Path
 
 import pretexts
@@ -10,16 +12,54 @@ from pretexts.engine.training.checkpoint import FORMAT_VERSION
 from pretexts.errors import CheckpointError
 
 
-def pretrain_entries(cfg, batch: int, monitor_state: dict | None) -> dict:
+def pretrain_entries(trainer, monitor_state: dict | None) -> dict:
     """The format and package versions, the next batch of the epoch (a stop part-way through saves it), the
-    monitor's state and the task's scaled parameters."""
+    monitor's state, the task's scaled parameters and the images the run reads (`data_images`)."""
     return {
         "format_version": FORMAT_VERSION,
         "pretexts_version": pretexts.__version__,
-        "batch": batch,
+        "batch": trainer.batch,
         "monitor": monitor_state,
-        "task_sizes": task_sizes(cfg),
+        "task_sizes": task_sizes(trainer.cfg),
+        "data_images": data_images(trainer.train_set, trainer.val_set),
     }
+
+
+def data_images(train_set, val_set) -> dict:
+    """How many training and held-out images the run reads, and a digest of a folder's file list (None for other
+    data): the held-out draw and the position inside an epoch depend on that list."""
+    return {
+        "train": len(train_set),
+        "val": len(val_set) if val_set is not None else 0,
+        "files": files_digest(train_set),
+    }
+
+
+def files_digest(dataset) -> str | None:
+    """SHA-1 of the folder's image paths, relative to its root, in the order it reads them; computed once."""
+    while dataset is not None and not hasattr(dataset, "samples"):
+        dataset = getattr(dataset, "dataset", None) or getattr(dataset, "source", None)
+    if dataset is None:
+        return None
+    if getattr(dataset, "files_digest", None) is None:
+        names = "\n".join(os.path.relpath(path, dataset.root) for path, _ in dataset.samples)
+        dataset.files_digest = hashlib.sha1(names.encode("utf-8", "surrogateescape")).hexdigest()
+    return dataset.files_digest
+
+
+def check_resumed_inputs(trainer, ckpt: dict, path: Path) -> None:
+    """The task's scaled parameters (`check_task_sizes`) and the images read must be those the checkpoint's run
+    had: a folder that gained or lost images moves the held-out split and the position inside the epoch."""
+    check_task_sizes(trainer.cfg, ckpt, path)
+    saved, now = ckpt.get("data_images"), data_images(trainer.train_set, trainer.val_set)
+    if saved is None or saved == now:  # a checkpoint written before the record is taken as it is
+        return
+    counts = [f"{k} {saved[k]} -> {now[k]}" for k in ("train", "val") if saved[k] != now[k]]
+    changed = ", ".join(counts) + " images" if counts else "the same counts, other files"
+    raise CheckpointError(
+        f"--resume: the data '{trainer.cfg.data}' changed since '{path}' was written ({changed}), which moves the "
+        f"held-out split and the position inside the epoch; resume on the images it had, or start over with --force."
+    )
 
 
 def task_sizes(cfg) -> dict:
