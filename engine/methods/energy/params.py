@@ -28,7 +28,7 @@ ENERGY_PARAMS = {
         float,
         0.0,
         1e6,
-        help="alpha's lr relative to the network's; by --recipe: fast 400, paper 1 (Table A); 0 keeps alpha "
+        help="alpha's lr relative to the network's; by --recipe: fast 400, paper 1 (Appendix A.1); 0 keeps alpha "
         "at its initial value.",
     ),
     "head_init_std": Param(
