@@ -90,7 +90,7 @@ def test_a_flat_folder_of_unlabelled_images_pretrains(tmp_path):
         ]
     )
     assert result.exit_code == 0, error or result.output
-    assert "held-out restoration MSE on 1 images" in result.output
+    assert "held-out restoration MSE on 1 image:" in result.output
 
 
 def write_mnist(root, count: int = 24) -> None:

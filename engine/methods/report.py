@@ -73,8 +73,9 @@ class HeldOut:
         corrupted input's error; a trivial restorer ... gets 0.19x: the model is not better than it)'."""
         outputs = " -> ".join(f"{name} {e:.5f}" for name, e in zip(self.outputs, self.restored_mse))
         ratio = self.restored_mse[-1] / self.corrupted_mse if self.corrupted_mse else math.nan
+        images = f"{self.images} image{'' if self.images == 1 else 's'}"
         return (
-            f"held-out {self.measure} on {self.images} images: {self.baseline} {self.corrupted_mse:.5f} -> "
+            f"held-out {self.measure} on {images}: {self.baseline} {self.corrupted_mse:.5f} -> "
             f"{outputs} ({ratio:.2f}x {self.against}'s error{self.versus_trivial()})"
         )
 

@@ -191,7 +191,7 @@ class Pretrainer(TrainingRun):
                 if self.val_set is None:  # else the run's held-out line would be missing unexplained
                     notes.append(
                         f"'{cfg.data}' has no val/ split, so no held-out restoration error is measured; add val/ "
-                        "beside train/ for it."
+                        f"beside train/ for it{' (shard again from such a folder)' if is_stream(cfg.data) else ''}."
                     )
                 for note in filter(None, notes):
                     print(note, file=sys.stderr, flush=True)

@@ -15,8 +15,9 @@ class RestorationHeldOut(HeldOut):
     def format(self) -> str:
         if self.restored_mse:
             return super().format()
+        images = f"{self.images} image{'' if self.images == 1 else 's'}"
         return (
-            f"held-out on {self.images} images (N = 0, nothing restored): the energy ranks the clean image "
+            f"held-out on {images} (N = 0, nothing restored): the energy ranks the clean image "
             f"below the corrupted one for {100 * self.extra['ranked_right']:.1f}% (mean gap "
             f"{self.extra['energy_gap']:.4g})"
         )
