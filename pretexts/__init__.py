@@ -53,4 +53,7 @@ __all__ = [
     "DataError",
     "CheckpointError",
     "__version__",
+    "create_backbone",
+    "list_backbones",
+    *import_module(".engine", __name__).API,  # the Python API: `from pretexts import *` loads its modules (torch)
 ]
