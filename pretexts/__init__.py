@@ -7,9 +7,17 @@ installed subpackages `pretexts.engine`, `pretexts.backbones` and `pretexts.task
 
 from importlib import import_module
 
-from .errors import CheckpointError, DataError, DuplicateNameError, ParameterError, PretextsError, UnknownNameError
-from .params import Param
-from .registry import broken_plugins, create_pretext, get_pretext_class, list_pretexts, register
+# re-exported (`__all__` is built when asked, in `__getattr__`)
+from .errors import (  # noqa: F401
+    CheckpointError,
+    DataError,
+    DuplicateNameError,
+    ParameterError,
+    PretextsError,
+    UnknownNameError,
+)
+from .params import Param  # noqa: F401
+from .registry import broken_plugins, create_pretext, get_pretext_class, list_pretexts, register  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -23,6 +31,8 @@ _SUBPACKAGES = ("engine", "backbones", "tasks")
 
 
 def __getattr__(name: str):
+    if name == "__all__":  # asked by `from pretexts import *` alone: the engine's names too, which load torch
+        return [*_NAMES, "create_backbone", "list_backbones", *import_module(".engine", __name__).API]
     if name in _LAZY:
         return getattr(import_module(f".{_LAZY[name]}", __name__), name)
     if name in _SUBPACKAGES:
@@ -37,7 +47,7 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY, *_SUBPACKAGES, *import_module(".engine", __name__).API})
 
 
-__all__ = [
+_NAMES = [
     "Corrupted",
     "Pretext",
     "Param",
@@ -53,7 +63,4 @@ __all__ = [
     "DataError",
     "CheckpointError",
     "__version__",
-    "create_backbone",
-    "list_backbones",
-    *import_module(".engine", __name__).API,  # the Python API: `from pretexts import *` loads its modules (torch)
 ]
