@@ -318,7 +318,7 @@ def test_a_resume_on_a_folder_that_gained_or_lost_images_is_refused(tmp_path):
     copy_sample_images(tmp_path / "more", 1)
     shutil.copy(next((tmp_path / "more" / "a").iterdir()), data / "a" / "new.png")
     result, error = run_cli([*args, "--epochs", "2", "--out", out, "--resume"])
-    assert result.exit_code == 2 and f"the data '{data}' changed since" in error and "train 11 -> 12" in error, error
+    assert result.exit_code == 2 and f"the data '{data}' changed since" in error and "train 10 -> 11" in error, error
     (data / "a" / "new.png").unlink()
     result, error = run_cli([*args, "--epochs", "2", "--out", out, "--resume"])
     assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ from pretexts.errors import DataError
 
 SAMPLE_DIR = Path(str(files("pretexts.engine") / "data" / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
-HELD_OUT_SEED = 0  # labelled data's held-out draw is fixed: --seed varies the initialisation, not the test set
+HELD_OUT_SEED = 0  # the held-out draw is fixed: --seed varies the initialisation, not the test set
 
 
 def recorded_spec(spec: str) -> str:
@@ -44,9 +44,9 @@ def build_source(
     - "sample": the CIFAR-10 images embedded in the package.
     - "synthetic": torchvision's FakeData (random images), for smoke tests.
     - a folder with train/ and val/ ImageFolder trees (the ImageNet layout);
-    - a folder of class folders: 5 % is held out as val; `labelled`, 5 % of each class, the same whatever `seed`
-      (`held_out_split`);
-    - a flat folder of unlabelled images (pretraining only, `labelled` False): likewise 5 % held out (seeded);
+    - a folder of class folders: 5 % of each class is held out as val, the same draw whatever `seed` and for every
+      command, so a probe's val images are those pretraining held out (`held_out_split`);
+    - a flat folder of unlabelled images (pretraining only, `labelled` False): 5 % held out, the same way;
     - a folder holding torchvision's `cifar-10-batches-py`;
     - with `dataset`, a timm `create_dataset` name (torch/cifar100, hfds/...) whose files lie in `spec`;
     - shards (WebDataset tars, Hugging Face parquet; engine.data.streams): the split's first `max_images` images
@@ -83,9 +83,8 @@ def build_source(
     if (root / "train").is_dir():
         return image_folder(root / split, img_size, labelled) if (root / split).is_dir() else None
     folder = image_folder(root, img_size, labelled)
-    if labelled:
-        return held_out_split(folder, split, HELD_OUT_SEED, by_class=True)
-    return held_out_split(folder, split, seed)
+    # one draw for every command: a probe's val images are the ones pretraining held out, whatever --seed
+    return held_out_split(folder, split, HELD_OUT_SEED, by_class=not isinstance(folder, FlatImageFolder))
 
 
 def cifar10(root: Path, split: str) -> datasets.CIFAR10:
