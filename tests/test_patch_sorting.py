@@ -108,10 +108,13 @@ def test_a_cnn_backbone_is_a_clear_error():
         prepared(model)
 
 
-def test_edge_masking_wider_than_a_patch_is_a_clear_error():
+def test_edge_masking_given_wider_than_a_patch_is_a_clear_error_and_left_unset_it_fits_the_patch():
     with pytest.raises(ParameterError, match="edge_max=2 would blank whole 4-pixel patches.*edge_max <= 1"):
-        prepared(tiny_vit(patch_size=4))
-    prepared(tiny_vit(patch_size=4), edge_max=1)
+        prepared(tiny_vit(patch_size=4), edge_max=2)
+    task = prepared(tiny_vit(patch_size=4))  # vit_tiny at 32 px: the paper's 2 lowered to 1
+    assert task.edge == 1 and task.edge_max == 2  # the recorded argument stays as given (a resume compares it)
+    assert set(task(cifar_batch(8), torch.Generator().manual_seed(0)).info["edge"].tolist()) == {1}
+    assert prepared(tiny_vit(patch_size=8)).edge == 2
 
 
 def test_corrupting_without_a_grid_or_at_the_wrong_size_is_a_clear_error():

@@ -29,22 +29,37 @@ class PatchSorting(Pretext):
 
     state_kind = "positions"
     params = {
-        "edge_max": Param(2, int, 0, 8, help="edge masking draws k in 1..edge_max per image; 0 turns it off"),
+        "edge_max": Param(
+            2,
+            int,
+            0,
+            8,
+            help="edge masking draws k in 1..edge_max per image (left unset: 2, lowered to fit smaller patches); 0 "
+            "turns it off",
+        ),
         "drop": Param(0.5, float, 0.0, 0.95, help="fraction of patch tokens dropped before the blocks (training)"),
     }
 
     patch: tuple[int, int] | None = None  # pixels per patch (height, width) of the ViT; set by set_grid
     grid: tuple[int, int] | None = None  # patches per image (rows, cols)
     table: Tensor | None = None  # the true sin-cos embeddings [rows * cols, D]
+    edge: int = 0  # the edge masking's largest k on this ViT's patches; set by set_grid
+
+    def __init__(self, preset: str | None = None, **kwargs):
+        self.edge_given = "edge_max" in kwargs  # the paper's 2 left unset is lowered to fit smaller patches
+        super().__init__(preset, **kwargs)
 
     def set_grid(self, patch: tuple[int, int], grid: tuple[int, int], table: Tensor) -> "PatchSorting":
-        """Take the ViT's geometry: `patch` pixels per patch, `grid` patches per image, its sin-cos `table`."""
+        """Take the ViT's geometry: `patch` pixels per patch, `grid` patches per image, its sin-cos `table`. An
+        `edge_max` left unset is lowered to the largest that leaves each patch a pixel (1 for vit_tiny's 4 px)."""
         smallest = min(patch)
-        if 2 * self.edge_max >= smallest:
+        fits = (smallest - 1) // 2
+        if self.edge_max > fits and self.edge_given:
             raise ParameterError(
                 f"{self.name}: edge_max={self.edge_max} would blank whole {smallest}-pixel patches of the ViT; "
-                f"use edge_max <= {(smallest - 1) // 2}."
+                f"use edge_max <= {fits}."
             )
+        self.edge = min(self.edge_max, fits)
         self.patch, self.grid, self.table = tuple(patch), tuple(grid), table
         return self
 
@@ -67,9 +82,9 @@ class PatchSorting(Pretext):
             "perm": rand((batch, length), generator, device).argsort(1),
             "edge": torch.zeros(batch, dtype=torch.long, device=device),
         }
-        if self.edge_max > 0:
-            edge = (rand((batch,), generator, device) * self.edge_max).long().clamp(max=self.edge_max - 1)
-            params["edge"] = 1 + edge  # k uniform in 1..edge_max
+        if self.edge > 0:
+            edge = (rand((batch,), generator, device) * self.edge).long().clamp(max=self.edge - 1)
+            params["edge"] = 1 + edge  # k uniform in 1..edge
         if self.drop > 0:
             kept = max(1, round(length * (1 - self.drop)))
             params["keep"] = rand((batch, length), generator, device).argsort(1)[:, :kept].sort(1).values
@@ -80,7 +95,7 @@ class PatchSorting(Pretext):
         perm, edge = params["perm"], params["edge"]
         state = table[perm]  # patch i is told it sits at position perm[b, i]
         context = images
-        if self.edge_max > 0:
+        if self.edge > 0:
             context = images.masked_fill(self._edge_mask(edge, *images.shape[-2:]), 0.0)
         info = {"perm": perm, "edge": edge, "image": images}  # the clean image, for preview
         if "keep" in params:
