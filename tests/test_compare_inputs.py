@@ -7,7 +7,7 @@ import json
 
 import pytest
 from cli_runs import fails_cleanly, run_cli, tiny_image_folder
-from matplotlib.container import BarContainer
+from matplotlib.container import ErrorbarContainer
 from test_compare_report import row
 
 from pretexts.engine.compare import report
@@ -133,9 +133,10 @@ def test_the_plot_draws_no_error_bar_for_one_seed(rows, xlabel, labels, bars, fi
     report.plot(rows, "linear", tmp_path / "compare.png", "title")
     ax = figures[0].axes[-1]  # the ranked score's panel
     assert ax.get_xlabel() == xlabel
-    assert [t.get_text() for t in ax.get_yticklabels()] == labels
-    (drawn,) = [c for c in ax.containers if isinstance(c, BarContainer)]
-    assert (drawn.errorbar is not None) == bars
+    ticks = [t.get_text() for t in figures[0].axes[0].get_yticklabels()]  # named on the first panel
+    assert ticks[::-1] == labels  # ranked: the first tick, at the top, is the best
+    (drawn,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert drawn.has_xerr == bars
 
 
 def cached_cell(out, cfg: CompareConfig) -> None:

@@ -41,7 +41,11 @@ def test_mae_trains_and_reports_the_masked_patch_error(mae_run):
     held = json.loads((out / "results.json").read_text())["held_out"]
     assert held["method"] == "mae" and len(held["restored_mse"]) == 1
     assert held["corrupted_mse"] == pytest.approx(1.0, abs=0.05)  # norm_pix targets: predicting 0 scores ~1
-    assert "held-out masked-patch MSE on" in output and "patch-mean fill" in output and "step 1" not in output
+    assert (
+        "held-out masked-patch MSE (per-patch normalised pixels) on" in output
+        and "patch-mean fill" in output
+        and "step 1" not in output
+    )
     assert (out / "reconstruction_epoch002.png").is_file() and not list(out.glob("restoration_epoch*"))
     saved = json.loads((out / "config.json").read_text())  # every argument as the method resolved it
     assert saved["method_args"] == {

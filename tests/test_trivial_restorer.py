@@ -144,7 +144,7 @@ def test_the_held_out_line_says_whether_the_model_beats_the_trivial_restorer():
     one_step = restoration_report(80, 0.2, [0.024], 0.03, "visible-mean fill")
     assert "MSE 0.03000: the model beats it" in one_step.versus_trivial(as_ratio=False)
     assert held.figure_numbers() == (
-        "MSE of these 80: corrupted 0.2000, restored 0.0860, trivial 0.0300 (visible-mean fill)"
+        "restoration MSE of these 80: corrupted 0.2000, restored 0.0860, trivial 0.0300 (visible-mean fill)"
     )
     assert "trivial" not in restoration_report(80, 0.2, [0.1, 0.086]).format()
 
@@ -171,7 +171,7 @@ def test_the_figure_title_carries_the_figures_own_numbers(tiny_model, held_out_i
     method.model = tiny_model
     columns, title = method.figure(held_out_images[:3])
     first, second = title.split("\n")
-    assert second == "random-mask on vit_tiny" and first.startswith("MSE of these 3: corrupted ")
+    assert second == "random-mask on vit_tiny" and first.startswith("restoration MSE of these 3: corrupted ")
     assert first.endswith("(visible-mean fill)") and list(columns)[0] == "corrupted"
 
 

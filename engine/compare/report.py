@@ -3,7 +3,9 @@ column, and one plot. The terminal's narrower table is in terminal.py."""
 
 import csv
 import io
+import re
 import statistics
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -184,9 +186,29 @@ PALETTE = [
 ]  # matplotlib's cycle without its grey (C7): grey is random init
 
 
-def plot(rows: list[dict], rank_by: str, path: Path, title: str) -> None:
-    """One panel per score: each arm's mean +- std over seeds at its largest budget, ranked; random init grey. A
-    row of one seed has no error bar, and is labelled so where other rows have them."""
+def arm_colours(arms: list[str]) -> dict[str, str]:
+    """A colour per arm fixed by its name, not its rank: each arm (in name order) takes the palette slot its name
+    hashes to, or the next free one, so an arm keeps its colour from one comparison to the next."""
+    colours, taken = {}, set()
+    for arm in sorted(set(arms)):
+        slot = zlib.crc32(arm.encode()) % len(PALETTE)
+        while slot in taken and len(taken) < len(PALETTE):
+            slot = (slot + 1) % len(PALETTE)
+        taken.add(slot)
+        colours[arm] = PALETTE[slot]
+    return colours
+
+
+def plain_title(title: str) -> str:
+    """`title` with each quoted absolute path cut to its last component: a figure is shared, a home folder not."""
+    return re.sub(r"'(/[^']*)'", lambda m: f"'{Path(m.group(1)).name or m.group(1)}'", title)
+
+
+def plot(rows: list[dict], rank_by: str, path: Path, title: str, val_images: int | None = None) -> None:
+    """One panel per score: each arm's mean (a dot) +- std over seeds (an error bar) at its largest budget, ranked,
+    the x axis zoomed to the data; random init grey, its level a dashed line. Arms sit on one row across the panels,
+    named on the first; with `val_images` the name carries the table's rank, '=' for a tie. A row of one seed has
+    no error bar, and is labelled so where other rows have them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -195,34 +217,38 @@ def plot(rows: list[dict], rank_by: str, path: Path, title: str) -> None:
     order = ranked(rows, rank_by)
     last = [r for r, top in zip(order, latest(order)) if top]
     scores = [s for s in SCORE_COLUMNS if any(r[s] is not None for r in last)]
-    pretrained = [r["arm"] for r in last if r["budget"] > 0]
-    colour = {r["arm"]: "0.65" for r in last} | {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(pretrained)}
+    colour = {r["arm"]: "0.55" for r in last} | arm_colours([r["arm"] for r in last if r["budget"] > 0])
     single = [r["seeds"] == 1 for r in last]
-    xlabel = "top-1 on val/ (%), " + (
-        "one seed" if all(single) else "mean +- std" if not any(single) else "mean +- std (2+ seeds)"
+    mixed = any(single) and not all(single)
+    ranks = tie_ranks(last, rank_by, val_images) if val_images else [""] * len(last)
+    names = [(f"{rank} " if rank else "") + bar_label(r, mixed=mixed) for rank, r in zip(ranks, last)]
+    spread_name = "one seed" if all(single) else "mean +- std" if not mixed else "mean +- std (2+ seeds)"
+    xlabel = "top-1 on val/ (%), " + spread_name
+    fig, axes = plt.subplots(
+        1, len(scores), figsize=(2.4 + 3.0 * len(scores), 0.35 * len(last) + 1.5), squeeze=False, sharey=True
     )
-    fig, axes = plt.subplots(1, len(scores), figsize=(4.2 * len(scores), 0.5 * len(last) + 1.6), squeeze=False)
+    position = {r["arm"]: len(last) - 1 - i for i, r in enumerate(last)}  # best at the top
     for ax, score in zip(axes[0], scores):
-        shown = [r for r in last if r[score] is not None][::-1]  # best at the top
-        ax.barh(
-            range(len(shown)),
-            [r[score][0] for r in shown],
-            xerr=None if all(single) else [0.0 if r["seeds"] == 1 else r[score][1] for r in shown],
-            capsize=3,
-            color=[colour[r["arm"]] for r in shown],
-        )
-        ax.set_yticks(
-            range(len(shown)),
-            [bar_label(r, mixed=any(single) and not all(single)) for r in shown],
-            fontsize=8,
-        )
+        shown = [r for r in last if r[score] is not None]
+        means = [r[score][0] for r in shown]
+        spread = [0.0 if r["seeds"] == 1 else r[score][1] for r in shown]
+        ys = [position[r["arm"]] for r in shown]
+        ax.errorbar(means, ys, xerr=None if all(single) else spread, fmt="none", ecolor="0.3", capsize=3, lw=1)
+        ax.scatter(means, ys, s=36, c=[colour[r["arm"]] for r in shown], zorder=3, edgecolors="0.2", linewidths=0.5)
         for r in shown:  # random init's level across the panel: what pretraining has to beat
             if r["budget"] == 0:
                 ax.axvline(r[score][0], color="0.4", linestyle="--", linewidth=1)
+        low = min(m - e for m, e in zip(means, spread))
+        high = max(m + e for m, e in zip(means, spread))
+        pad = max(0.5, 0.08 * (high - low))  # zoomed to the data: 1-3 points apart must show
+        ax.set_xlim(low - pad, high + pad)
         ax.set_title(SCORE_COLUMNS[score] + (" (ranked by)" if score == rank_by else ""), fontsize=9)
-        ax.set_xlabel(xlabel)
+        ax.set_xlabel(xlabel, fontsize=8)
         ax.grid(alpha=0.3, axis="x")
-    fig.suptitle(title, fontsize=10)
+    axes[0][0].set_yticks([position[r["arm"]] for r in last], names, fontsize=8)
+    axes[0][0].set_ylim(-0.6, len(last) - 0.4)
+    tie_note = "\n'=N': tied with rank N (compare.md's rule)" if val_images else ""
+    fig.suptitle(plain_title(title) + tie_note, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)

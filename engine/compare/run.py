@@ -253,6 +253,7 @@ def write_report(cfg: CompareConfig, cells: dict, began: float, estimate: float,
         out / "compare.png",
         f"{cfg.backbone} on '{cfg.data}', {len(cfg.seeds)} seed{'s' if len(cfg.seeds) > 1 else ''}: "
         f"features after {budget_name(max(cfg.budgets))} {UNIT_WORDS[cfg.unit]} of pretraining",
+        val_images,
     )
     record = {
         "config": dataclasses.asdict(cfg),

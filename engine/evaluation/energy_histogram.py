@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from pretexts.engine.data.datasets import build_source  # noqa: E402
 from pretexts.engine.data.loader import AugmentedImages, held_out_batches, unaugmented_transform  # noqa: E402
@@ -58,16 +59,19 @@ def summarise(scores: dict[str, torch.Tensor]) -> dict:
 
 
 def histogram_figure(scores: dict[str, torch.Tensor], path, title: str = "") -> None:
-    """Overlaid histograms on shared bins, one per group."""
+    """One histogram per group on shared bins, drawn as outlines in distinct colours of one colormap (filled bars
+    would hide each other and blend into colours the legend lacks), the legend outside the data."""
     values = torch.cat(list(scores.values()))
     bins = torch.linspace(values.min().item(), values.max().item(), 41).tolist()
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for name, v in scores.items():
-        ax.hist(v.numpy(), bins=bins, alpha=0.5, label=name)
-    ax.set_xlabel("energy")
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    colours = plt.get_cmap("tab10").colors
+    for i, (name, v) in enumerate(scores.items()):
+        ax.hist(v.numpy(), bins=bins, histtype="step", linewidth=1.6, color=colours[i % len(colours)], label=name)
+    ax.set_xlabel("energy (lower: more image-like)")
     ax.set_ylabel("images")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title, fontsize=10)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fit_axes_title(ax)
     save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)

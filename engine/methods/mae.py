@@ -37,7 +37,9 @@ class MAEMethod(Method):
     summary = "MAE (He et al. 2022): random patch masking, visible-only encoder, light decoder (ViT only)"
     method_params = {
         "mask_ratio": Param(0.75, float, 0.01, 0.99, help="share of patches masked (MAE: 0.75)"),
-        "decoder_dim": Param(0, int, 0, 4096, help="decoder width; 0: half the encoder's, 64-512"),
+        "decoder_dim": Param(
+            0, int, 0, 4096, help="decoder width; 0: 512 for ViT-B and wider (MAE), else half the encoder's, >= 64"
+        ),
         "decoder_depth": Param(0, int, 0, 64, help="decoder blocks; 0: 8 for ViT-B and larger (MAE), else 2"),
         "decoder_heads": Param(0, int, 0, MAX_HEADS, help="decoder heads, dividing the width; 0: width / 32 or below"),
         "norm_pix_loss": Param(True, bool, help="targets normalised per patch (MAE's recipe)"),
@@ -112,7 +114,8 @@ def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> HeldO
     if count == 0:
         raise ValueError("no held-out images to evaluate")
     fill = "patch-mean fill" if model.norm_pix_loss else "visible-mean fill"
-    return fill_report(count, blank / count, restored / count, fill, "masked-patch MSE", "mae")
+    measure = "masked-patch MSE (per-patch normalised pixels)" if model.norm_pix_loss else "masked-patch MSE"
+    return fill_report(count, blank / count, restored / count, fill, measure, "mae")
 
 
 def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:

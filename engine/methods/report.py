@@ -96,12 +96,13 @@ class HeldOut:
         return f"; a trivial restorer ({self.trivial_restorer or 'trivial'}) gets {ratio}: {verdict}"
 
     def figure_numbers(self) -> str:
-        """'MSE of these 8: corrupted 0.1563, restored 0.0675, trivial 0.0301 (visible-mean fill)' for a figure's
-        title; '' when nothing was restored."""
+        """'restoration MSE of these 8: corrupted 0.1563, restored 0.0675, trivial 0.0301 (visible-mean fill)' for a
+        figure's title, led by `measure`: the methods measure different things (MAE per-patch normalised pixels);
+        '' when nothing was restored."""
         if not self.restored_mse:
             return ""
         line = (
-            f"MSE of these {self.images}: {self.baseline} {self.corrupted_mse:.4f}, {self.result} "
+            f"{self.measure} of these {self.images}: {self.baseline} {self.corrupted_mse:.4f}, {self.result} "
             f"{self.restored_mse[-1]:.4f}"
         )
         if self.trivial_mse is not None and self.trivial_restorer != self.baseline:

@@ -1,5 +1,10 @@
-"""PNG figures: corrupted | restored after each step | original, and the loss curve; titles wrapped to fit."""
+"""PNG figures: corrupted | restored after each step | original, and the loss curve; titles wrapped to fit.
 
+A task's `preview` may describe what it shows, as attributes of the tensor it returns: `row_labels` (one short
+text per image, e.g. its noise level, written left of the rows) and `display` (how the state was mapped into [0, 1]
+for display, written under the figure), so a state that is not an image in [0, 1] is not shown clipped unsaid."""
+
+import math
 import textwrap
 
 import matplotlib
@@ -7,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 from torchvision.utils import make_grid  # noqa: E402
 
 from pretexts.engine.training.run_folder import save_figure  # noqa: E402
@@ -14,7 +20,9 @@ from pretexts.engine.training.run_folder import save_figure  # noqa: E402
 
 def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") -> None:
     """One row per image, one column per named batch [B,3,H,W] in [0,1] (shown in order). A column is drawn as one
-    image, its batch stacked with white gaps: one axes a column, not one a cell, as axes are matplotlib's cost."""
+    image, its batch stacked with white gaps: one axes a column, not one a cell, as axes are matplotlib's cost.
+    A column's `row_labels` (its first with them) name the rows on the left; each distinct `display` note is
+    written under the images."""
     names = list(columns)
     rows = columns[names[0]].shape[0]
     fig, axes = plt.subplots(1, len(names), figsize=(1.6 * len(names), 1.6 * rows), squeeze=False, layout="constrained")
@@ -24,8 +32,17 @@ def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") 
         ax.set_yticks([])
         ax.set_frame_on(False)
         ax.set_title(textwrap.fill(name, 16), fontsize=9)  # a long name on two lines, not over its neighbour
+    labels = next((getattr(c, "row_labels", None) for c in columns.values() if getattr(c, "row_labels", None)), None)
+    if labels:
+        longest = max(len(line) for label in labels[:rows] for line in label.split("\n"))
+        fig.set_figwidth(1.6 * len(names) + 0.07 * longest)  # the labels' room, so the images keep their width
+        height, gap = columns[names[0]].shape[-2], max(1, columns[names[0]].shape[-2] // 16)
+        axes[0][0].set_yticks([i * (height + gap) + (height - 1) / 2 for i in range(rows)], labels[:rows], fontsize=8)
+        axes[0][0].tick_params(axis="y", length=0)
+    notes = list(dict.fromkeys(note for c in columns.values() if (note := getattr(c, "display", None))))
+    footer = fit_width(fig.supxlabel("\n".join(notes), fontsize=8), fig.bbox.width) if notes else 0
     lines = fit_width(fig.suptitle(title, fontsize=10), fig.bbox.width) if title else 0
-    fig.set_figheight(1.6 * rows + 0.2 * lines)  # each title line its own height: the images keep theirs
+    fig.set_figheight(1.6 * rows + 0.2 * lines + 0.18 * footer)  # each text line its own height: the images keep theirs
     save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)
 
@@ -34,11 +51,17 @@ def fit_width(text, width: float) -> int:
     """Wrap a title onto lines until it is at most `width` display pixels wide as drawn (a title carries names and
     numbers of any length, and its font's width varies); returns its number of lines."""
     renderer = text.figure.canvas.get_renderer()
-    words, chars = text.get_text(), len(text.get_text())
+    words, chars = text.get_text(), max(len(line) for line in text.get_text().split("\n"))
     while (drawn := text.get_window_extent(renderer).width) > width * 0.96 and chars > 1:
         chars = min(chars - 1, int(chars * width * 0.96 / drawn))
-        text.set_text(textwrap.fill(words, max(chars, 1)))
+        text.set_text(wrap_lines(words, max(chars, 1)))
     return text.get_text().count("\n") + 1
+
+
+def wrap_lines(text: str, chars: int) -> str:
+    """Each line of `text` wrapped to `chars` on its own: a title's line breaks (numbers apart from "task on
+    backbone, epoch N") are kept, where one fill of the whole would turn them into spaces."""
+    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
 
 
 def fit_axes_title(ax) -> None:
@@ -59,7 +82,11 @@ def stacked(images: torch.Tensor):
     return grid[:, gap:-gap, gap:-gap].permute(1, 2, 0).numpy()  # the grid's outer border off
 
 
-def loss_curve(steps: list[int], losses: list[float], path, title: str = "restoration loss") -> None:
+def loss_curve(
+    steps: list[int], losses: list[float], path, title: str = "restoration loss", loss_name: str = "training loss"
+) -> None:
+    """The loss per logged step (and its running mean from 20 steps), on a log axis only where the losses span more
+    than a decade; ticks in plain decimals, steps as integers."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(steps, losses, lw=0.8, label="loss")
     if len(losses) >= 20:
@@ -67,10 +94,20 @@ def loss_curve(steps: list[int], losses: list[float], path, title: str = "restor
         smooth = torch.tensor(losses).unfold(0, k, 1).mean(1).tolist()
         ax.plot(steps[k - 1 :], smooth, lw=1.8, label=f"mean of {k}")
     ax.set_xlabel("optimiser step")
-    ax.set_ylabel("loss")
-    ax.set_yscale("log")
+    ax.set_ylabel(loss_name)
+    positive = [v for v in losses if v > 0]
+    if len(positive) == len(losses) and positive and max(positive) > 10 * min(positive):
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # "0.1", not "10^-1"
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if leading_digit(v) in (2, 5) else ""))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)
     ax.legend()
     fit_axes_title(ax)
     save_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)
+
+
+def leading_digit(value: float) -> int:
+    """3 for 0.03 or 300: which minor ticks of a log axis are labelled (2 and 5), so labels do not crowd."""
+    return round(value / 10 ** math.floor(math.log10(value))) if value > 0 else 0

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from pretexts.engine.data.loader import make_loader, to_device  # noqa: E402
 from pretexts.engine.measures.health import knn_top1, label_free  # noqa: E402
@@ -141,14 +142,22 @@ def better(metric: str, value: float, best: float | None) -> bool:
     return best is None or (value > best if KEEP_BEST[metric] else value < best)
 
 
+# a method scalar's panel title where its log key is not words enough; others get the key with spaces
+SCALAR_TITLES = {"energy_brightness_corr": "energy's correlation with brightness"}
+
+
 def monitor_figure(history: list[dict], path, title: str) -> None:
-    """One panel per measured quantity against the optimiser step."""
+    """One panel per measured quantity against the optimiser step (integer ticks), the collapse threshold named."""
     names = [k for k in history[0] if k != "step"]
     panels = [
         ("rankme", "effective rank (RankMe)"),
         ("top_pc_share", "top component's share of variance"),
         ("knn", "online kNN top-1 (%)"),
-    ] + [(k, k.replace("_", " ")) for k in names if k not in ("rankme", "top_pc_share") and not k.startswith("knn")]
+    ] + [
+        (k, SCALAR_TITLES.get(k, k.replace("_", " ")))
+        for k in names
+        if k not in ("rankme", "top_pc_share") and not k.startswith("knn")
+    ]
     panels = [(k, label) for k, label in panels if k == "knn" and any(n.startswith("knn") for n in names) or k in names]
     fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3), squeeze=False)
     steps = [row["step"] for row in history]
@@ -156,11 +165,13 @@ def monitor_figure(history: list[dict], path, title: str) -> None:
         for name in [n for n in names if n.startswith("knn")] if key == "knn" else [key]:
             ax.plot(steps, [row.get(name, float("nan")) for row in history], marker=".", label=name.replace("knn_", ""))
         if key == "top_pc_share":
-            ax.axhline(COLLAPSE_SHARE, color="gray", lw=0.8, ls="--")
+            warning = f"collapse warning ({COLLAPSE_SHARE:.0%})"
+            ax.legend(handles=[ax.axhline(COLLAPSE_SHARE, color="gray", lw=0.8, ls="--", label=warning)], fontsize=8)
         if key == "knn":
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=8, loc="best", framealpha=0.7)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("optimiser step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)

@@ -43,6 +43,11 @@ class Denoising(Pretext):
         state = g.sqrt() * images + (1 - g).sqrt() * params["noise"]
         return Corrupted(state=state, target=images, info={"gamma": gamma})
 
+    def preview(self, sample: Corrupted, state: Tensor) -> Tensor:
+        """Each image stretched linearly from its own minimum to its maximum: the noisy state spans about [-4, 4],
+        so a clamp to [0, 1] would show saturated confetti; each row is labelled with its g."""
+        return stretched_preview(state, sample.info.get("gamma"))
+
     def trivial_restore(self, sample: Corrupted) -> Tensor:
         """m + k (x0 - m): the noisy image shrunk toward its own mean colour m (per image and channel) by one
         factor k for the whole batch, the least-squares best one in closed form, k = <x0 - m, x - m> / |x0 - m|^2.
@@ -53,3 +58,21 @@ class Denoising(Pretext):
         deviation = state - mean
         k = (deviation * (target - mean)).sum() / deviation.pow(2).sum().clamp(min=1e-12)
         return (mean + k * deviation).to(sample.state.dtype)
+
+
+DISPLAY = (
+    "g: each row's signal fraction, x0 = sqrt(g) x + sqrt(1 - g) e; its noisy and restored states are each "
+    "stretched from their own min to max, not clamped"
+)
+
+
+def stretched_preview(state: Tensor, gamma: Tensor | None) -> Tensor:
+    """`state` [B,3,H,W] mapped per image into [0, 1] by its min and max, with `row_labels` ('g = 0.23', the
+    signal fraction) and `display` (how it was mapped) for the figure (engine/training/figures.py)."""
+    flat = state.detach().float().flatten(1)
+    low, high = flat.min(1).values.view(-1, 1, 1, 1), flat.max(1).values.view(-1, 1, 1, 1)
+    shown = (state.detach().float() - low) / (high - low).clamp(min=1e-8)
+    if gamma is not None:
+        shown.row_labels = [f"g = {g:.2f}" for g in gamma.tolist()]
+    shown.display = DISPLAY
+    return shown

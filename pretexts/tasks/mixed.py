@@ -128,3 +128,24 @@ class Mixed(Pretext):
             part = Corrupted(state=sample.state[group], target=sample.target[group], info=sample.info["parts"][index])
             restored[group] = task.trivial_restore(part).to(restored.dtype)
         return restored
+
+    def preview(self, sample: Corrupted, state: Tensor) -> Tensor:
+        """Each group of images shown by its own task's `preview`, each row labelled with its task (and what that
+        task's preview says of it, e.g. denoising's g), with every sub-task's note on the display."""
+        shown = state.detach().float().clamp(0, 1)
+        labels, notes = [""] * state.shape[0], []
+        for index, task in enumerate(self.subtasks):
+            group = (sample.info["task"] == index).nonzero().squeeze(1)
+            if group.numel() == 0:
+                continue
+            part = Corrupted(state=sample.state[group], target=sample.target[group], info=sample.info["parts"][index])
+            preview = task.preview(part, state[group])
+            shown[group] = preview.float()
+            for row, label in zip(group.tolist(), getattr(preview, "row_labels", None) or [""] * group.numel()):
+                labels[row] = f"{task.name}\n{label}" if label else task.name
+            if (note := getattr(preview, "display", None)) and note not in notes:
+                notes.append(note)
+        shown.row_labels = labels
+        if notes:
+            shown.display = "; ".join(notes)
+        return shown

@@ -1,4 +1,7 @@
-"""Figure: image | prediction | ground truth rows, classes in a fixed palette (ignored pixels black)."""
+"""Figure: image | ground truth | prediction rows, classes in a fixed categorical palette (ignored pixels light
+gray), a key of the classes shown and the mIoU of these images in the title."""
+
+import colorsys
 
 import matplotlib
 
@@ -6,31 +9,66 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from pretexts.engine.training.run_folder import save_figure as replace_figure  # noqa: E402
 
 from .data import MEAN, STD  # noqa: E402
-from .metrics import IGNORE  # noqa: E402
+from .metrics import IGNORE, MIOU, confusion, scores  # noqa: E402
 
-PALETTE = np.random.default_rng(0).integers(40, 256, (256, 3)).astype(np.uint8)
-PALETTE[0] = (0, 0, 0)  # class 0 (background in the generated set) stays dark
-PALETTE[IGNORE] = (0, 0, 0)
+IGNORED_COLOUR = (224, 224, 224)  # light gray: ignored pixels, apart from every class
+KEY_ENTRIES = 12  # the most classes the key names; the rest are counted
 
 
-def save_figure(images: torch.Tensor, pred: torch.Tensor, truth: torch.Tensor, path, rows: int = 4) -> None:
+def class_palette(size: int = 256) -> np.ndarray:
+    """(size, 3) uint8: tab20's strong colours then its light ones, without its grays (distinct, none near black),
+    then hues spaced by the golden angle at fixed saturation and brightness; ignore (255) light gray."""
+    order = [*range(0, 20, 2), *range(1, 20, 2)]  # strong before light: neighbouring classes differ in hue
+    tab20 = [plt.get_cmap("tab20").colors[i] for i in order if i not in (14, 15)]  # 14, 15: the grays
+    colours = [tuple(round(255 * x) for x in c) for c in tab20]
+    hue = 0.0
+    while len(colours) < size:
+        hue = (hue + 0.618034) % 1.0
+        colours.append(tuple(round(255 * x) for x in colorsys.hsv_to_rgb(hue, 0.65, 0.9)))
+    palette = np.array(colours[:size], dtype=np.uint8)
+    palette[IGNORE] = IGNORED_COLOUR
+    return palette
+
+
+PALETTE = class_palette()
+
+
+def save_figure(
+    images: torch.Tensor, pred: torch.Tensor, truth: torch.Tensor, path, rows: int = 4, title: str = ""
+) -> None:
+    """The first `rows` images with their ground truth and prediction; `title` (e.g. the backbone and epoch) goes
+    before the figure's own line, which gives the mIoU of the images shown."""
     rows = min(rows, len(images))
-    fig, axes = plt.subplots(rows, 3, figsize=(6, 2 * rows), squeeze=False)
+    pred, truth = pred[:rows].long(), truth[:rows].long()
+    classes = int(max(pred.max().item(), truth[truth != IGNORE].max().item() if (truth != IGNORE).any() else 0)) + 1
+    miou = scores(confusion(pred, truth, classes))[MIOU]
+    fig, axes = plt.subplots(rows, 3, figsize=(6, 2 * rows + 0.9), squeeze=False)
     for i in range(rows):
         img = images[i].permute(1, 2, 0).numpy() * np.array(STD) + np.array(MEAN)
-        for ax, panel, title in zip(
+        for ax, panel, name in zip(
             axes[i],
-            (img.clip(0, 1), PALETTE[pred[i].numpy()], PALETTE[truth[i].numpy()]),
-            ("image", "prediction", "ground truth"),
+            (img.clip(0, 1), PALETTE[truth[i].clamp(0, 255).numpy()], PALETTE[pred[i].clamp(0, 255).numpy()]),
+            ("image", "ground truth", "prediction"),
         ):
-            ax.imshow(panel)
+            ax.imshow(panel, interpolation="nearest")
             ax.set_axis_off()
             if i == 0:
-                ax.set_title(title)
-    fig.tight_layout()
+                ax.set_title(name, fontsize=10)
+    shown = sorted({*truth.unique().tolist(), *pred.unique().tolist()})
+    named = [c for c in shown if c != IGNORE]
+    key = [Patch(color=PALETTE[c] / 255, label=f"class {c}") for c in named[:KEY_ENTRIES]]
+    if len(named) > KEY_ENTRIES:
+        key.append(Patch(color="white", label=f"+{len(named) - KEY_ENTRIES} more"))
+    if IGNORE in shown:
+        key.append(Patch(facecolor=np.array(IGNORED_COLOUR) / 255, edgecolor="0.6", label=f"ignored ({IGNORE})"))
+    fig.legend(handles=key, loc="lower center", ncol=min(len(key), 5), fontsize=8, frameon=False)
+    line = f"{rows} val image{'s' if rows > 1 else ''}: image | ground truth | prediction; mIoU of these {miou:.1f} %"
+    fig.suptitle(f"{title}\n{line}" if title else line, fontsize=10)
+    fig.tight_layout(rect=(0, 0.3 / fig.get_figheight() * (1 + (len(key) - 1) // 5), 1, 1))
     replace_figure(fig, path)  # by rename: never through a link, never half a file
     plt.close(fig)

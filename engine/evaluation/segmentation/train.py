@@ -241,7 +241,9 @@ class Segmentation(TrainingRun):
             images, masks = next(iter(self.loader(self.val_set, 1 if slide else cfg.batch_size)))
             with autocast(self.device, self.dtype):
                 pred = predict(self.model, images.to(self.device), self.size, cfg.eval_mode).argmax(1).cpu()
-            save_figure(images, pred, masks, self.out / "predictions.png")
+            start = Path(cfg.checkpoint).parent.name if cfg.checkpoint else f"{cfg.backbone} from scratch"
+            title = f"{start}, {cfg.head}, epoch {self.epoch}"
+            save_figure(images, pred, masks, self.out / "predictions.png", title=title)
             write_json(self.out / "results.json", results)
         return results
 

@@ -272,6 +272,7 @@ def restoration_error(model, task, batches, steps: int, device, seed: int = 0) -
         [r / count for r in restored],
         None if trivial is None else trivial / count,
         None if trivial is None else task.trivial_restorer,
+        "restoration MSE" if task.state_kind == "pixels" else "position-embedding MSE",
         **extra,
     )
 

@@ -34,9 +34,16 @@ class RestorationHeldOut(HeldOut):
 
 
 def restoration_report(
-    images: int, corrupted_mse: float, restored_mse: list[float], trivial_mse=None, trivial_restorer=None, **extra
+    images: int,
+    corrupted_mse: float,
+    restored_mse: list[float],
+    trivial_mse=None,
+    trivial_restorer=None,
+    measure: str = "restoration MSE",
+    **extra,
 ) -> RestorationHeldOut:
-    """The report of `restoration_error`: one output per step, 'step 1' ... 'step N'."""
+    """The report of `restoration_error`: one output per step, 'step 1' ... 'step N'; `measure` names the error
+    (patch sorting's is between position embeddings, not pixels)."""
     return RestorationHeldOut(
         images,
         corrupted_mse,
@@ -44,5 +51,6 @@ def restoration_report(
         tuple(f"step {j}" for j in range(1, len(restored_mse) + 1)),
         trivial_mse=trivial_mse,
         trivial_restorer=trivial_restorer,
+        measure=measure,
         extra=extra,
     )
