@@ -6,7 +6,8 @@ same head and fine-tuning budget, on the generated shapes-on-CIFAR set. Prints a
 Each seed pretrains every method anew (on the embedded sample, `pretexts train`'s default data) and
 fine-tunes every initialisation with that seed; the table gives mean +- std over the seeds.
 
-The paper's Table (ADE20K, ViT-B, UperNet 160k iterations) is the full-scale version of this comparison.
+The paper's ADE20K table (ViT-B, UperNet; run here with MAE's and BEiT's 160k-iteration protocol) is the full-scale
+version of this comparison.
 """
 
 import argparse

@@ -13,7 +13,8 @@ import pretexts
 from pretexts.engine.data.datasets import build_source
 
 # 1. A run is described by one typed config (defaults: the fast recipe, the embedded images; recipe="paper" is
-#    Table A). force=True starts the example's run over each time (a second run would otherwise refuse the folder).
+#    Table A's optimiser). force=True starts the example's run over each time (a second run would otherwise refuse
+#    the folder).
 cfg = pretexts.PretrainConfig(task="colorization", backbone="convnext_atto", epochs=2, out="runs/example", force=True)
 trainer = pretexts.Pretrainer(cfg)
 results = trainer.run()  # results["held_out"]: the numbers, as results.json

@@ -286,7 +286,8 @@ def register(name: str):
         (Callable[[type], type]): The decorator, which returns the class with `name` set.
 
     Raises:
-        DuplicateNameError: Another task has the name (a built-in's included); the message names both classes.
+        DuplicateNameError: Another task has the name (a built-in's included); the message names both classes. A
+            new definition of the same class (a re-run cell) replaces it with a warning.
         ParameterError: The name is no command-line word, or the class no `Pretext` subclass or one defining
             neither `apply` nor `corrupt`.
 

@@ -44,8 +44,9 @@ class CompareConfig:
     backbone: str = setting("convnext_atto", "Alias or timm name, the same for every pair.", section="model")
     data: str = setting(
         "sample",
-        "A labelled folder with train/ and val/, labelled shards (`pretexts shard`; pretraining streams them), or "
-        "'sample'; kNN, the linear probe and fine-tuning score on val.",
+        "A labelled folder with train/ and val/ class folders (class folders alone: 5 % of each class is held out as "
+        "val, the same whatever --seed), labelled shards (`pretexts shard`; pretraining streams them), or 'sample'; "
+        "kNN, the linear probe and fine-tuning score on val.",
         section="data",
     )
     max_images: int = max_images_setting()

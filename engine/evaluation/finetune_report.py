@@ -47,10 +47,11 @@ def finetune_results(tuner: "Finetuner", seconds: float) -> dict:
 
 
 def measured_on(val: Dataset) -> str:
-    """What the top-1 is measured on, in words: val/, the data's val split, or the seeded share held out of a
-    folder that has no val/ (`engine.data.datasets.held_out_split`)."""
+    """What the top-1 is measured on, in words: val/, the data's val split, or the share held out of a folder that
+    has no val/ (5 % of each class, one fixed draw: `engine.data.datasets.held_out_split`)."""
     if isinstance(val, Subset):
-        return f"{len(val)} of the data's {len(val.dataset)} images, held out (seeded) as it has no val/"
+        held = "held out (5 % of each class, the same whatever --seed) as it has no val/"
+        return f"{len(val)} of the data's {len(val.dataset)} images, {held}"
     return "val/" if isinstance(val, DatasetFolder) else "the data's val split"
 
 

@@ -62,7 +62,8 @@ def register_probe(name: str, params: dict | None = None):
         (Callable): The decorator, which returns the probe with `params` set on it.
 
     Raises:
-        DuplicateNameError: Another probe has the name.
+        DuplicateNameError: Another probe has the name (a new definition of the same function, a re-run cell,
+            replaces it with a warning).
 
     Shape:
         - train, val: features `(N, D)` float, labels `(N,)` int64 in [0, num_classes).
@@ -188,7 +189,8 @@ def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
               many it holds: fewer only of shards), `classes`, `feature_seconds`, `processes` and `accuracy_unit`
               ("percent");
             - one entry per probe, under its name: `linear` and `mlp` give `top1` and `epochs`; `knn` and `knn-std`
-              a top-1 per k (`"k=20"`, ...) and `temperature`; a plugin probe, the dict it returns;
+              a top-1 per k (`"k=20"`, ...), `temperature` and `bank` (the training images that vote; a k above it
+              votes with all of them, which the line says); a plugin probe, the dict it returns;
             - `reference`: the val set's `val_images`, `classes`, `chance_top1` and `chance_rule`, the Wilson 95 %
               interval of each probe's top-1 entries (`ci95`: probe -> entry -> `[low, high]`; `interval` says how
               it is computed) and `random_init` (how to measure the random-init reference).

@@ -44,7 +44,7 @@ class AutoencoderMethod(Method):
 
     method_params = {
         "decoder_dim": Param(DECODER_DIM, int, 8, 4096, help="decoder width (ViT token blocks, or the CNN's FPN)"),
-        "decoder_depth": Param(DECODER_DEPTH, int, 1, 64, help="ViT token decoder blocks (MAE: 8 for ViT-L)"),
+        "decoder_depth": Param(DECODER_DEPTH, int, 1, 64, help="ViT token decoder blocks (MAE: 8 from ViT-B up)"),
         "decoder_heads": Param(DECODER_HEADS, int, 1, 64, help="ViT token decoder heads; must divide decoder_dim"),
         "loss": Param("mse", str, choices=LOSSES, help='"mse" or "smooth_l1", as the energy method\'s'),
     }

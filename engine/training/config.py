@@ -79,7 +79,9 @@ class PretrainConfig:
     )
     data: str = setting(
         "sample",
-        "'sample' (320 embedded CIFAR-10 images), 'synthetic', an ImageFolder dir or a CIFAR-10 folder.",
+        "'sample' (320 embedded CIFAR-10 images), 'synthetic', a folder (train/ and val/ class folders, class "
+        "folders alone or loose images: 5 % is held out as val), shards (a `pretexts shard` folder, .tar or .parquet "
+        "files) or a CIFAR-10 folder.",
         section="data",
     )
     dataset: str | None = setting(
