@@ -107,6 +107,7 @@ def test_under_torchrun_the_ranks_of_a_node_warn_once_between_them(tmp_path):
 
     def rank(number: int) -> subprocess.CompletedProcess:
         env = {**os.environ, "TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2", "RANK": str(number)}
+        env["LOCAL_RANK"] = str(number)
         return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
 
     second, first = rank(1), rank(0)

@@ -64,6 +64,8 @@ def test_a_folder_holding_only_what_a_run_writes_before_its_first_checkpoint_is_
             shutil.rmtree(item) if item.is_dir() else item.unlink()
     (out / "skipped_images.txt").write_text("x.jpg\tcannot be read\n")
     (out / "mine.txt").write_text("the user's")
+    settings = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**settings, "out": str(out)}))  # the copy's own run
     result, error = run_cli(train_args(out, "--resume"))
     assert result.exit_code == 2 and "drop --resume to start it over (it stopped before its first checkpoint)" in error
     result, error = run_cli(train_args(out))
@@ -322,3 +324,18 @@ def test_a_resume_on_a_folder_that_gained_or_lost_images_is_refused(tmp_path):
     (data / "a" / "new.png").unlink()
     result, error = run_cli([*args, "--epochs", "2", "--out", out, "--resume"])
     assert result.exit_code == 0, result.output
+
+
+def test_a_users_own_config_json_or_logger_folder_is_never_taken_for_a_run_to_start_over(tmp_path):
+    """`pretexts train --out .` in a project folder holding the user's config.json (and an offline W&B run):
+    refused as before, nothing removed; only a config.json naming this --out is a run's."""
+    out = tmp_path / "project"
+    out.mkdir()
+    (out / "config.json").write_text('{"lr": 0.1}')
+    result, error = run_cli(train_args(out))
+    assert result.exit_code == 2 and "already holds a run (config.json)" in error
+    assert (out / "config.json").read_text() == '{"lr": 0.1}'
+    (out / "config.json").write_text(json.dumps({"out": str(out)}))
+    (out / "wandb").mkdir()
+    result, error = run_cli(train_args(out))
+    assert result.exit_code == 2 and (out / "wandb").is_dir() and (out / "config.json").is_file()

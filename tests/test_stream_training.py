@@ -130,3 +130,19 @@ def test_finetune_streams_the_training_shards_and_scores_every_val_image(tmp_pat
     cfg = FinetuneConfig(from_scratch=True, backbone="test_resnet", data=str(packed), label_fraction=0.1)
     with pytest.raises(DataError, match="--label-fraction draws a class-balanced subset"):
         Finetuner(cfg, echo=lambda line: None)
+
+
+def test_a_stream_resumed_twice_or_with_more_held_out_images_is_not_taken_for_changed_data(tmp_path):
+    """A stream's length is what is left of its epoch, and its held-out images are cut to --eval-images: neither
+    is the data changing, so neither refuses a resume (a requeued job resumed a second time, a larger
+    --eval-images). A folder's image list is what a resume checks."""
+    import dataclasses
+
+    data = shards("wds", tmp_path / "shards")
+    TermAtStep4(config(data, tmp_path / "stopped")).run()
+    Pretrainer(config(data, tmp_path / "stopped", resume="auto")).run()  # resumed mid-epoch, to the end
+    assert load_checkpoint(tmp_path / "stopped" / "checkpoint.pt")["data_images"] is None
+    Pretrainer(dataclasses.replace(config(data, tmp_path / "stopped", resume="auto"), epochs=3)).run()
+    more = write_shard_set(tmp_path / "more", train=[8] * 8, val=[40])
+    TermAtStep4(config(more, tmp_path / "eval")).run()
+    Pretrainer(dataclasses.replace(config(more, tmp_path / "eval", resume="auto"), eval_images=30)).run()

@@ -26,6 +26,7 @@ def as_rank(monkeypatch, rank: int, world: int = 2) -> list:
     SIGTERM handler in force during it."""
     monkeypatch.setenv("RANK", str(rank))
     monkeypatch.setenv("WORLD_SIZE", str(world))
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
     waits = []
     monkeypatch.setattr(cli.time, "sleep", lambda seconds: waits.append((seconds, signal.getsignal(signal.SIGTERM))))
     return waits
@@ -125,3 +126,11 @@ def test_a_user_error_is_printed_once_under_torchrun(tmp_path):
         "Error: --batch-size 9 is the global batch and must split evenly over 2 processes; use a multiple of 2."
     ], said[-3000:]
     assert "ChildFailedError" in said  # torchrun's own report follows, which the package cannot suppress
+
+
+def test_rank_and_world_size_set_by_another_launcher_make_no_rank_that_waits(monkeypatch):
+    """A Kubeflow pod sets RANK and WORLD_SIZE with no torchrun to end the others: its error is said at once."""
+    waits = as_rank(monkeypatch, 3)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID")
+    result = CliRunner().invoke(main, ["train", "--bogus-option"])
+    assert not waits and result.output.startswith("Error: No such option '--bogus-option'"), result.output

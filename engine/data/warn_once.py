@@ -18,7 +18,7 @@ class WarnOnce:
 
     def __init__(self):
         self.folder = Path(tempfile.gettempdir()) / f"pretexts-warned-{shared_name()}"
-        owner = os.getpid() if int(os.environ.get("RANK", "0")) == 0 else None
+        owner = os.getpid() if int(os.environ.get("LOCAL_RANK", "0")) == 0 else None  # one folder a node
         weakref.finalize(self, remove_if_owner, self.folder, owner)
 
     def __call__(self, key: str, message: str) -> None:
@@ -50,7 +50,7 @@ def shared_name() -> str:
 
 
 def remove_if_owner(folder: Path, owner: int | None) -> None:
-    """Remove `folder`, in the process that made it only (a forked worker's copy must not remove it), on rank 0 alone
-    under torchrun (the ranks share it)."""
+    """Remove `folder`, in the process that made it only (a forked worker's copy must not remove it), on each node's
+    local rank 0 alone under torchrun (the node's ranks share it)."""
     if os.getpid() == owner:
         shutil.rmtree(folder, ignore_errors=True)

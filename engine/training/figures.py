@@ -33,7 +33,7 @@ def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") 
         ax.set_frame_on(False)
         ax.set_title(textwrap.fill(name, 16), fontsize=9)  # a long name on two lines, not over its neighbour
     labels = next((getattr(c, "row_labels", None) for c in columns.values() if getattr(c, "row_labels", None)), None)
-    if labels:
+    if labels and len(labels) >= rows:  # a preview naming fewer rows than it shows names none
         longest = max(len(line) for label in labels[:rows] for line in label.split("\n"))
         fig.set_figwidth(1.6 * len(names) + 0.07 * longest)  # the labels' room, so the images keep their width
         height, gap = columns[names[0]].shape[-2], max(1, columns[names[0]].shape[-2] // 16)

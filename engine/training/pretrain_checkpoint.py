@@ -25,14 +25,14 @@ def pretrain_entries(trainer, monitor_state: dict | None) -> dict:
     }
 
 
-def data_images(train_set, val_set) -> dict:
-    """How many training and held-out images the run reads, and a digest of a folder's file list (None for other
-    data): the held-out draw and the position inside an epoch depend on that list."""
-    return {
-        "train": len(train_set),
-        "val": len(val_set) if val_set is not None else 0,
-        "files": files_digest(train_set),
-    }
+def data_images(train_set, val_set) -> dict | None:
+    """A folder's record: how many training and held-out images the run reads, and a digest of its file list (the
+    held-out draw and the position inside an epoch depend on that list). None for other data: shards (a stream's
+    length is what is left of its epoch), CIFAR-10, synthetic images and timm datasets, which do not change."""
+    digest = files_digest(train_set)
+    if digest is None:
+        return None
+    return {"train": len(train_set), "val": len(val_set) if val_set is not None else 0, "files": digest}
 
 
 def files_digest(dataset) -> str | None:
@@ -52,7 +52,7 @@ def check_resumed_inputs(trainer, ckpt: dict, path: Path) -> None:
     had: a folder that gained or lost images moves the held-out split and the position inside the epoch."""
     check_task_sizes(trainer.cfg, ckpt, path)
     saved, now = ckpt.get("data_images"), data_images(trainer.train_set, trainer.val_set)
-    if saved is None or saved == now:  # a checkpoint written before the record is taken as it is
+    if saved is None or now is None or saved == now:  # a checkpoint written before the record is taken as it is
         return
     counts = [f"{k} {saved[k]} -> {now[k]}" for k in ("train", "val") if saved[k] != now[k]]
     changed = ", ".join(counts) + " images" if counts else "the same counts, other files"

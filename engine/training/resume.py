@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 from pretexts.engine.training.checkpoint import check_shapes, load_checkpoint, rng_states, set_rng_states
-from pretexts.engine.training.run_folder import STARTUP_FILES, run_files_in, same_path, write_text
+from pretexts.engine.training.run_folder import never_saved, run_files_in, same_path, write_text
 from pretexts.errors import CheckpointError
 
 
@@ -24,10 +24,10 @@ def checkpoint_to_resume(path: Path, auto: bool, out: Path, kind: str = "pretrai
     """The checkpoint `--resume` names, of `kind`; with a bare --resume (`auto`), OUT/checkpoint.pt, which must exist.
     It stays on the CPU (where it is verified, and where the RNG states belong): load_state_dict moves the rest."""
     if auto and not path.is_file():
-        found = set(run_files_in(out))
+        found = run_files_in(out)
         again = (
             "drop --resume to start it over (it stopped before its first checkpoint)"
-            if found and found <= STARTUP_FILES
+            if found and never_saved(Path(out), found)
             else "drop --resume and start it over with --force"
             if found
             else "start without --resume"

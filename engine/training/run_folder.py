@@ -41,9 +41,10 @@ RUN_OUTPUTS = (
     "tensorboard",
     "wandb",
 )
-# what a run writes before its first checkpoint: a folder holding nothing else held a run that saved nothing to
-# continue (killed in its first epoch), which the same command starts over, as a requeued job runs it
-STARTUP_FILES = {"config.json", "log.jsonl", "skipped_images.txt", "wandb_run_id", "tensorboard", "wandb"}
+# what a run writes before its first checkpoint: a folder holding nothing else, whose config.json names it as its
+# --out, held a run that saved nothing to continue (killed in its first epoch), which the same command starts
+# over, as a requeued job runs it; a logger's folder (tensorboard/, wandb/) keeps the refusal
+STARTUP_FILES = {"config.json", "log.jsonl", "skipped_images.txt", "wandb_run_id"}
 EPOCH_FIGURE = re.compile(r".+_epoch\d{3,}\.png")  # a method's FIGURE_NAME_epochNNN.png
 SHOWN_FILES = 6  # a refusal names this many of the run's files
 LOCK_FILE = ".lock"
@@ -135,7 +136,7 @@ def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable:
         return
     check_not_inputs([out], inputs)
     found = run_files_in(out)
-    if found and not force and set(found) <= STARTUP_FILES:
+    if found and not force and never_saved(out, found):
         print(
             f"note: '{out}' held a run that stopped before saving anything to continue ({shown(found)}); "
             "starting it over.",
@@ -151,6 +152,18 @@ def claim_output_dir(out, resume: str | None, force: bool, inputs=(), resumable:
             f"with --force (force=True in Python), or choose another --out."
         )
     remove_run_files(out, found)
+
+
+def never_saved(out: Path, found: list[str]) -> bool:
+    """`out` holds only what a run writes before its first checkpoint, its config.json a run's naming `out` (not a
+    user's own config.json in a project folder)."""
+    if not set(found) <= STARTUP_FILES or "config.json" not in found:
+        return False
+    try:
+        recorded = json.loads((out / "config.json").read_text()).get("out")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(recorded, str) and same_path(recorded, out)
 
 
 def claim_output_file(out, force: bool, inputs=(), companions=()) -> None:

@@ -89,9 +89,12 @@ def fail(message: str, code: int) -> NoReturn:
 
 
 def torchrun_rank() -> int:
-    """This process's rank under torchrun, 0 otherwise; read from the environment, so known before the process group
-    exists (and without importing torch)."""
-    return int(os.environ.get("RANK", "0")) if int(os.environ.get("WORLD_SIZE", "1")) > 1 else 0
+    """This process's rank under torchrun, 0 otherwise (RANK and WORLD_SIZE set by another launcher, a Kubeflow pod
+    say, do not make a rank: nothing there ends the others); read from the environment, so known before the process
+    group exists (and without importing torch)."""
+    if not os.environ.get("TORCHELASTIC_RUN_ID") or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return 0
+    return int(os.environ.get("RANK", "0"))
 
 
 def processes_note(world: int) -> str:
