@@ -198,8 +198,9 @@ class LabelledImages(Dataset):
         return self.transform(image.convert("RGB")), label
 
 
-def train_transform(img_size: int, mean, std, randaug: str | None, crop_min_scale: float = 0.08):
-    """timm's training transform: RandomResizedCrop, flip, RandAugment (the paper's fine-tuning, Table A)."""
+def train_transform(img_size: int, mean, std, randaug: str | None, crop_min_scale: float = 0.08, reprob: float = 0.0):
+    """timm's training transform: RandomResizedCrop, flip, RandAugment (the paper's fine-tuning, Table A), and random
+    erasing at `reprob` (MAE's fine-tuning: one box of per-pixel noise)."""
     return create_transform(
         img_size,
         is_training=True,
@@ -207,7 +208,9 @@ def train_transform(img_size: int, mean, std, randaug: str | None, crop_min_scal
         auto_augment=randaug,
         color_jitter=None,
         interpolation="bicubic",
-        re_prob=0.0,
+        re_prob=reprob,
+        re_mode="pixel",
+        re_count=1,
         mean=mean,
         std=std,
     )

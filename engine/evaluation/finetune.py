@@ -48,6 +48,7 @@ from pretexts.engine.evaluation.pretrained import (
     create_classifier,
     downstream_data,
     downstream_splits,
+    repooled_note,
     resampled_positions_note,
     timm_spec,
 )
@@ -130,13 +131,14 @@ class Finetuner(TrainingRun):
         pretrained_size = ckpt["config"].get("img_size") if ckpt else None
         self.img_size = cfg.img_size or pretrained_size or 32  # another size rebuilds a ViT's positions for it
         self.recipe_note = resolve_recipe(cfg, len(train) if indices is None else len(indices), self.img_size)
-        build = dict(num_classes=len(self.classes), drop_path_rate=cfg.drop_path)
+        build = dict(num_classes=len(self.classes), drop_path_rate=cfg.drop_path, global_pool=cfg.global_pool)
         self.model, self.pretraining = (
             classifier_from(ckpt, cfg.checkpoint, cfg.backbone, cfg.img_size, resize=True, **build)
             if ckpt
             else create_classifier(None, cfg.backbone, cfg.img_size, cfg.positions, **build)
         )
         self.size_note = resampled_positions_note(self.model, pretrained_size, self.img_size) if ckpt else None
+        self.pool_note = repooled_note(cfg.global_pool, self.pretraining) if ckpt else None
         self.start_positions = starting_positions(self.model)  # the table or not, before fine-tuning trains them
         if cfg.from_scratch:  # config.json records what auto resolved to (as probe's does)
             cfg.positions = self.start_positions or LEARNED_POSITIONS
@@ -146,7 +148,7 @@ class Finetuner(TrainingRun):
         check_backbone_fits(self.model, self.backbone_name, self.img_size, self.device)
         check_output_dir(self.out, checkpoint_bytes(self.model))
         mean, std = normalisation(self.model)
-        augment = train_transform(self.img_size, mean, std, cfg.randaug_policy, cfg.crop_min_scale)
+        augment = train_transform(self.img_size, mean, std, cfg.randaug_policy, cfg.crop_min_scale, cfg.reprob)
         per_rank = cfg.batch_size // self.world
         self.train_set = (
             training_stream(
@@ -309,9 +311,8 @@ class Finetuner(TrainingRun):
 
     def timm_spec(self) -> dict:
         """How timm rebuilds this classifier: `pretexts export` reads it from either checkpoint."""
-        timm_name, kwargs = timm_spec(
-            self.backbone_name, self.img_size, self.model, self.pretraining.get("global_pool")
-        )
+        pool = self.cfg.global_pool or self.pretraining.get("global_pool")
+        timm_name, kwargs = timm_spec(self.backbone_name, self.img_size, self.model, pool)
         return {"name": timm_name, "kwargs": {**kwargs, "num_classes": len(self.classes)}, "classes": self.classes}
 
     def save(self, name: str = FINAL) -> Path:

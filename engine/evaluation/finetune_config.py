@@ -19,6 +19,7 @@ from pretexts.engine.training.settings import (
     IMG_SIZE_RANGE,
     LR_RANGE,
     MIN_LR_RANGE,
+    POOLS,
     SEED_RANGE,
     STEPS_RANGE,
     WARMUP_EPOCHS_RANGE,
@@ -28,6 +29,7 @@ from pretexts.engine.training.settings import (
     amp_setting,
     check_amp,
     check_field_types,
+    check_global_pool,
     check_optimizer,
     check_positions,
     check_ranges,
@@ -69,6 +71,14 @@ class FinetuneConfig:
         None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.", section="model"
     )
     positions: str = positions_setting()
+    global_pool: str | None = setting(
+        None,
+        "The classifier's pooling: avg (the patch tokens' mean, as MAE fine-tunes) or token (a ViT's class token). "
+        "Default: the checkpoint's (the backbone's own with --from-scratch). A ViT pooled otherwise than in "
+        "pretraining starts its final norm afresh, as MAE's fine-tuning does.",
+        choices=POOLS,
+        section="model",
+    )
     img_size: int | None = setting(
         None,
         "Default: a checkpoint's own, 32 with --from-scratch. Another size than the checkpoint's rebuilds the "
@@ -133,6 +143,13 @@ class FinetuneConfig:
     crop_min_scale: float | None = by_recipe(
         "crop_min_scale", "RandomResizedCrop's smallest area.", "augmentation", range=FRACTION_RANGE
     )
+    reprob: float = setting(
+        0.0,
+        "Random erasing's probability (timm's RandomErasing: one box of per-pixel noise, after normalising); "
+        "0 turns it off, as in Table A; MAE's fine-tuning uses 0.25.",
+        section="augmentation",
+        range=Range(0, 1),
+    )
     # evaluation: resize to img_size / crop_pct, centre crop
     crop_pct: float | None = by_recipe("crop_pct", "Evaluation centre crop fraction.", "data", range=FRACTION_RANGE)
     # at 1 every target is uniform: nothing is learnt (timm's smoothing loss asserts < 1)
@@ -194,6 +211,7 @@ class FinetuneConfig:
                 "--from-scratch needs --backbone NAME (backbone= in Python), e.g. resnet18, convnext_atto, vit_tiny."
             )
         check_positions(self)
+        check_global_pool(self)
         check_ranges(self)
         if self.batch_size % self.accum_iter:
             raise ParameterError(

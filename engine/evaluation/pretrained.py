@@ -85,6 +85,14 @@ def resampled_positions_note(model: nn.Module, from_size: int, to_size: int) -> 
     )
 
 
+def repooled_note(global_pool: str | None, saved: dict) -> str | None:
+    """The line telling that the classifier pools otherwise than the checkpoint was pretrained to; None if not."""
+    if global_pool is None or global_pool == saved.get("global_pool"):
+        return None
+    was = saved.get("global_pool") or "the backbone's own"
+    return f"pooling {global_pool} (pretrained with {was}; a ViT's final norm then starts afresh)"
+
+
 def task_state_kind(name: str | None) -> str:
     """What the pretraining task moved; a task no longer installed counts as pixels (nothing to adapt)."""
     try:
@@ -98,10 +106,14 @@ def classifier_prefix(model: nn.Module) -> str:
     return (getattr(model, "pretrained_cfg", None) or {}).get("classifier", "head")
 
 
-def load_pretrained(model: nn.Module, ckpt: dict, path, img_size: int | None = None) -> nn.Module:
+def load_pretrained(
+    model: nn.Module, ckpt: dict, path, img_size: int | None = None, repooled: bool = False
+) -> nn.Module:
     """Load a checkpoint's backbone into `model` (a timm model built at `img_size`, default the checkpoint's), strict
-    apart from its classifier."""
+    apart from its classifier, and apart from the final norm of a ViT `repooled` (built with another global_pool
+    than pretraining's: `moved_final_norm`)."""
     state = backbone_weights(ckpt, model)
+    fresh = moved_final_norm(state, model) if repooled else None
     pretrained_at = ckpt["config"].get("img_size")
     fix = (
         f"this backbone does not move from the {pretrained_at} px it was pretrained at; leave out --img-size."
@@ -111,13 +123,30 @@ def load_pretrained(model: nn.Module, ckpt: dict, path, img_size: int | None = N
     check_shapes(model, state, path, fix)
     result = model.load_state_dict(state, strict=False)
     head = classifier_prefix(model)
-    missing = [k for k in result.missing_keys if not k.startswith(head + ".")]
+    missing = [k for k in result.missing_keys if not k.startswith((head + ".", f"{fresh}."))]
     if missing or result.unexpected_keys:
         raise CheckpointError(
             f"checkpoint '{path}' does not fit backbone '{ckpt['config'].get('backbone')}': missing "
             f"{missing[:4]}, unexpected {result.unexpected_keys[:4]}. Was it written by another version?"
         )
     return model
+
+
+# a timm ViT's final norm: `norm` on the tokens before the class token is read, `fc_norm` after the patch mean
+FINAL_NORMS = ("norm", "fc_norm")
+
+
+def moved_final_norm(state: dict, model: nn.Module) -> str | None:
+    """Where a ViT pooled otherwise than in pretraining keeps its final norm (`fc_norm` for avg, `norm` for the
+    class token), when the checkpoint holds it at the other place: the checkpoint's is dropped and the model's starts
+    afresh, as MAE's fine-tuning starts `fc_norm`. None where nothing moved."""
+    keys = set(model.state_dict())
+    for old, new in (FINAL_NORMS, FINAL_NORMS[::-1]):
+        if f"{old}.weight" in state and f"{old}.weight" not in keys and f"{new}.weight" in keys:
+            for key in [key for key in state if key.startswith(old + ".")]:
+                del state[key]
+            return new
+    return None
 
 
 def create_classifier(
@@ -167,10 +196,12 @@ def classifier_from(
             f"checkpoint '{checkpoint}' was pretrained at {saved.get('img_size')} px; "
             f"use that size (leave out --img-size)."
         )
-    pool = {"global_pool": saved.get("global_pool"), **kwargs}  # the pooling it was pretrained with
+    if kwargs.get("global_pool") is None:  # the pooling it was pretrained with, unless another is asked
+        kwargs["global_pool"] = saved.get("global_pool")
+    repooled = kwargs["global_pool"] != saved.get("global_pool")
     size = img_size or saved.get("img_size")
-    model = backbones.create_backbone(saved["backbone"], img_size=size, **pool)
-    return set_fused_attention(load_pretrained(model, ckpt, checkpoint, size), True), saved
+    model = backbones.create_backbone(saved["backbone"], img_size=size, **kwargs)
+    return set_fused_attention(load_pretrained(model, ckpt, checkpoint, size, repooled), True), saved
 
 
 GIVEN, RECORDED, SAMPLE = "given", "recorded", "sample"

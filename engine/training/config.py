@@ -26,6 +26,7 @@ from pretexts.engine.training.settings import (
     amp_setting,
     check_amp,
     check_field_types,
+    check_global_pool,
     check_optimizer,
     check_ranges,
     clip_grad_setting,
@@ -240,8 +241,7 @@ class PretrainConfig:
         check_ranges(self)
         check_optimizer(self)
         check_amp(self)
-        if self.global_pool not in (None, *POOLS):
-            raise ParameterError(f"global_pool must be one of {', '.join(POOLS)} (or unset); got {self.global_pool!r}.")
+        check_global_pool(self)
         if isinstance(self.compile, str) and self.compile.lower() in COMPILE_OFF:
             self.compile = None
         if self.compile not in (None, COMPILE_AUTO):  # torch's list of backends, loaded only when one is asked for

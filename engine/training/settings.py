@@ -198,6 +198,11 @@ def check_positions(cfg) -> None:
         )
 
 
+def check_global_pool(cfg) -> None:
+    if cfg.global_pool not in (None, *POOLS):
+        raise ParameterError(f"global_pool must be one of {', '.join(POOLS)} (or unset); got {cfg.global_pool!r}.")
+
+
 def check_amp(cfg) -> None:
     if cfg.amp not in ("auto", "bf16", "fp16", "off"):
         raise ParameterError(f"amp must be one of auto, bf16, fp16, off; got {cfg.amp!r}.")

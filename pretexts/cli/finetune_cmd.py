@@ -47,8 +47,9 @@ def finetune_command(config, sets, **options) -> None:
         f"classes, for {cfg.epochs} epoch{'' if cfg.epochs == 1 else 's'} -> {cfg.out}"
         f"{threads_note(finetuner.device, threads)}{processes_note(finetuner.world)}; {finetuner.recipe_note}"
     )
-    for line in (finetuner.size_note, *from_file) if finetuner.size_note else from_file:
-        echo(line)
+    for line in (finetuner.size_note, finetuner.pool_note, *from_file):
+        if line:
+            echo(line)
     try:
         results = finetuner.run()
     finally:
