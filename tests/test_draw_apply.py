@@ -19,7 +19,8 @@ from pretexts.engine.methods.states import state_adapter
 # is 2 at 32 px) and 16 no longer fits 32 px; their digests were taken with the code before that change (2304ca0)
 # at these values. tiny_vit normalises with mean 0.5, so its gray fill is 0.52 since the fill moved off a
 # normalisation mean of 0.5 (2026-11-24): the state sums of the three gray cases were taken again then; their masks'
-# digests are the ones from before the split.
+# digests are the ones from before the split. Patch sorting's "edge" and "keep" digests were taken again when
+# edge masking's k became one per patch (Appendix A.2), which draws B x L numbers where it drew B.
 BEFORE = {
     'gridded-mask {"grid": 8}': {
         "state_sum": 12022.182493989822,
@@ -57,15 +58,15 @@ BEFORE = {
     "patch-sorting {}": {
         "state_sum": 12804.035447424743,
         "state_sq": 12288.000060481572,
-        "edge": "c601b7d1d35fe25a",
+        "edge": "41281c2c2dd11e0e",
         "image_sum": 9850.466890299693,
-        "keep": "fb630927df28ab2b",
+        "keep": "b08bc52c1e6433ef",
         "perm": "ed7306df9502ca6b",
     },
     'patch-sorting {"drop": 0.0, "edge_max": 1}': {
         "state_sum": 12804.035447424743,
         "state_sq": 12288.000060481572,
-        "edge": "4bceb969a21579c6",
+        "edge": "01476cf1a34744ed",
         "image_sum": 9850.466890299693,
         "perm": "ed7306df9502ca6b",
     },

@@ -32,18 +32,44 @@ def test_the_shuffle_is_a_permutation_of_the_true_table():
     assert not torch.equal(sample.state, sample.target)
 
 
-def test_edge_masking_zeroes_exactly_k_border_pixels_of_every_patch():
-    images = 0.1 + 0.9 * torch.rand(16, 3, 32, 32, generator=torch.Generator().manual_seed(0))
-    _, sample = sample_of(images)
+def blanked_patch_by_patch(images, edge, patch=8):
+    """`images` with the edge[b, i] outermost pixel rows and columns of patch i (row-major) set to 0, one by one."""
+    expected = images.clone()
+    cols = images.shape[-1] // patch
+    for b, ks in enumerate(edge.tolist()):
+        for i, k in enumerate(ks):
+            top, left = (i // cols) * patch, (i % cols) * patch
+            block = expected[b, :, top : top + patch, left : left + patch]
+            block[:, :k], block[:, patch - k :], block[:, :, :k], block[:, :, patch - k :] = 0, 0, 0, 0
+    return expected
+
+
+def test_edge_masking_draws_k_for_each_patch_as_appendix_a2():
+    images = cifar_batch(8)
+    _, sample = sample_of(images)  # 8-pixel patches fit the paper's k = 2
     edge = sample.info["edge"]
-    assert set(edge.tolist()) == {1, 2}
-    for b, k in enumerate(edge.tolist()):
-        ring = torch.ones(8, 8, dtype=torch.bool)
-        ring[k : 8 - k, k : 8 - k] = False
-        expected = ring.repeat(4, 4)
-        zero = (sample.context[b] == 0).all(0)
-        assert torch.equal(zero, expected), (b, k)
-        assert torch.equal(sample.context[b][:, ~expected], images[b][:, ~expected])
+    assert edge.shape == (8, 16)  # one k per patch, in the ViT's patch order
+    assert all(set(row.tolist()) == {1, 2} for row in edge)  # the patches of one image differ
+
+
+def test_edge_masking_blanks_exactly_each_patchs_k_outermost_rows_and_columns():
+    images = cifar_batch(8)
+    _, sample = sample_of(images, seed=3)
+    assert torch.equal(sample.context, blanked_patch_by_patch(images, sample.info["edge"]))
+
+
+def test_edge_masking_draws_k_1_and_2_half_the_time_each():
+    _, sample = sample_of(cifar_batch(64), seed=1)
+    edge = sample.info["edge"]
+    assert edge.numel() == 64 * 16 and set(edge.unique().tolist()) == {1, 2}
+    assert (edge == 1).float().mean().item() == pytest.approx(0.5, abs=0.05)  # 1024 patches: 3 standard errors
+
+
+def test_edge_max_0_masks_nothing():
+    images = cifar_batch(4)
+    _, sample = sample_of(images, edge_max=0)
+    assert torch.equal(sample.context, images)
+    assert torch.equal(sample.info["edge"], torch.zeros(4, 16, dtype=torch.long))
 
 
 def test_dropout_draws_half_the_tokens_and_only_in_training():
@@ -113,7 +139,7 @@ def test_edge_masking_given_wider_than_a_patch_is_a_clear_error_and_left_unset_i
         prepared(tiny_vit(patch_size=4), edge_max=2)
     task = prepared(tiny_vit(patch_size=4))  # vit_tiny at 32 px: the paper's 2 lowered to 1
     assert task.edge == 1 and task.edge_max == 2  # the recorded argument stays as given (a resume compares it)
-    assert set(task(cifar_batch(8), torch.Generator().manual_seed(0)).info["edge"].tolist()) == {1}
+    assert task(cifar_batch(8), torch.Generator().manual_seed(0)).info["edge"].unique().tolist() == [1]
     assert prepared(tiny_vit(patch_size=8)).edge == 2
 
 

@@ -16,8 +16,8 @@ class PatchSorting(Pretext):
     ViT only (79.5 top-1 in Table 2). The state is the per-image embeddings [B, L, D] (row i is what
     patch i is told about its place), the target the true table, the loss MSE between them (Section
     3.4). The image, in `context`, is intact but for the two regularisers of Appendix A.2:
-    - edge masking: the k outermost pixels of every patch are set to 0 (black, before
-      normalisation), k drawn per image uniformly from 1..edge_max (the paper: 1 or 2, 50 % each);
+    - edge masking: the k outermost pixel rows and columns of every patch are set to 0 (black, before
+      normalisation), k drawn for each patch uniformly from 1..edge_max (the paper: 1 or 2, 50 % each);
     - patch dropout: a random `drop` fraction of each image's tokens (50 % in the paper) does not enter
       the blocks. The kept indices are drawn with the sample (info["keep"]), so all N restoration
       steps see the same tokens; they apply only while the model is in training mode. A dropped
@@ -34,7 +34,7 @@ class PatchSorting(Pretext):
             int,
             0,
             8,
-            help="edge masking draws k in 1..edge_max per image (left unset: 2, lowered to fit smaller patches); 0 "
+            help="edge masking draws k in 1..edge_max per patch (left unset: 2, lowered to fit smaller patches); 0 "
             "turns it off",
         ),
         "drop": Param(0.5, float, 0.0, 0.95, help="fraction of patch tokens dropped before the blocks (training)"),
@@ -64,8 +64,9 @@ class PatchSorting(Pretext):
         return self
 
     def draw(self, images: Tensor, generator=None) -> dict:
-        """ "perm" [B, L] (patch i is told it sits at position perm[b, i]), "edge" [B] (0: no edge masking) and,
-        with dropout, "keep" [B, K] (the kept token indices, sorted), drawn in that order."""
+        """ "perm" [B, L] (patch i is told it sits at position perm[b, i]), "edge" [B, L] (patch i's k, in the
+        ViT's row-major patch order; 0: no edge masking) and, with dropout, "keep" [B, K] (the kept token indices,
+        sorted), drawn in that order."""
         if self.grid is None:
             raise ParameterError(
                 f"{self.name}: the ViT's patch grid is not set; the model side gives it "
@@ -80,11 +81,11 @@ class PatchSorting(Pretext):
         device, length = images.device, rows * cols
         params = {
             "perm": rand((batch, length), generator, device).argsort(1),
-            "edge": torch.zeros(batch, dtype=torch.long, device=device),
+            "edge": torch.zeros(batch, length, dtype=torch.long, device=device),
         }
-        if self.edge > 0:
-            edge = (rand((batch,), generator, device) * self.edge).long().clamp(max=self.edge - 1)
-            params["edge"] = 1 + edge  # k uniform in 1..edge
+        if self.edge > 0:  # k uniform in 1..edge, for each patch (Appendix A.2)
+            edge = (rand((batch, length), generator, device) * self.edge).long().clamp(max=self.edge - 1)
+            params["edge"] = 1 + edge
         if self.drop > 0:
             kept = max(1, round(length * (1 - self.drop)))
             params["keep"] = rand((batch, length), generator, device).argsort(1)[:, :kept].sort(1).values
@@ -104,14 +105,13 @@ class PatchSorting(Pretext):
         return Corrupted(state=state, target=target, context=context, info=info)
 
     def _edge_mask(self, edge: Tensor, height: int, width: int) -> Tensor:
-        """[B, 1, H, W] True on the `edge[b]` outermost pixel rows and columns of every patch."""
-        ph, pw = self.patch
-        k = edge.view(-1, 1, 1)
-        y = torch.arange(height, device=edge.device) % ph
-        x = torch.arange(width, device=edge.device) % pw
-        rows = (y < k) | (y >= ph - k)  # [B, 1, H]
-        cols = (x < k) | (x >= pw - k)  # [B, 1, W]
-        return rows.unsqueeze(-1) | cols.unsqueeze(-2)
+        """[B, 1, H, W] True on the `edge[b, i]` outermost pixel rows and columns of patch i (row-major)."""
+        (rows, cols), (ph, pw) = self.grid, self.patch
+        k = edge.view(-1, rows, 1, cols, 1)  # [B, patch row, pixel row in it, patch column, pixel column in it]
+        y = torch.arange(ph, device=edge.device).view(ph, 1, 1)
+        x = torch.arange(pw, device=edge.device)
+        mask = (y < k) | (y >= ph - k) | (x < k) | (x >= pw - k)  # [B, rows, ph, cols, pw]: no [B, H, W] of k
+        return mask.reshape(-1, 1, height, width)
 
     def preview(self, sample: Corrupted, state: Tensor) -> Tensor:
         """The clean image as the state arranges it: each position shows the patch whose embedding is
