@@ -87,7 +87,7 @@ def test_the_training_figures_of_mae_name_no_task(tmp_path, monkeypatch):
     from pretexts.engine.training import loop
 
     titles = []
-    monkeypatch.setattr(loop, "loss_curve", lambda steps, losses, path, title: titles.append(title))
+    monkeypatch.setattr(loop, "loss_curve", lambda steps, losses, path, title, *_: titles.append(title))
     monkeypatch.setattr(loop, "monitor_figure", lambda history, path, title: titles.append(title))
     args = [*FAST, "--epochs", "1", "--set", "monitor_every=1", "--out", tmp_path / "run"]
     result, error = run_cli(args)

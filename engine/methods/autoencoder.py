@@ -14,6 +14,7 @@ from pretexts.backbones.vit_tokens import patch_tokens, vit_geometry, with_prefi
 from pretexts.base import Pretext
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
+from pretexts.engine.methods.energy.report import restoration_loss_name
 from pretexts.engine.methods.energy.restore import LOSSES, restoration_loss
 from pretexts.engine.methods.report import Figure, HeldOut, with_figure_numbers
 from pretexts.engine.modules.decoders import LightDecoder, PyramidDecoder
@@ -49,6 +50,12 @@ class AutoencoderMethod(Method):
         "loss": Param("mse", str, choices=LOSSES, help='"mse" or "smooth_l1", as the energy method\'s'),
     }
     figure_name = "reconstruction"
+
+    @property
+    def loss_name(self) -> str:
+        """'reconstruction error (MSE, pixels in [0, 1])', or of position embeddings for patch sorting."""
+        kind = getattr(self.task, "state_kind", "pixels")
+        return restoration_loss_name(self.args["loss"], state_kind=kind, what="reconstruction")
 
     def build_model(self) -> nn.Module:
         cfg, args = self.cfg, self.args

@@ -39,6 +39,8 @@ class Method:
         recipe_defaults: Recipe name -> {param: default}, where a recipe changes a param's default.
         resume_may_change: The params a `--resume` may change (they do not change the run).
         figure_name: The epoch figures are `FIGURE_NAME_epochNNN.png`.
+        loss_name: What `loss` measures, in a few words with its space where it matters (the y axis of
+            loss_curve.png): "training loss" unless the method names it; a property where the options decide it.
         uses_task: False for a method that corrupts its own way and ignores `--task` (MAE's and SimMIM's
             masks); `pretexts compare` then trains it once, not once per task, and `pretexts train` names no task.
         shortcut_advice: The shortcuts the method is known to take, for the monitor's collapse warning: a task
@@ -71,6 +73,7 @@ class Method:
     recipe_defaults: dict = {}  # recipe name -> {param: default} where a recipe changes a param's default
     resume_may_change: frozenset = frozenset()  # params a `--resume` may change (they do not change the run)
     figure_name = "restoration"  # the epoch figures are FIGURE_NAME_epochNNN.png
+    loss_name = "training loss"  # what `loss` measures, loss_curve.png's y axis; methods name theirs
     uses_task = True  # False: it corrupts its own way (MAE's, SimMIM's masks) and ignores --task
     shortcut_advice: dict = {}  # "ARG=VALUE" of the task (or "*") -> a known shortcut and the way out
     compile_backend: str | None = None  # torch.compile's backend the loop chose (`prepare`); None: eager

@@ -47,6 +47,11 @@ class MAEMethod(Method):
     figure_name = "reconstruction"
     uses_task = False
 
+    @property
+    def loss_name(self) -> str:
+        """The held-out report's measure: MAE's loss is that MSE, on the masked patches."""
+        return masked_patch_measure(self.args["norm_pix_loss"])
+
     def build_model(self) -> torch.nn.Module:
         cfg, args = self.cfg, self.args
         sizes = {k: args[k] or None for k in ("decoder_dim", "decoder_depth", "decoder_heads")}
@@ -114,8 +119,12 @@ def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> HeldO
     if count == 0:
         raise ValueError("no held-out images to evaluate")
     fill = "patch-mean fill" if model.norm_pix_loss else "visible-mean fill"
-    measure = "masked-patch MSE (per-patch normalised pixels)" if model.norm_pix_loss else "masked-patch MSE"
-    return fill_report(count, blank / count, restored / count, fill, measure, "mae")
+    return fill_report(count, blank / count, restored / count, fill, masked_patch_measure(model.norm_pix_loss), "mae")
+
+
+def masked_patch_measure(norm_pix_loss: bool) -> str:
+    """MAE's loss and held-out error in words, in the target's space."""
+    return f"masked-patch MSE ({'per-patch normalised pixels' if norm_pix_loss else 'pixels in [0, 1]'})"
 
 
 def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:

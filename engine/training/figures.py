@@ -47,12 +47,13 @@ def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") 
     plt.close(fig)
 
 
-def fit_width(text, width: float) -> int:
+def fit_width(text, width: float, along: str = "width") -> int:
     """Wrap a title onto lines until it is at most `width` display pixels wide as drawn (a title carries names and
-    numbers of any length, and its font's width varies); returns its number of lines."""
+    numbers of any length, and its font's width varies); returns its number of lines. `along="height"` measures a
+    vertical text (a y label) along its length."""
     renderer = text.figure.canvas.get_renderer()
     words, chars = text.get_text(), max(len(line) for line in text.get_text().split("\n"))
-    while (drawn := text.get_window_extent(renderer).width) > width * 0.96 and chars > 1:
+    while (drawn := getattr(text.get_window_extent(renderer), along)) > width * 0.96 and chars > 1:
         chars = min(chars - 1, int(chars * width * 0.96 / drawn))
         text.set_text(wrap_lines(words, max(chars, 1)))
     return text.get_text().count("\n") + 1
@@ -86,7 +87,8 @@ def loss_curve(
     steps: list[int], losses: list[float], path, title: str = "restoration loss", loss_name: str = "training loss"
 ) -> None:
     """The loss per logged step (and its running mean from 20 steps), on a log axis only where the losses span more
-    than a decade; ticks in plain decimals, steps as integers."""
+    than a decade; ticks in plain decimals, steps as integers. The y axis is `loss_name` (the method's
+    `Method.loss_name`: each method trains on its own loss), wrapped to the axes' height."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(steps, losses, lw=0.8, label="loss")
     if len(losses) >= 20:
@@ -94,7 +96,10 @@ def loss_curve(
         smooth = torch.tensor(losses).unfold(0, k, 1).mean(1).tolist()
         ax.plot(steps[k - 1 :], smooth, lw=1.8, label=f"mean of {k}")
     ax.set_xlabel("optimiser step")
-    ax.set_ylabel(loss_name)
+    label, height = ax.set_ylabel(loss_name), ax.get_window_extent().height
+    if fit_width(label, height, along="height") > 1:  # too long for one line: its words in brackets on their own
+        label.set_text(loss_name.replace(" (", "\n(", 1))
+        fit_width(label, height, along="height")
     positive = [v for v in losses if v > 0]
     if len(positive) == len(losses) and positive and max(positive) > 10 * min(positive):
         ax.set_yscale("log")

@@ -379,8 +379,8 @@ class Pretrainer(TrainingRun):
 
     def write_results(self, results: dict) -> None:
         if self.history:
-            steps, losses = zip(*self.history)
-            loss_curve(list(steps), list(losses), self.out / "loss_curve.png", self.method.default_title())
+            steps, losses = map(list, zip(*self.history))
+            loss_curve(steps, losses, self.out / "loss_curve.png", self.method.default_title(), self.method.loss_name)
         write_json(self.out / "results.json", results)
 
 

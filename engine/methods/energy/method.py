@@ -18,7 +18,7 @@ from pretexts.engine.measures.health import brightness, correlation
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
 from pretexts.engine.methods.energy.grad_modes import unsupported_layers
-from pretexts.engine.methods.energy.report import RestorationHeldOut, restoration_report
+from pretexts.engine.methods.energy.report import RestorationHeldOut, restoration_loss_name, restoration_report
 from pretexts.engine.methods.energy.restore import (
     PATCH_CENTRED,
     contrastive_loss,
@@ -66,6 +66,17 @@ class EnergyMethod(Method):
     }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
     loss_patch: int | None = None  # the patch-centred loss's patch, set in resolve
+
+    @property
+    def loss_name(self) -> str:
+        """The restoration error as the run trains it (`--loss` once `resolve` has resolved auto), or with N = 0
+        the contrastive loss."""
+        if self.args["steps"] == 0:
+            return "energy ranking loss: softplus(E(clean) - E(corrupted))"
+        if self.args["loss"] == AUTO_LOSS:
+            return "restoration error (--loss auto: MSE, or patch-centred MSE for a ViT restoring a mask)"
+        state_kind = getattr(self.task, "state_kind", "pixels")
+        return restoration_loss_name(self.args["loss"], self.loss_patch, self.args["steps"], state_kind)
 
     def build_model(self) -> torch.nn.Module:
         return energy_model_for(self.cfg, self.args)

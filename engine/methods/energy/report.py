@@ -3,6 +3,7 @@ often the energy ranks the clean image below the corrupted one."""
 
 from dataclasses import dataclass
 
+from pretexts.engine.methods.energy.restore import PATCH_CENTRED
 from pretexts.engine.methods.report import HeldOut
 
 
@@ -54,3 +55,21 @@ def restoration_report(
         measure=measure,
         extra=extra,
     )
+
+
+LOSS_WORDS = {"mse": "MSE", "smooth_l1": "smooth L1", PATCH_CENTRED: "patch-centred MSE"}
+
+
+def restoration_loss_name(
+    kind: str, patch: int | None = None, steps: int = 1, state_kind: str = "pixels", what: str = "restoration"
+) -> str:
+    """What `restoration_loss` of `kind` measures, for the loss curve's axis: 'restoration error (patch-centred
+    MSE, 16-px patches; mean of 2 steps)', 'reconstruction error (MSE, pixels in [0, 1])' (`what`: the AE's)."""
+    words = LOSS_WORDS.get(kind, kind)
+    if state_kind != "pixels":
+        words += f" of {'position embeddings' if state_kind == 'positions' else state_kind + ' states'}"
+    elif kind == PATCH_CENTRED:
+        words += f", {patch}-px patches" if patch else ""  # its patch is known once the model is built
+    else:
+        words += ", pixels in [0, 1]"
+    return f"{what} error ({words}{f'; mean of {steps} steps' if steps > 1 else ''})"
