@@ -30,7 +30,7 @@ def read_shards(out: Path, split: str) -> list[dict]:
                 members.setdefault(key, {"key": key})[ext] = tar.extractfile(member).read()
         samples += members.values()
     for sample in samples:
-        (ext,) = [e for e in sample if e not in ("key", "cls")]  # one image member per sample
+        (ext,) = [e for e in sample if e not in ("key", "cls", "path.txt")]  # one image member per sample
         sample["ext"], sample["data"] = ext, sample.pop(ext)
     return samples
 

@@ -3,7 +3,7 @@
 The scan opens each file and runs PIL's `verify` (header, and the chunk checksums of a PNG): cheap,
 about 0.05 ms a file, so it runs on every start. It cannot see a JPEG truncated in its pixel data;
 such a file fails when it is decoded, and `read_or_substitute` then reports it and serves the next
-readable image, so one bad file never stops a long run.
+readable image, so one bad file never stops a long run; `list_decode_failures` adds it to OUT/skipped_images.txt.
 """
 
 import os
@@ -74,13 +74,24 @@ def upright(image: Image.Image) -> Image.Image:
     return image
 
 
+class UnreadableImage(DataError):
+    """An image file that cannot be decoded, with its path and why (the line OUT/skipped_images.txt gets)."""
+
+    def __init__(self, path: str, why: str):
+        super().__init__(f"image '{path}' cannot be read: {why}.")
+        self.path, self.why = path, why
+
+    def __reduce__(self):  # pickled by its fields, as the message alone would not rebuild it
+        return type(self), (self.path, self.why)
+
+
 def load_rgb(path: str) -> Image.Image:
-    """The ImageFolder loader: any image, upright, as 8-bit RGB, or DataError naming the file."""
+    """The ImageFolder loader: any image, upright, as 8-bit RGB, or UnreadableImage (a DataError) naming the file."""
     try:
         with Image.open(path) as image:
             return to_rgb(upright(image))
     except Exception as err:  # PIL raises many types (OSError, SyntaxError, ValueError) for bad files
-        raise DataError(f"image '{path}' cannot be read: {reason(err)}.") from None
+        raise UnreadableImage(path, reason(err)) from None
 
 
 def check_image(path: str) -> tuple[str | None, int]:
@@ -163,7 +174,8 @@ def read_or_substitute(source, index: int, warn: WarnOnce, tries: int = 16):
         try:
             return source[position]
         except DataError as err:
-            warn(str(position), f"{err} Using the next image instead (it counts twice).")
+            listed = f"{err.path}\t{err.why}" if isinstance(err, UnreadableImage) else ""  # for list_decode_failures
+            warn(str(position), f"{err} Using the next image instead (it counts twice).", listed)
     raise DataError(f"{tries} images in a row from index {index} cannot be read; check the data folder.")
 
 
@@ -203,3 +215,39 @@ def report_skipped(datasets, out: Path, write_text, small: bool = True) -> str |
         are = "image is" if len(few) == 1 else "images are"
         notes.append(f"{len(few)} {are} smaller than {scans[0].min_side} px; the random crop upscales them.")
     return " ".join(notes) or None
+
+
+def find_warnings(dataset) -> list[WarnOnce]:
+    """The WarnOnce objects of a dataset and of those it wraps (Subset, AugmentedImages, LabelledImages, a stream)."""
+    found = []
+    while dataset is not None:
+        if isinstance(getattr(dataset, "warn", None), WarnOnce):
+            found.append(dataset.warn)
+        wrapped = getattr(dataset, "dataset", None)
+        dataset = wrapped if wrapped is not None else getattr(dataset, "source", None)
+    return found
+
+
+def list_decode_failures(datasets, out: Path, write_text) -> int:
+    """Add to OUT/skipped_images.txt (`report_skipped`'s, written the same way) the files that the start-up scan
+    passed but that failed when decoded, as the datasets' warnings (in any loader worker) recorded them; returns how
+    many were added. Called after `report_skipped` (which starts the file afresh) each epoch and as a run ends."""
+    records = [line for dataset in datasets for warn in find_warnings(dataset) for line in warn.records()]
+    found = dict(line.split("\t", 1) for line in sorted(records) if "\t" in line)
+    if not found:
+        return 0
+    path = out / SKIPPED_FILE
+    try:  # as write_text left it: a name that is not UTF-8 is escaped there (\udcff)
+        text = "" if path.is_symlink() else path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        text = ""
+    listed = {line.split("\t", 1)[0] for line in text.splitlines()}
+    new = {name: why for name, why in found.items() if escaped(name) not in listed}
+    if new:
+        write_text(path, text + "".join(f"{name}\t{why}\n" for name, why in new.items()))
+    return len(new)
+
+
+def escaped(name: str) -> str:
+    """`name` as write_text writes it: UTF-8, the bytes of a name that is not held as surrogates, escaped."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -1,7 +1,8 @@
 """Pack an image folder into WebDataset tar shards with a manifest (`pretexts shard`), the format the stream reads.
 
 OUT/{split}-{i:06d}.tar hold samples keyed "{n:08d}" (the running index in the split): "{key}.{ext}" is the image
-file's own bytes (never re-encoded), "{key}.cls" its label in ASCII digits (none for unlabelled images).
+file's own bytes (never re-encoded), "{key}.cls" its label in ASCII digits (none for unlabelled images), and
+"{key}.path.txt" the file's path relative to the folder packed, which a warning about the sample names.
 OUT/manifest.json lists each split's shards, their counts, the images skipped as unreadable, and the classes.
 """
 
@@ -151,8 +152,9 @@ def extension(path: str) -> str:
     return "jpg" if ext == "jpeg" else ext
 
 
-def pack_split(out: Path, split: str, samples, shard_size: int) -> dict:
-    """Write one split's samples in order into shards of `shard_size`; its manifest entry (skipped filled later)."""
+def pack_split(out: Path, split: str, samples, shard_size: int, root: Path) -> dict:
+    """Write one split's samples in order into shards of `shard_size`, each with its path relative to `root`; its
+    manifest entry (skipped filled later)."""
     names = []
     pattern = str(out / f"{split}-").replace("%", "%%") + "%06d.tar"
     # count-sized shards (no size cap), the bytes as given (no encoder), a fixed mtime: the same input packs the
@@ -169,6 +171,7 @@ def pack_split(out: Path, split: str, samples, shard_size: int) -> dict:
     with writer:
         for n, (path, label) in enumerate(samples):
             sample = {"__key__": f"{n:08d}", extension(path): Path(path).read_bytes()}
+            sample["path.txt"] = os.fsencode(os.path.relpath(path, root))  # the name's own bytes, UTF-8 or not
             if label is not None:
                 sample["cls"] = str(label).encode("ascii")
             writer.write(sample)
@@ -202,7 +205,7 @@ def write_shards(
             images_word = "image" if len(samples) == 1 else "images"
             echo(f"packing {split}: {len(samples)} {images_word} into {shards} shard{'s' if shards > 1 else ''}...")
         skipped = [f"{path}: {why}" for path, why in images.skipped]
-        manifest["splits"][split] = {**pack_split(out, split, samples, shard_size), "skipped": skipped}
+        manifest["splits"][split] = {**pack_split(out, split, samples, shard_size, root), "skipped": skipped}
     temporary = out / f".{MANIFEST}.{os.getpid()}"
     temporary.write_text(json.dumps(manifest, indent=2) + "\n")
     os.replace(temporary, out / MANIFEST)  # last and whole: a manifest always describes finished shards

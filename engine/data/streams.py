@@ -8,6 +8,7 @@ decoding them, and continues with exactly the batches the uninterrupted epoch wo
 """
 
 import io
+import os
 import random
 import tarfile
 import zlib
@@ -36,12 +37,14 @@ WARN = WarnOnce()  # the unreadable samples `first_images` has warned about
 
 
 class RawSample(NamedTuple):
-    """One undecoded sample: its shard's file name, its key there, the image (bytes, a file path or None), label."""
+    """One undecoded sample: its shard's file name, its key there, the image (bytes, a file path or None), label,
+    and the file it was packed from where the shard records it (a tar's path.txt, a parquet path), for warnings."""
 
     shard: str
     key: str
     data: bytes | str | None
     label: int | None  # None: the sample has none
+    source: str | None = None  # `pretexts shard`'s: relative to the folder it packed
 
     @property
     def sample_id(self) -> int:
@@ -233,7 +236,8 @@ def tar_samples(url: str) -> Iterator[RawSample]:
         for sample in wds.DataPipeline(wds.SimpleShardList([url]), wds.tarfile_to_samples()):
             members = {key.lower(): value for key, value in sample.items() if not key.startswith("__")}
             image = next((members[ext] for ext in IMAGE_SUFFIXES if ext in members), None)
-            yield RawSample(name, sample["__key__"], image, label_of(members.get("cls"), url, sample["__key__"]))
+            label = label_of(members.get("cls"), url, sample["__key__"])
+            yield RawSample(name, sample["__key__"], image, label, text_of(members.get("path.txt")))
     except (OSError, ValueError, tarfile.TarError) as err:
         raise DataError(f"shard '{url}' cannot be read ({cause(err)}); write it again.") from None
 
@@ -249,8 +253,9 @@ def parquet_samples(url: str, image_column: str, label_column: str | None) -> It
     """A parquet file's rows through Hugging Face datasets (streaming, images left undecoded)."""
     datasets = require("datasets", "hf")
     name = Path(url).name
-    columns = [image_column] + ([label_column] if label_column else [])
-    stream = datasets.load_dataset("parquet", data_files=[url], split="train", streaming=True).select_columns(columns)
+    stream = datasets.load_dataset("parquet", data_files=[url], split="train", streaming=True)
+    path_column = "path" if "path" in (stream.features or {}) and "path" not in (image_column, label_column) else None
+    stream = stream.select_columns([image_column, *filter(None, (label_column, path_column))])
     if isinstance(stream.features.get(image_column), datasets.Image):
         stream = stream.cast_column(image_column, datasets.Image(decode=False))
     row, path_checked = 0, False
@@ -266,12 +271,13 @@ def parquet_samples(url: str, image_column: str, label_column: str | None) -> It
                 f"parquet file '{url}' cannot be read after row {row} ({cause(err)}); write it again."
             ) from None
         labels = batch[label_column] if label_column else repeat(None)
-        for value, label in zip(batch[image_column], labels):
+        sources = batch[path_column] if path_column else repeat(None)
+        for value, label, source in zip(batch[image_column], labels, sources):
             data = image_data(value, url)
             if isinstance(data, str) and not path_checked:  # one missing file is skipped; the first, a wrong root
                 check_path_cell(data, value, url, row)
                 path_checked = True
-            yield RawSample(name, str(row), data, label_of(label, url, row))
+            yield RawSample(name, str(row), data, label_of(label, url, row), text_of(source) or cell_path(value))
             row += 1
 
 
@@ -301,6 +307,18 @@ def image_data(value, url: str) -> bytes | str | None:
         path = value.get("path")
         return str(Path(url).parent / path) if path else None
     return value if isinstance(value, (bytes, str)) else None
+
+
+def cell_path(value) -> str | None:
+    """The file a {"bytes", "path"} image cell was made from (Hugging Face keeps its name beside the bytes)."""
+    return value.get("path") or None if isinstance(value, dict) and value.get("bytes") else None
+
+
+def text_of(value) -> str | None:
+    """A sample's text field (a tar member's bytes, a parquet string) as a string; None when absent or empty."""
+    if isinstance(value, bytes):
+        value = os.fsdecode(value)  # a name that is not UTF-8 kept as the file system holds it
+    return value if isinstance(value, str) and value else None
 
 
 def label_of(value, url: str, key) -> int | None:
@@ -364,9 +382,11 @@ def decode_or_substitute(
         try:
             return decode(candidate), candidate
         except Exception as err:  # noqa: BLE001 - PIL raises many types for bad bytes
+            source = f" (from '{candidate.source}')" if candidate.source else ""
             warn(
                 f"{candidate.shard}\t{candidate.key}",
-                f"image {candidate.key} of shard '{candidate.shard}' cannot be read: {reason(err)}. "
+                f"image {candidate.key}{source} of shard '{candidate.shard}' cannot be read: {reason(err)}. "
                 "Using the next image instead (it counts twice).",
+                f"{candidate.source or f'{candidate.shard}:{candidate.key}'}\t{reason(err)}",  # OUT/skipped_images.txt
             )
     raise DataError(f"{SUBSTITUTE_TRIES} images in a row from {sample.key} of '{sample.shard}' cannot be read.")

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.vit_tokens import LEARNED_POSITIONS
-from pretexts.engine.data.image_check import report_skipped
+from pretexts.engine.data.image_check import list_decode_failures, report_skipped
 from pretexts.engine.data.labelled_data import (
     LabelledImages,
     class_names,
@@ -247,8 +247,11 @@ def probe_features(
     torch.manual_seed(cfg.seed)
     start = time.time()
     shared = dict(workers=cfg.workers, quiet=cfg.quiet, rank=rank, world=world)
-    train = extract_features(backbone, LabelledImages(train_source, transform), device, desc="train features", **shared)
-    val = extract_features(backbone, LabelledImages(val_source, transform), device, desc="val features", **shared)
+    images = LabelledImages(train_source, transform), LabelledImages(val_source, transform)
+    train = extract_features(backbone, images[0], device, desc="train features", **shared)
+    val = extract_features(backbone, images[1], device, desc="val features", **shared)
+    if rank == 0:  # the files that failed only when decoded join the scan's list
+        list_decode_failures(images, Path(cfg.out), write_text)
     results = {
         "checkpoint": cfg.checkpoint,
         "source": weights.source,

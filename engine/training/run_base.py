@@ -6,6 +6,8 @@ command builds its own data, model and optimiser between these calls, in this or
     begin(cfg, accum_iter) -> plan_epochs(train_set) -> schedule(optimizer, lr_min, total) (or a schedule of its
     own) -> guard_steps(...) -> progress_lines(...)
     with self.run_folder(command, inputs): ...     # load(path) -> resume_epochs(...); save -> epoch_state(kind)
+
+Each epoch's checkpoint and the run's end add to OUT/skipped_images.txt the images that failed only when decoded.
 """
 
 from contextlib import contextmanager, nullcontext
@@ -14,6 +16,7 @@ from pathlib import Path
 import torch
 from timm.scheduler import CosineLRScheduler
 
+from pretexts.engine.data.image_check import list_decode_failures
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.data.streams import ImageStream
 from pretexts.engine.training import distributed
@@ -31,7 +34,7 @@ from pretexts.engine.training.resume import (
     truncate_log,
 )
 from pretexts.engine.training.resume_config import check_resumable
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_text
 
 
 class TrainingRun:
@@ -106,7 +109,9 @@ class TrainingRun:
     def epoch_state(self, kind: str | None, record=None) -> dict:
         """An epoch's checkpoint entries for `--resume`: the kind (none for pretraining's), the run's record (the
         config unless given), model, optimiser, schedule, scaler and random states, the epoch, step and history,
-        the skipped steps and the arithmetic."""
+        the skipped steps and the arithmetic. Rank 0 saves it, after each epoch: the images found unreadable as they
+        were decoded since are then listed in OUT/skipped_images.txt."""
+        self.list_decode_failures()
         return {
             **({"kind": kind} if kind else {}),
             "config": (record or self.cfg).to_dict(),
@@ -157,4 +162,14 @@ class TrainingRun:
                 claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[*inputs, cfg.resume])
                 if cfg.resume:
                     truncate_log(self.out / "log.jsonl", self.global_step)
-            yield
+            try:
+                yield
+            finally:  # the run's last images (held-out ones included), however it ends
+                if self.rank == 0:
+                    self.list_decode_failures()
+
+    def list_decode_failures(self) -> None:
+        """OUT/skipped_images.txt brought up to date with the training and held-out images that the start-up scan
+        passed but that failed when decoded (`image_check.list_decode_failures`); a command's start listed the rest."""
+        datasets = [getattr(self, "train_set", None), getattr(self, "val_set", None)]
+        list_decode_failures([d for d in datasets if d is not None], self.out, write_text)

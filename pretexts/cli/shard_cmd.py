@@ -36,8 +36,9 @@ def shard_command(source: str, out: str, shard_size: int, shuffle: bool, seed: i
 
     SOURCE is an ImageFolder tree with train/ and val/ (the ImageNet layout: train/n01440764/*.JPEG, ...), a
     folder of class folders (every image goes to train), or a folder of unlabelled images (pretraining only);
-    `sample` packs the embedded CIFAR-10 images. Each image file's own bytes are stored, never re-encoded; each
-    file is checked first, as `pretexts train` checks a folder, and one that cannot be read is skipped.
+    `sample` packs the embedded CIFAR-10 images. Each image file's own bytes are stored, never re-encoded, with its
+    path relative to SOURCE (a warning about a sample that cannot be decoded names it); each file is checked first,
+    as `pretexts train` checks a folder, and one that cannot be read is skipped.
 
     \b
     Example, ImageNet-1k (1.28M training images -> 1282 shards of about 110 MB):
