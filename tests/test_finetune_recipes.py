@@ -1,5 +1,6 @@
 """Fine-tuning recipes by name: `auto` (the default) picks the small-data recipe for small data and Table A for
-large data, says which and why, lets explicit options win, and a resumed run keeps the recipe it resolved."""
+large data (MAE's linprobe under --linear-probe), says which and why, lets explicit options win, and a resumed run
+keeps the recipe it resolved."""
 
 import json
 from types import SimpleNamespace
@@ -33,7 +34,7 @@ def recipe_values(cfg) -> dict:
 def test_help_shows_the_recipe_option_with_auto_as_default():
     result = CliRunner().invoke(main, ["finetune", "--help"], terminal_width=200)
     assert result.exit_code == 0, result.output
-    option = result.output.split("--recipe [auto|paper|small]", 1)[1].split("\n  --", 1)[0]
+    option = result.output.split("--recipe [auto|paper|small|linprobe]", 1)[1].split("\n  --", 1)[0]
     assert "[default: auto]" in option and "10,000 training images" in option
 
 
@@ -51,6 +52,7 @@ def test_the_small_recipe_is_what_the_projects_tables_used():
         "smoothing": 0.1,
         "mixup": 0.0,
         "cutmix": 0.0,
+        "weight_decay": 0.05,
     }
     paper = FinetuneConfig(from_scratch=True, backbone="resnet18", recipe="paper")
     assert recipe_values(paper) == FINETUNE_RECIPES["paper"]
@@ -64,6 +66,36 @@ def test_auto_picks_by_the_number_of_training_images_and_the_image_size():
         "auto: 1,281,167 training images >= 10,000, 224 px >= 64 px; --recipe small for the small-data recipe",
     )
     assert auto_recipe(50_000, 32) == ("small", "auto: 32 px images < 64 px; --recipe paper for Table A")
+    assert auto_recipe(1_281_167, 224, linear_probe=True)[0] == "linprobe"  # whatever the data
+
+
+def test_the_linprobe_recipe_is_maes_linear_probe():
+    """main_linprobe.py's defaults (Table B quotes them): 90 epochs, 10 of warm-up, base lr 0.1 without weight decay
+    (its cosine down to 0; the min lr stays 1e-6), RandomResizedCrop and flip alone, evaluated at a 0.875 centre
+    crop."""
+    assert FINETUNE_RECIPES["linprobe"] == {
+        "epochs": 90,
+        "warmup_epochs": 10.0,
+        "base_lr": 0.1,
+        "layer_decay": 1.0,
+        "drop_path": 0.0,
+        "randaug": "none",
+        "crop_min_scale": 0.08,
+        "crop_pct": 0.875,
+        "smoothing": 0.0,
+        "mixup": 0.0,
+        "cutmix": 0.0,
+        "weight_decay": 0.0,
+    }
+
+
+def test_auto_fills_at_once_what_every_recipe_it_may_pick_agrees_on():
+    """The weight decay is Table A's 0.05 in both fine-tuning recipes, so a config `auto` has not resolved yet
+    already holds it (build_finetune_optimizer can read it), while a linear probe's is MAE's 0."""
+    tune = FinetuneConfig(from_scratch=True, backbone="resnet18")
+    assert (tune.recipe, tune.weight_decay, tune.base_lr) == ("auto", 0.05, None)
+    probe = FinetuneConfig(from_scratch=True, backbone="resnet18", linear_probe=True)
+    assert (probe.recipe, probe.weight_decay, probe.base_lr) == ("auto", 0.0, 0.1)
 
 
 def test_auto_takes_the_small_recipe_for_the_embedded_sample_and_says_why(tmp_path):

@@ -17,6 +17,7 @@ from safetensors.torch import save
 from timm.models import push_to_hf_hub, save_for_hf
 
 from pretexts.backbones.normalisation import normalisation
+from pretexts.engine.evaluation.linear_probe_protocol import plain_classifier_state
 from pretexts.engine.evaluation.pretrained import classifier_from, pretraining_record, timm_spec
 from pretexts.engine.evaluation.weights import timm_call
 from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
@@ -45,7 +46,8 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
     if ckpt.get("kind") in ("finetune", "finetuned"):
         spec = ckpt["timm"]
         model = timm_call(spec["name"], pretrained=False, **spec["kwargs"])  # loads a plugin's architecture too
-        load_weights(model, ckpt["model"], checkpoint, spec["name"], "was it written by another version?")
+        state = plain_classifier_state(ckpt["model"], model)  # a linear probe's head folded, as its finetuned.pt
+        load_weights(model, state, checkpoint, spec["name"], "was it written by another version?")
         provenance = {
             "fine_tuned": {
                 **{k: ckpt["config"].get(k) for k in ("checkpoint", "data", "epochs")},

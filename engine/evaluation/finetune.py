@@ -40,6 +40,7 @@ from pretexts.engine.data.stream_inputs import (
     training_stream,
 )
 from pretexts.engine.data.streams import is_stream
+from pretexts.engine.evaluation import linear_probe_protocol as linear_probe
 from pretexts.engine.evaluation.finetune_config import FinetuneConfig
 from pretexts.engine.evaluation.finetune_recipes import resolve_recipe
 from pretexts.engine.evaluation.finetune_report import BEST, FINAL, finetune_reference, finetune_results
@@ -67,7 +68,10 @@ from pretexts.errors import DataError
 
 
 def build_finetune_optimizer(model: torch.nn.Module, cfg: FinetuneConfig) -> torch.optim.Optimizer:
-    """AdamW with layer-wise lr decay (timm's param_groups_layer_decay): group lr = lr x lr_scale."""
+    """AdamW with layer-wise lr decay (timm's param_groups_layer_decay): group lr = lr x lr_scale; a linear probe's
+    head alone with LARS."""
+    if cfg.linear_probe:
+        return linear_probe.lars_for_head(model, cfg.peak_lr, cfg.weight_decay)
     return create_optimizer_v2(
         model,
         "adamw",
@@ -140,6 +144,8 @@ class Finetuner(TrainingRun):
         self.size_note = resampled_positions_note(self.model, pretrained_size, self.img_size) if ckpt else None
         self.pool_note = repooled_note(cfg.global_pool, self.pretraining) if ckpt else None
         self.start_positions = starting_positions(self.model)  # the table or not, before fine-tuning trains them
+        if cfg.linear_probe:  # the backbone frozen, MAE's BatchNorm + linear head in place of the classifier
+            linear_probe.attach_probe_head(self.model)
         if cfg.from_scratch:  # config.json records what auto resolved to (as probe's does)
             cfg.positions = self.start_positions or LEARNED_POSITIONS
         note_resolved(cfg, asked)  # and which values were derived: a --config of it derives them again
@@ -224,7 +230,7 @@ class Finetuner(TrainingRun):
             return distributed.through(self.replicated, lambda x, y: self.criterion(self.model(x), y), images, labels)
 
     def train_epoch(self) -> float:
-        self.model.train()
+        linear_probe.train_mode(self.model)  # a linear probe's frozen backbone stays in eval mode
         losses = []
         bar = progress(self.steps_per_epoch, f"epoch {self.epoch + 1}/{self.cfg.epochs}", self.cfg.quiet)
         self.lines.restart_clock()
@@ -323,7 +329,7 @@ class Finetuner(TrainingRun):
         save_checkpoint(
             {
                 "kind": "finetuned",
-                "model": self.model.state_dict(),
+                "model": linear_probe.classifier_state(self.model),  # a linear probe's BatchNorm folded in
                 "timm": spec,
                 "timm_name": spec["name"],
                 "timm_kwargs": spec["kwargs"],
@@ -347,6 +353,7 @@ def finetune(cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line) -> 
     Returns:
         The results, also OUT/results.json once every epoch is done (each top-1 in percent, on what `accuracy` says):
 
+            - `protocol`: a fine-tune, or MAE's linear probe (`linear_probe`), in words;
             - `top1` (one per epoch), `final_top1`, `best_top1` and `best_epoch` (the first of equals);
             - `accuracy` (what the top-1 was measured on, in words), `epochs`, `weights` (the files in OUT of the
               final and the best epoch's weights), `optimizer_steps`, `skipped_nonfinite_steps`, `seconds`,

@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass
 from pretexts.engine.evaluation.finetune_recipes import (
     AUTO_MIN_IMAGES,
     AUTO_MIN_IMG_SIZE,
+    LINEAR_PROBE_RECIPE,
     RECIPE_NAMES,
+    apply_agreed_values,
     apply_finetune_recipe,
     check_recipe_name,
     recipe_defaults,
@@ -61,12 +63,21 @@ class FinetuneConfig:
     initialised `backbone` instead (the supervised baseline). `data` left out is the checkpoint's pretraining
     data, or the embedded sample from scratch (a random backbone records none); `Finetuner` fills it in.
     The fields left at None take `recipe`'s values: at once for a named recipe, once `Finetuner` has read the data
-    for `auto`. The batch is smaller than the paper's 1024 so the default fits small data, and the lr keeps the
-    paper's scaling rule base_lr x batch / 256.
+    for `auto` (at once those every recipe it may pick agrees on). `linear_probe` runs MAE's linear probe instead
+    of a fine-tune (engine/evaluation/linear_probe_protocol.py), on the `linprobe` recipe. The batch is smaller
+    than the paper's 1024 so the default fits small data, and the lr keeps the paper's scaling rule
+    base_lr x batch / 256.
     """
 
     checkpoint: str | None = setting(None, "A checkpoint.pt written by `pretexts train`.", section="model")
     from_scratch: bool = setting(False, "Same recipe on a random backbone (the baseline).", section="model")
+    linear_probe: bool = setting(
+        False,
+        "MAE's linear probe (Table B's protocol) instead of a fine-tune: the backbone frozen (in eval mode), a "
+        "BatchNorm without affine and a linear head trained with LARS on augmented images, recipe linprobe. "
+        "finetuned.pt holds the BatchNorm folded into the linear layer: a plain timm classifier.",
+        section="model",
+    )
     backbone: str | None = setting(
         None, "With --from-scratch: alias (resnet18, vit_tiny, ...) or timm name.", section="model"
     )
@@ -104,8 +115,9 @@ class FinetuneConfig:
     recipe: str = setting(
         "auto",
         f"Defaults of the fields marked 'the recipe's': 'paper' (Table A: RandAugment, mixup, cutmix), 'small' (the"
-        f" project's small-data recipe: none of them), or 'auto': 'small' under {AUTO_MIN_IMAGES:,} training images"
-        f" or {AUTO_MIN_IMG_SIZE} px, else 'paper'. Explicit options win.",
+        f" project's small-data recipe: none of them), '{LINEAR_PROBE_RECIPE}' (MAE's linear probe: --linear-probe"
+        f" alone), or 'auto': '{LINEAR_PROBE_RECIPE}' with --linear-probe, else 'small' under {AUTO_MIN_IMAGES:,}"
+        f" training images or {AUTO_MIN_IMG_SIZE} px, else 'paper'. Explicit options win.",
         choices=RECIPE_NAMES,
         section="optimisation",
     )
@@ -125,11 +137,19 @@ class FinetuneConfig:
     lr: float | None = setting(None, "Peak lr. Default base lr x batch / 256.", section="optimisation", range=LR_RANGE)
     base_lr: float | None = by_recipe("base_lr", "lr per 256 images.", "optimisation", range=LR_RANGE)
     min_lr: float = setting(1e-6, "End of the cosine decay.", section="optimisation", range=MIN_LR_RANGE)
-    weight_decay: float = setting(
-        0.05, "AdamW's weight decay (Table A).", section="optimisation", range=WEIGHT_DECAY_RANGE
+    weight_decay: float | None = by_recipe(
+        "weight_decay",
+        "Weight decay: AdamW's (Table A), LARS's under --linear-probe (biases get none).",
+        "optimisation",
+        range=WEIGHT_DECAY_RANGE,
     )
     betas: tuple = setting(
-        (0.9, 0.999), "AdamW's betas.", metavar="B1 B2", nargs=2, section="optimisation", range=BETAS_RANGE
+        (0.9, 0.999),
+        "AdamW's betas (--linear-probe's LARS has none).",
+        metavar="B1 B2",
+        nargs=2,
+        section="optimisation",
+        range=BETAS_RANGE,
     )
     layer_decay: float | None = by_recipe(
         "layer_decay", "Layer-wise lr decay; 1 turns it off.", "optimisation", range=FRACTION_RANGE
@@ -223,8 +243,11 @@ class FinetuneConfig:
         if self.recipe != "auto":  # `auto` is resolved by `Finetuner` once it has read the data
             apply_finetune_recipe(self)
             self.check_resolved()
-        elif self.randaug is not None:
-            self.check_randaug()
+        else:
+            apply_agreed_values(self)
+            self.check_linear_probe()
+            if self.randaug is not None:
+                self.check_randaug()
 
     @classmethod
     def from_dict(cls, values: dict) -> "FinetuneConfig":
@@ -234,10 +257,36 @@ class FinetuneConfig:
     def check_resolved(self) -> None:
         """The checks that need the recipe's values filled in."""
         check_optimizer(self)
+        self.check_linear_probe()
         self.check_randaug()
         if self.mixing and self.batch_size % 2:
             raise ParameterError(
                 f"mixup/cutmix mix pairs of images and need an even batch size, got {self.batch_size}."
+            )
+
+    def check_linear_probe(self) -> None:
+        """--linear-probe and the linprobe recipe go together; the options that act on the trained backbone alone
+        (layer-wise lr decay, drop path) would do nothing in a linear probe, so they are refused, not ignored."""
+        if self.linear_probe and self.recipe not in ("auto", LINEAR_PROBE_RECIPE):
+            raise ParameterError(
+                f"--linear-probe takes the {LINEAR_PROBE_RECIPE} recipe (MAE's: LARS at base lr 0.1 for 90 epochs), "
+                f"not {self.recipe!r}, whose values are for fine-tuning with AdamW; leave out --recipe, or give "
+                f"--recipe {LINEAR_PROBE_RECIPE} (its options can still be changed one by one)."
+            )
+        if self.recipe == LINEAR_PROBE_RECIPE and not self.linear_probe:
+            raise ParameterError(
+                f"--recipe {LINEAR_PROBE_RECIPE} is MAE's linear probe: add --linear-probe (linear_probe=True in "
+                f"Python), or fine-tune with --recipe paper, small or auto."
+            )
+        idle = [
+            f"--{name.replace('_', '-')} {getattr(self, name):g}"
+            for name, off in (("layer_decay", 1), ("drop_path", 0))
+            if getattr(self, name) not in (None, off)
+        ]
+        if self.linear_probe and idle:
+            raise ParameterError(
+                f"--linear-probe trains the head alone on a frozen backbone in eval mode, so {' and '.join(idle)} "
+                f"would do nothing; leave {'it' if len(idle) == 1 else 'them'} out."
             )
 
     def check_randaug(self) -> None:

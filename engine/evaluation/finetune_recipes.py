@@ -1,11 +1,12 @@
-"""Named fine-tuning recipes: the paper's Table A, and the small-data recipe behind the project's own tables.
+"""Named fine-tuning recipes: the paper's Table A, the small-data recipe behind the project's own tables, and MAE's
+linear probe (`linprobe`, which `--linear-probe` takes and nothing else does).
 
 A recipe fills every field of `FINETUNE_RECIPES` that the user left at None; a value given explicitly wins. `auto`
 (the default) picks one from the number of training images and the image size once the data is read
-(`resolve_recipe`); config.json and the checkpoint record the name picked and the values used, so a resumed run
-keeps them, and config.json notes them as derived, so a `--config` of it picks and fills them again. The fields not
-listed (batch 64, AdamW's betas 0.9 / 0.999 and weight decay 0.05, min lr 1e-6, the mixing probabilities) are the
-same in both and stay plain defaults of `FinetuneConfig`.
+(`resolve_recipe`; with `--linear-probe` it takes `linprobe`); config.json and the checkpoint record the name picked
+and the values used, so a resumed run keeps them, and config.json notes them as derived, so a `--config` of it picks
+and fills them again. The fields not listed (batch 64, AdamW's betas 0.9 / 0.999, min lr 1e-6, the mixing probabilities)
+are the same in all and stay plain defaults of `FinetuneConfig`.
 """
 
 import difflib
@@ -13,6 +14,7 @@ import difflib
 from pretexts.engine.training.config_record import note_derived
 from pretexts.errors import ParameterError
 
+LINEAR_PROBE_RECIPE = "linprobe"
 FINETUNE_RECIPES: dict[str, dict] = {
     # Appendix A, Table A (fine-tuning column); 100 epochs, the paper's ViT-B fine-tune (Table 3: ViT-S 200, ViT-L
     # 50), and MAE's 5 warm-up epochs.
@@ -30,6 +32,7 @@ FINETUNE_RECIPES: dict[str, dict] = {
         "smoothing": 0.1,
         "mixup": 0.8,
         "cutmix": 1.0,
+        "weight_decay": 0.05,
     },
     # what docs/results/quality.md and docs/results/representation.md fine-tuned 4,068 images of 32 px with
     # (benchmarks/quality.py, `pretexts compare`); 15 epochs: random init stops improving by epoch 12 there
@@ -45,6 +48,24 @@ FINETUNE_RECIPES: dict[str, dict] = {
         "smoothing": 0.1,
         "mixup": 0.0,
         "cutmix": 0.0,
+        "weight_decay": 0.05,
+    },
+    # MAE's main_linprobe.py (the paper's Table B quotes it): 90 epochs, 10 warm-up, LARS at base lr 0.1 without
+    # weight decay, RandomResizedCrop and flip alone, evaluation at 0.875 (its cosine ends at 0: the min lr's 1e-6 is
+    # 4e-5 of the peak at batch 64); the optimiser is linear_probe_protocol.py's, so `--linear-probe` alone takes it
+    LINEAR_PROBE_RECIPE: {
+        "epochs": 90,
+        "warmup_epochs": 10.0,
+        "base_lr": 0.1,
+        "layer_decay": 1.0,
+        "drop_path": 0.0,
+        "randaug": "none",
+        "crop_min_scale": 0.08,
+        "crop_pct": 0.875,
+        "smoothing": 0.0,
+        "mixup": 0.0,
+        "cutmix": 0.0,
+        "weight_decay": 0.0,
     },
 }
 RECIPE_NAMES = ("auto", *FINETUNE_RECIPES)
@@ -70,9 +91,26 @@ def check_recipe_name(name) -> None:
         raise ParameterError(f"unknown fine-tuning recipe {name!r}; recipes: {', '.join(RECIPE_NAMES)}.{hint}")
 
 
-def auto_recipe(train_images: int, img_size: int) -> tuple[str, str]:
-    """(recipe, why) for `auto`: 'small' for fewer than AUTO_MIN_IMAGES training images or images smaller than
-    AUTO_MIN_IMG_SIZE px, 'paper' otherwise."""
+def auto_candidates(linear_probe: bool) -> tuple[str, ...]:
+    """The recipes `auto` may pick: `linprobe` alone under --linear-probe, else `small` or `paper` by the data."""
+    return (LINEAR_PROBE_RECIPE,) if linear_probe else ("small", "paper")
+
+
+def apply_agreed_values(cfg) -> None:
+    """Under `auto`, fill at once the None fields every recipe it may pick agrees on (the weight decay, ...), noted
+    as derived: what is left open is what the data decides."""
+    candidates = [FINETUNE_RECIPES[name] for name in auto_candidates(cfg.linear_probe)]
+    for name, value in candidates[0].items():
+        if getattr(cfg, name) is None and all(recipe[name] == value for recipe in candidates):
+            setattr(cfg, name, value)
+            note_derived(cfg, name)
+
+
+def auto_recipe(train_images: int, img_size: int, linear_probe: bool = False) -> tuple[str, str]:
+    """(recipe, why) for `auto`: 'linprobe' under --linear-probe; else 'small' for fewer than AUTO_MIN_IMAGES training
+    images or images smaller than AUTO_MIN_IMG_SIZE px, 'paper' otherwise."""
+    if linear_probe:
+        return LINEAR_PROBE_RECIPE, "auto: --linear-probe takes MAE's linear-probe recipe"
     if train_images < AUTO_MIN_IMAGES:
         return "small", f"auto: {train_images:,} training images < {AUTO_MIN_IMAGES:,}; --recipe paper for Table A"
     if img_size < AUTO_MIN_IMG_SIZE:
@@ -101,7 +139,7 @@ def resolve_recipe(cfg, train_images: int, img_size: int) -> str:
     'recipe small (auto: 320 training images < 10,000; --recipe paper for Table A)'."""
     why = None
     if cfg.recipe == "auto":
-        cfg.recipe, why = auto_recipe(train_images, img_size)
+        cfg.recipe, why = auto_recipe(train_images, img_size, cfg.linear_probe)
     given = apply_finetune_recipe(cfg)
     cfg.check_resolved()
     notes = [why] if why else []

@@ -19,8 +19,10 @@ def finetune_command(config, sets, **options) -> None:
     mixup and cutmix for 100 epochs, --recipe small (the project's small-data recipe) none of them for 15, and the
     default auto picks by the data and says which in its first line. Reports top-1 on val/ each epoch and writes
     OUT/finetuned.pt (the final weights), OUT/best.pt (the best epoch's) and OUT/results.json. Without --data it
-    fine-tunes on the checkpoint's pretraining data."""
+    fine-tunes on the checkpoint's pretraining data. --linear-probe runs MAE's linear probe instead (Table B's
+    protocol): the backbone frozen, a BatchNorm and linear head trained with LARS for 90 epochs."""
     from pretexts.engine import FinetuneConfig, Finetuner
+    from pretexts.engine.evaluation.linear_probe_protocol import PROTOCOL
     from pretexts.engine.evaluation.pretrained import describe_data
     from pretexts.engine.measures.reference import final_and_best_line
     from pretexts.engine.training import distributed
@@ -41,8 +43,9 @@ def finetune_command(config, sets, **options) -> None:
     cfg = finetuner.cfg  # the run's record: the recipe and the data as they resolved
     echo = rank_zero_echo(finetuner.rank)
     source = cfg.checkpoint or f"{cfg.backbone} from scratch{FROM_SCRATCH_POSITIONS.get(finetuner.start_positions, '')}"
+    what = f"{PROTOCOL} of" if cfg.linear_probe else "fine-tuning"  # nobody reads a linear probe as a fine-tune
     echo(
-        f"fine-tuning {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
+        f"{what} {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
         f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
         f"classes, for {cfg.epochs} epoch{'' if cfg.epochs == 1 else 's'} -> {cfg.out}"
         f"{threads_note(finetuner.device, threads)}{processes_note(finetuner.world)}; {finetuner.recipe_note}"
