@@ -31,19 +31,26 @@ def test_a_vit_pretrained_on_its_class_token_fine_tunes_on_the_patch_mean(tmp_pa
     loaded = model.state_dict()
     kept = {k: v for k, v in pretrained.backbone.state_dict().items() if not k.startswith(("norm.", "head."))}
     assert kept and all(torch.equal(loaded[k], v) for k, v in kept.items())
-    assert "pooling avg" in run.pool_note and "token" not in run.pool_note.split(";")[0].split("avg")[0]
+    assert run.pool_note.startswith("pooling avg: the checkpoint's final norm (norm) is left out and fc_norm")
     spec = run.timm_spec()
     assert spec["kwargs"]["global_pool"] == "avg"
     rebuilt = timm.create_model(spec["name"], pretrained=False, **spec["kwargs"])
     rebuilt.load_state_dict(model.state_dict())  # strict: the same modules, fc_norm and no norm
 
 
-def test_without_the_option_the_checkpoints_pooling_and_norm_are_kept(tmp_path):
+@pytest.mark.parametrize("pool", [None, "token"])
+def test_the_checkpoints_own_pooling_keeps_its_norm_and_says_nothing(tmp_path, pool):
+    """Left out, or the pooling the ViT had anyway: nothing moves, so no note."""
     checkpoint, pretrained = write_checkpoint(tmp_path / "vit.pt", backbone="vit_tiny")
-    run = finetuner(tmp_path, checkpoint)
+    run = finetuner(tmp_path, checkpoint, global_pool=pool)
     assert run.model.global_pool == "token" and run.pool_note is None
     assert torch.equal(run.model.norm.weight, pretrained.backbone.norm.weight)
-    assert "global_pool" not in run.timm_spec()["kwargs"]
+    assert run.timm_spec()["kwargs"].get("global_pool") == pool
+
+
+def test_a_cnn_asked_for_its_own_average_pooling_gets_no_note(tmp_path):
+    checkpoint, _ = write_checkpoint(tmp_path / "cnn.pt")
+    assert finetuner(tmp_path, checkpoint, global_pool="avg").pool_note is None
 
 
 def test_pooling_a_cnn_by_a_class_token_or_an_unknown_pooling_is_refused(tmp_path):

@@ -142,7 +142,7 @@ class Finetuner(TrainingRun):
             else create_classifier(None, cfg.backbone, cfg.img_size, cfg.positions, **build)
         )
         self.size_note = resampled_positions_note(self.model, pretrained_size, self.img_size) if ckpt else None
-        self.pool_note = repooled_note(cfg.global_pool, self.pretraining) if ckpt else None
+        self.pool_note = repooled_note(cfg.global_pool, self.model, ckpt) if ckpt else None
         self.start_positions = starting_positions(self.model)  # the table or not, before fine-tuning trains them
         if cfg.linear_probe:  # the backbone frozen, MAE's BatchNorm + linear head in place of the classifier
             linear_probe.attach_probe_head(self.model)

@@ -85,12 +85,17 @@ def resampled_positions_note(model: nn.Module, from_size: int, to_size: int) -> 
     )
 
 
-def repooled_note(global_pool: str | None, saved: dict) -> str | None:
-    """The line telling that the classifier pools otherwise than the checkpoint was pretrained to; None if not."""
-    if global_pool is None or global_pool == saved.get("global_pool"):
+def repooled_note(global_pool: str | None, model: nn.Module, ckpt: dict) -> str | None:
+    """The line telling that the classifier pools otherwise than pretraining did and so starts a final norm afresh
+    (`moved_norm`); None where nothing moved (the pooling the backbone had anyway, a CNN's avg)."""
+    state = {k[len(PREFIX) :] for k in ckpt["model"] if k.startswith(PREFIX)}
+    moved = moved_norm(state, set(model.state_dict())) if global_pool else None
+    if moved is None:
         return None
-    was = saved.get("global_pool") or "the backbone's own"
-    return f"pooling {global_pool} (pretrained with {was}; a ViT's final norm then starts afresh)"
+    return (
+        f"pooling {global_pool}: the checkpoint's final norm ({moved[0]}) is left out and {moved[1]} starts afresh, "
+        f"as MAE's fine-tuning starts fc_norm"
+    )
 
 
 def task_state_kind(name: str | None) -> str:
@@ -136,17 +141,25 @@ def load_pretrained(
 FINAL_NORMS = ("norm", "fc_norm")
 
 
-def moved_final_norm(state: dict, model: nn.Module) -> str | None:
-    """Where a ViT pooled otherwise than in pretraining keeps its final norm (`fc_norm` for avg, `norm` for the
-    class token), when the checkpoint holds it at the other place: the checkpoint's is dropped and the model's starts
-    afresh, as MAE's fine-tuning starts `fc_norm`. None where nothing moved."""
-    keys = set(model.state_dict())
+def moved_norm(state: set, model: set) -> tuple[str, str] | None:
+    """(old, new) where a ViT pooled otherwise than in pretraining keeps its final norm at `new` (`fc_norm` for avg,
+    `norm` for the class token) and the checkpoint's weight names (`state`) hold it at `old`; None where nothing
+    moved. `model`: the model's weight names."""
     for old, new in (FINAL_NORMS, FINAL_NORMS[::-1]):
-        if f"{old}.weight" in state and f"{old}.weight" not in keys and f"{new}.weight" in keys:
-            for key in [key for key in state if key.startswith(old + ".")]:
-                del state[key]
-            return new
+        if f"{old}.weight" in state and f"{old}.weight" not in model and f"{new}.weight" in model:
+            return old, new
     return None
+
+
+def moved_final_norm(state: dict, model: nn.Module) -> str | None:
+    """Drop from `state` a final norm that moved (`moved_norm`), so the model's starts afresh, as MAE's fine-tuning
+    starts `fc_norm`; the name of the fresh one, or None."""
+    moved = moved_norm(set(state), set(model.state_dict()))
+    if moved is None:
+        return None
+    for key in [key for key in state if key.startswith(moved[0] + ".")]:
+        del state[key]
+    return moved[1]
 
 
 def create_classifier(
