@@ -14,6 +14,7 @@ from pretexts.backbones.vit_tokens import sincos_pos_embed
 from pretexts.base import Corrupted
 from pretexts.cli import main
 from pretexts.engine import export_backbone
+from pretexts.engine.evaluation.linear_probe_protocol import FINE_TUNE
 from pretexts.engine.methods.states import state_adapter
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
@@ -221,6 +222,7 @@ def test_best_pt_exports_as_the_best_epochs_classifier(tmp_path, finetuned_run):
     assert result.exit_code == 0, result.output
     info = json.loads((out / "pretexts.json").read_text())
     assert info["fine_tuned"]["epoch"] == saved["epoch"] == 1 and info["fine_tuned"]["val_top1"] == saved["top1"]
+    assert info["fine_tuned"]["protocol"] == FINE_TUNE  # not a linear probe
     exported = timm.create_model(f"local-dir:{out}", pretrained=True)
     for key, value in exported.state_dict().items():
         torch.testing.assert_close(value, saved["model"][key], msg=key)

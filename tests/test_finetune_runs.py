@@ -7,6 +7,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 from pretrained_checkpoints import SMALL_DATA, finetune_argv, single_thread, write_checkpoint  # noqa: F401 (a fixture)
+from stop_runs import sigterm_at_step
 
 from pretexts.cli import main
 from pretexts.engine import FinetuneConfig, Finetuner
@@ -18,9 +19,6 @@ pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoi
 def test_a_stopped_fine_tune_resumes_to_the_same_weights(tmp_path):
     """SIGTERM in epoch 2 keeps epoch 1's checkpoint; --resume then equals an uninterrupted run, with
     mixup, RandAugment and drop path drawing from the restored random states."""
-    import os
-    import signal
-
     recipe = {
         **SMALL_DATA,
         "mixup": 0.8,
@@ -38,14 +36,7 @@ def test_a_stopped_fine_tune_resumes_to_the_same_weights(tmp_path):
     straight.run()
 
     stopped = Finetuner(config(tmp_path / "stopped"), echo=lambda line: None)
-    criterion = stopped.criterion
-
-    def signalled(logits, labels):
-        if stopped.global_step == 4:  # the second step of epoch 2
-            os.kill(os.getpid(), signal.SIGTERM)
-        return criterion(logits, labels)
-
-    stopped.criterion = signalled
+    sigterm_at_step(stopped, 4)  # the second step of epoch 2
     results = stopped.run()
     assert results["interrupted"] == "SIGTERM" and results["exit_code"] == 143 and results["epochs"] == 1
     assert torch.load(tmp_path / "stopped" / "checkpoint.pt", weights_only=False)["epoch"] == 1

@@ -4,16 +4,16 @@ classifier a plain timm one with the head's logits, and a stopped run resumed to
 
 import copy
 import json
-import os
-import signal
 
 import pytest
 import timm
 import torch
 from click.testing import CliRunner
 from pretrained_checkpoints import single_thread  # noqa: F401 (a fixture)
+from stop_runs import sigterm_at_step
 from timm.optim import Lars
 
+import pretexts
 from pretexts.cli import main
 from pretexts.engine import FinetuneConfig, Finetuner
 from pretexts.engine.evaluation.finetune_recipes import FINETUNE_RECIPES
@@ -85,8 +85,6 @@ def test_the_head_trains_with_timm_lars_on_maes_recipe(probed):
 
 
 def test_the_saved_classifier_is_plain_timm_and_gives_the_heads_logits(probed, real_images, tmp_path):
-    import pretexts
-
     run, _ = probed
     for name in ("best.pt", "finetuned.pt"):  # the final weights last: those the run's model holds
         ckpt = torch.load(run.out / name, weights_only=True)
@@ -104,6 +102,14 @@ def test_the_saved_classifier_is_plain_timm_and_gives_the_heads_logits(probed, r
         torch.testing.assert_close(exported.eval()(images), run.model.eval()(images), rtol=1e-4, atol=1e-5)
     results = json.loads((run.out / "results.json").read_text())
     assert results["protocol"] == PROTOCOL
+
+
+def test_the_exports_provenance_says_it_is_a_linear_probe(probed, tmp_path):
+    run, _ = probed
+    for name in ("finetuned", "checkpoint"):
+        pretexts.export_backbone(str(run.out / f"{name}.pt"), str(tmp_path / name))
+        provenance = json.loads((tmp_path / name / "pretexts.json").read_text())["fine_tuned"]
+        assert provenance["protocol"] == PROTOCOL, name
 
 
 @pytest.mark.parametrize("backbone", ["test_vit", "test_resnet"])
@@ -129,14 +135,7 @@ def test_a_stopped_linear_probe_resumes_to_the_same_weights(tmp_path):
     straight = Finetuner(probe_config(tmp_path / "straight", **extra), echo=lambda line: None)
     straight.run()
     stopped = Finetuner(probe_config(tmp_path / "stopped", **extra), echo=lambda line: None)
-    criterion = stopped.criterion
-
-    def signalled(logits, labels):
-        if stopped.global_step == 4:  # the second step of epoch 2
-            os.kill(os.getpid(), signal.SIGTERM)
-        return criterion(logits, labels)
-
-    stopped.criterion = signalled
+    sigterm_at_step(stopped, 4)  # the second step of epoch 2
     assert stopped.run()["interrupted"] == "SIGTERM"
     resumed = Finetuner(probe_config(tmp_path / "stopped", **extra, resume="auto"), echo=lambda line: None)
     assert isinstance(resumed.model.fc, ProbeHead)
@@ -160,6 +159,7 @@ def test_what_a_linear_probe_cannot_use_is_refused_in_one_line():
         ({"recipe": "small"}, "not 'small'"),
         ({"layer_decay": 0.75}, "--layer-decay 0.75 would do nothing"),
         ({"drop_path": 0.1}, "--drop-path 0.1 would do nothing"),
+        ({"betas": (0.9, 0.95)}, "LARS .* so --betas 0.9 0.95 would do nothing"),
     ):
         with pytest.raises(ParameterError, match=words):
             FinetuneConfig(from_scratch=True, backbone="test_resnet", linear_probe=True, **options)
@@ -167,6 +167,28 @@ def test_what_a_linear_probe_cannot_use_is_refused_in_one_line():
         FinetuneConfig(from_scratch=True, backbone="test_resnet", recipe="linprobe")
     explicit = FinetuneConfig(from_scratch=True, backbone="test_resnet", linear_probe=True, recipe="linprobe")
     assert (explicit.epochs, explicit.base_lr, explicit.weight_decay) == (90, 0.1, 0.0)
+
+
+@pytest.mark.parametrize(
+    "built, changed",
+    [
+        ({}, {"linear_probe": True}),  # a fine-tune's weight decay 0.05, layer decay, drop path filled in
+        ({"linear_probe": True}, {"linear_probe": False}),  # linprobe's weight decay 0 kept by the fine-tune
+        ({"recipe": "small"}, {"recipe": "paper"}),
+    ],
+)
+def test_a_linear_probe_or_recipe_set_after_the_config_was_built_is_refused_at_the_start(tmp_path, built, changed):
+    cfg = FinetuneConfig(from_scratch=True, backbone="test_resnet", out=str(tmp_path / "run"), **QUICK, **built)
+    [(name, value)] = changed.items()
+    setattr(cfg, name, value)
+    words = rf"{name} was set to {value!r} after .* built with {name} .*FinetuneConfig\({name}={value!r}, ...\)"
+    with pytest.raises(ParameterError, match=words):
+        Finetuner(cfg, echo=lambda line: None)
+    assert not (tmp_path / "run").exists()
+    rebuilt = FinetuneConfig(
+        from_scratch=True, backbone="test_resnet", out=str(tmp_path / "rebuilt"), **QUICK, **{**built, **changed}
+    )
+    assert getattr(Finetuner(rebuilt, echo=lambda line: None).cfg, name) == value  # given when built, it is taken
 
 
 def test_the_start_line_says_it_is_a_linear_probe(tmp_path):

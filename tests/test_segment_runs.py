@@ -3,13 +3,12 @@ run (the CLI says how to continue), a resume that would change the run is refuse
 nothing outside OUT."""
 
 import json
-import os
-import signal
 
 import pytest
 import torch
 from cli_runs import one_torch_thread  # noqa: F401 (autouse)
 from click.testing import CliRunner
+from stop_runs import sigterm_at_step
 
 from pretexts.cli import main
 from pretexts.engine.evaluation.segmentation.config import SegmentConfig
@@ -35,14 +34,7 @@ def test_a_stopped_segmentation_resumes_to_the_same_weights(data, tmp_path):
     expected = straight.run()
 
     stopped = Segmentation(config(data, tmp_path / "stopped"), **QUIET)
-    loss_of = stopped.loss_of
-
-    def signalled(batch):
-        if stopped.global_step == 4:  # the second step of epoch 2 (3 steps an epoch)
-            os.kill(os.getpid(), signal.SIGTERM)
-        return loss_of(batch)
-
-    stopped.loss_of = signalled
+    sigterm_at_step(stopped, 4, loss="loss_of")  # the second step of epoch 2 (3 steps an epoch)
     results = stopped.run()
     assert results["interrupted"] == "SIGTERM" and results["exit_code"] == 143 and results["epochs"] == 1
     assert torch.load(tmp_path / "stopped" / "segmenter.pt", weights_only=False)["epoch"] == 1

@@ -17,7 +17,7 @@ from safetensors.torch import save
 from timm.models import push_to_hf_hub, save_for_hf
 
 from pretexts.backbones.normalisation import normalisation
-from pretexts.engine.evaluation.linear_probe_protocol import plain_classifier_state
+from pretexts.engine.evaluation.linear_probe_protocol import plain_classifier_state, protocol
 from pretexts.engine.evaluation.pretrained import classifier_from, pretraining_record, timm_spec
 from pretexts.engine.evaluation.weights import timm_call
 from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
@@ -51,6 +51,7 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
         provenance = {
             "fine_tuned": {
                 **{k: ckpt["config"].get(k) for k in ("checkpoint", "data", "epochs")},
+                "protocol": protocol(ckpt["config"].get("linear_probe", False)),
                 "epoch": ckpt.get("epoch"),
                 "val_top1": ckpt.get("top1"),
             },
@@ -147,8 +148,9 @@ def export_backbone(
             - of a pretraining checkpoint, `pretraining`: its `method`, `method_args`, `task`, `task_args`,
               `backbone`, `global_pool`, `img_size`, `data`, and how far it got (`epoch`, `global_step`,
               `planned_epochs`);
-            - of a fine-tuning one, `fine_tuned` (its `checkpoint`, `data`, `epochs`, the `epoch` saved and its
-              `val_top1`) and `classes` (the class names, in label order);
+            - of a fine-tuning one, `fine_tuned` (its `checkpoint`, `data`, `epochs`, `protocol`: a fine-tune or
+              MAE's linear probe, as results.json says, the `epoch` saved and its `val_top1`) and `classes` (the
+              class names, in label order);
             - with `push_to_hub`, `hub`: the upload's URL (returned only: `pretexts.json` is written before).
 
     Raises:

@@ -48,6 +48,7 @@ from pretexts.engine.training.settings import (
 from pretexts.errors import ParameterError
 
 RANDAUG_OFF = ("", "none", "off", "0")
+ADAMW_BETAS = (0.9, 0.999)
 
 
 def by_recipe(name: str, help: str, section: str, range=None):
@@ -64,9 +65,10 @@ class FinetuneConfig:
     data, or the embedded sample from scratch (a random backbone records none); `Finetuner` fills it in.
     The fields left at None take `recipe`'s values: at once for a named recipe, once `Finetuner` has read the data
     for `auto` (at once those every recipe it may pick agrees on). `linear_probe` runs MAE's linear probe instead
-    of a fine-tune (engine/evaluation/linear_probe_protocol.py), on the `linprobe` recipe. The batch is smaller
-    than the paper's 1024 so the default fits small data, and the lr keeps the paper's scaling rule
-    base_lr x batch / 256.
+    of a fine-tune (engine/evaluation/linear_probe_protocol.py), on the `linprobe` recipe. `recipe` and
+    `linear_probe` choose the values filled in, so give them when building the config: either set afterwards is
+    refused when the run starts. The batch is smaller than the paper's 1024 so the default fits small data, and the
+    lr keeps the paper's scaling rule base_lr x batch / 256.
     """
 
     checkpoint: str | None = setting(None, "A checkpoint.pt written by `pretexts train`.", section="model")
@@ -144,8 +146,8 @@ class FinetuneConfig:
         range=WEIGHT_DECAY_RANGE,
     )
     betas: tuple = setting(
-        (0.9, 0.999),
-        "AdamW's betas (--linear-probe's LARS has none).",
+        ADAMW_BETAS,
+        "AdamW's betas; refused with --linear-probe (its LARS has none).",
         metavar="B1 B2",
         nargs=2,
         section="optimisation",
@@ -266,7 +268,8 @@ class FinetuneConfig:
 
     def check_linear_probe(self) -> None:
         """--linear-probe and the linprobe recipe go together; the options that act on the trained backbone alone
-        (layer-wise lr decay, drop path) would do nothing in a linear probe, so they are refused, not ignored."""
+        (layer-wise lr decay, drop path) or on AdamW (betas) would do nothing in a linear probe, so they are refused,
+        not ignored."""
         if self.linear_probe and self.recipe not in ("auto", LINEAR_PROBE_RECIPE):
             raise ParameterError(
                 f"--linear-probe takes the {LINEAR_PROBE_RECIPE} recipe (MAE's: LARS at base lr 0.1 for 90 epochs), "
@@ -283,10 +286,12 @@ class FinetuneConfig:
             for name, off in (("layer_decay", 1), ("drop_path", 0))
             if getattr(self, name) not in (None, off)
         ]
+        if self.betas != ADAMW_BETAS:
+            idle.append(f"--betas {self.betas[0]:g} {self.betas[1]:g}")
         if self.linear_probe and idle:
             raise ParameterError(
-                f"--linear-probe trains the head alone on a frozen backbone in eval mode, so {' and '.join(idle)} "
-                f"would do nothing; leave {'it' if len(idle) == 1 else 'them'} out."
+                f"--linear-probe trains the head alone with LARS on a frozen backbone in eval mode, so "
+                f"{' and '.join(idle)} would do nothing; leave {'it' if len(idle) == 1 else 'them'} out."
             )
 
     def check_randaug(self) -> None:

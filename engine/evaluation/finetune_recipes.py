@@ -11,7 +11,7 @@ are the same in all and stay plain defaults of `FinetuneConfig`.
 
 import difflib
 
-from pretexts.engine.training.config_record import note_derived
+from pretexts.engine.training.config_record import RECIPE_APPLIED, note_derived
 from pretexts.errors import ParameterError
 
 LINEAR_PROBE_RECIPE = "linprobe"
@@ -96,6 +96,12 @@ def auto_candidates(linear_probe: bool) -> tuple[str, ...]:
     return (LINEAR_PROBE_RECIPE,) if linear_probe else ("small", "paper")
 
 
+def note_recipe_applied(cfg) -> None:
+    """Note on `cfg` the fields that chose the values just filled: `expect_config` refuses a config on which one was
+    set since (`cfg.linear_probe = True` would keep a fine-tune's weight decay, looking given)."""
+    vars(cfg)[RECIPE_APPLIED] = {"recipe": cfg.recipe, "linear_probe": cfg.linear_probe}
+
+
 def apply_agreed_values(cfg) -> None:
     """Under `auto`, fill at once the None fields every recipe it may pick agrees on (the weight decay, ...), noted
     as derived: what is left open is what the data decides."""
@@ -104,6 +110,7 @@ def apply_agreed_values(cfg) -> None:
         if getattr(cfg, name) is None and all(recipe[name] == value for recipe in candidates):
             setattr(cfg, name, value)
             note_derived(cfg, name)
+    note_recipe_applied(cfg)
 
 
 def auto_recipe(train_images: int, img_size: int, linear_probe: bool = False) -> tuple[str, str]:
@@ -131,6 +138,7 @@ def apply_finetune_recipe(cfg) -> list[str]:
             note_derived(cfg, name)
         elif getattr(cfg, name) != value:
             given.append(name)
+    note_recipe_applied(cfg)
     return given
 
 

@@ -7,7 +7,7 @@ from torch.utils.data import Dataset, Subset
 from torchvision.datasets import DatasetFolder
 
 from pretexts.engine.data.labelled_data import labels_of
-from pretexts.engine.evaluation.linear_probe_protocol import FINE_TUNE, PROTOCOL
+from pretexts.engine.evaluation.linear_probe_protocol import protocol
 from pretexts.engine.evaluation.pretrained import pretraining_record
 from pretexts.engine.measures.reference import Reference, random_init_note
 from pretexts.engine.training.arithmetic import arithmetic
@@ -23,7 +23,7 @@ def finetune_results(tuner: "Finetuner", seconds: float) -> dict:
     cfg, history = tuner.cfg, tuner.history
     best = max(history, key=lambda r: r["top1"])  # the first of equals, as best.pt keeps it
     return {
-        "protocol": PROTOCOL if cfg.linear_probe else FINE_TUNE,  # what was trained: the head alone, or everything
+        "protocol": protocol(cfg.linear_probe),  # what was trained: the head alone, or everything
         "top1": [r["top1"] for r in history],
         "final_top1": history[-1]["top1"],
         "best_top1": best["top1"],

@@ -28,15 +28,27 @@ class ProbeHead(nn.Sequential):
         super().__init__(nn.BatchNorm1d(classifier.in_features, affine=False, eps=NORM_EPS), classifier)
 
 
+def protocol(linear_probe: bool) -> str:
+    """What a fine-tuning run trained, in words, as its results.json and its export's pretexts.json say."""
+    return PROTOCOL if linear_probe else FINE_TUNE
+
+
+def classifier_module_name(model: nn.Module) -> str | None:
+    """The module name of a timm classifier's final layer (`head`, `head.fc`, `fc`); None where `get_classifier`
+    gives no one module of the model."""
+    classifier = model.get_classifier()
+    return next((name for name, module in model.named_modules() if module is classifier), None)
+
+
 def classifier_name(model: nn.Module) -> str:
-    """The module name of a timm classifier's final linear layer (`head`, `head.fc`, `fc`)."""
+    """`classifier_module_name`, refused in one line where that layer is not linear."""
     classifier = model.get_classifier()
     if not isinstance(classifier, nn.Linear):
         raise ParameterError(
             f"--linear-probe trains a linear classifier, and this backbone's is a {type(classifier).__name__}; "
             f"fine-tune it without --linear-probe, or probe its features with `pretexts probe`."
         )
-    return next(name for name, module in model.named_modules() if module is classifier)
+    return classifier_module_name(model)
 
 
 def attach_probe_head(model: nn.Module) -> ProbeHead:
@@ -109,6 +121,5 @@ def classifier_state(model: nn.Module) -> dict:
 def plain_classifier_state(state: dict, model: nn.Module) -> dict:
     """A fine-tuning checkpoint's `state` for `model`, the plain timm classifier: a linear probe's checkpoint.pt
     holds its head's BatchNorm apart (for `--resume`), folded here; any other state is returned as it is."""
-    classifier = model.get_classifier()
-    name = next((name for name, module in model.named_modules() if module is classifier), None)
+    name = classifier_module_name(model)
     return fold_head(state, name) if name and f"{name}.0.running_var" in state else state

@@ -295,7 +295,8 @@ def from_values(cls, values: dict, where: str = "saved config"):
 def expect_config(cfg, cls) -> None:
     """A command's entry point given another object (a dict, another command's config) says what it takes; a
     config whose fields were set after it was built (`cfg.batch_size = 0`) is checked again, and one whose recipe
-    was changed so is refused: the old recipe's values would stay, looking given."""
+    (or a field that chose the recipe's values: a fine-tune's `linear_probe`) was changed so is refused: the old
+    recipe's values would stay, looking given."""
     if not isinstance(cfg, cls):
         raise ParameterError(
             f"expected a {cls.__name__}, got a {type(cfg).__name__}: build one with {cls.__name__}(field=value, ...)"
@@ -304,8 +305,13 @@ def expect_config(cfg, cls) -> None:
     check_field_types(cfg)
     check_ranges(cfg)
     applied = vars(cfg).get(RECIPE_APPLIED)
-    if applied is not None and applied != cfg.recipe:
-        raise ParameterError(
-            f"recipe was set to {cfg.recipe!r} after the config was built with recipe {applied!r}, whose values "
-            f"(base_lr, schedule, ...) it still holds; build a new {cls.__name__}(recipe={cfg.recipe!r}, ...) instead."
-        )
+    # the recipe's name (a pretraining config), or each field that chose the values with its value then
+    chosen = {"recipe": applied} if isinstance(applied, str) else applied or {}
+    for name, was in chosen.items():
+        now = getattr(cfg, name)
+        if now != was:
+            raise ParameterError(
+                f"{name} was set to {now!r} after the config was built with {name} {was!r}, whose recipe values "
+                f"(base_lr, weight_decay, ...) it still holds; build a new {cls.__name__}({name}={now!r}, ...) "
+                f"instead."
+            )
