@@ -1,7 +1,9 @@
 """A shard's sample that cannot be decoded is named by the file it was packed from: `pretexts shard` records each
-sample's path relative to the folder it packed (a tar's `KEY.path.txt`), a parquet file may hold a `path` column, and
-the warning and OUT/skipped_images.txt name it; shards without a path (other tools') read and warn as before."""
+sample's path relative to the folder it packed (a tar's `KEY.path.txt`) and that folder in its manifest, a parquet file
+may hold a `path` column or cells of paths, and the warning and OUT/skipped_images.txt name it; shards without a path
+(other tools') read and warn as before."""
 
+import shutil
 import tarfile
 
 import numpy as np
@@ -11,6 +13,7 @@ from stream_shards import LabelItem, png_of, read_epoch, write_tars
 from pretexts.engine.data.image_check import SKIPPED_FILE, list_decode_failures
 from pretexts.engine.data.shard_writer import write_shards
 from pretexts.engine.data.streams import ImageStream, first_images, stream_shards
+from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.engine.training.run_folder import write_text
 
 
@@ -47,8 +50,8 @@ def test_each_sample_records_its_path_and_a_failing_one_is_named_by_it(tmp_path,
     shards = stream_shards(str(out), "train")
     assert len(first_images(shards, 8)) == 8  # the cut one replaced by the next
     cut_key = next(key for key, path in paths.items() if path == "train/a/cut.jpg")
-    warning = capfd.readouterr().err
-    assert f"image {cut_key} (from 'train/a/cut.jpg') of shard 'train-000000.tar' cannot be read: image file" in warning
+    warning, cut = capfd.readouterr().err, source.resolve() / "train" / "a" / "cut.jpg"  # the manifest's folder
+    assert f"image {cut_key} (from '{cut}') of shard 'train-000000.tar' cannot be read: image file" in warning
 
     # a training stream's warnings join the run folder's list, by that path
     stream = ImageStream(shards, LabelItem(), workers=2, batch_size=2, shuffle=False)
@@ -57,7 +60,22 @@ def test_each_sample_records_its_path_and_a_failing_one_is_named_by_it(tmp_path,
     run.mkdir()
     assert list_decode_failures([stream], run, write_text) == 1
     path, why = (run / SKIPPED_FILE).read_text().splitlines()[0].split("\t")
-    assert path == "train/a/cut.jpg" and why.startswith("image file is truncated")
+    assert path == str(cut) and why.startswith("image file is truncated")
+
+
+def test_shards_moved_without_their_manifest_name_the_file_by_its_packed_path(tmp_path, capsys):
+    """No manifest beside the shards (or one without the folder packed): the path relative to that folder."""
+    source = folder_with_a_cut_jpeg(tmp_path / "photos")
+    write_shards(source, tmp_path / "shards", shard_size=4, shuffle=False)
+    (tmp_path / "moved").mkdir()
+    for shard in (tmp_path / "shards").glob("train-*.tar"):
+        shutil.copy(shard, tmp_path / "moved")
+    assert len(first_images(stream_shards(str(tmp_path / "moved"), "train"), 8, warn=WarnOnce())) == 8
+    assert "(from 'train/a/cut.jpg') of shard 'train-000000.tar'" in capsys.readouterr().err
+    manifest = tmp_path / "shards" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace(str(source.resolve()), "photos"))  # not a folder to join
+    assert len(first_images(stream_shards(str(tmp_path / "shards"), "train"), 8, warn=WarnOnce())) == 8
+    assert "(from 'train/a/cut.jpg') of shard 'train-000000.tar'" in capsys.readouterr().err
 
 
 def test_shards_without_paths_read_and_warn_by_key_and_shard(tmp_path, capsys):
@@ -89,3 +107,25 @@ def test_a_parquet_path_column_names_the_sample(tmp_path, capsys):
     table.to_parquet(str(tmp_path / "cells" / "train.parquet"))
     assert [label for _, label in first_images(stream_shards(str(tmp_path / "cells"), "train"), 3)] == [0, 2, 2]
     assert "image 1 (from 'photos/1.jpg') of shard 'train.parquet' cannot be read" in capsys.readouterr().err
+
+
+def test_parquet_cells_of_file_paths_are_listed_by_the_path(tmp_path):
+    """A cell holding a path, not bytes (a plain string, or a {"bytes": None, "path"} cell): that path, not ROW."""
+    import datasets
+
+    for n in range(3):
+        (tmp_path / f"{n}.png").write_bytes(png_of(n))
+    write_cut_jpeg(tmp_path / "cut.jpg")
+    paths = [str(tmp_path / name) for name in ("0.png", "cut.jpg", "2.png")]
+    datasets.Dataset.from_dict({"image": paths, "label": [0, 1, 2]}).to_parquet(str(tmp_path / "plain" / "t.parquet"))
+    cells = [{"bytes": None, "path": path} for path in paths]
+    table = datasets.Dataset.from_dict({"image": cells, "label": [0, 1, 2]}).cast_column("image", datasets.Image())
+    table.to_parquet(str(tmp_path / "cells" / "t.parquet"))
+    for folder in ("plain", "cells"):
+        stream = ImageStream(stream_shards(str(tmp_path / folder), "train"), LabelItem(), batch_size=3, shuffle=False)
+        assert [int(label) for batch in read_epoch(stream, 0, workers=0) for label in batch] == [0, 2, 2]
+        run = tmp_path / f"run-{folder}"
+        run.mkdir()
+        assert list_decode_failures([stream], run, write_text) == 1
+        path, why = (run / SKIPPED_FILE).read_text().splitlines()[0].split("\t")
+        assert path == str(tmp_path / "cut.jpg") and why.startswith("image file is truncated")

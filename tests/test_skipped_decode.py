@@ -88,3 +88,27 @@ def test_the_workers_records_are_listed_once_and_added_to_the_file_as_it_stands(
     assert lines[0] == "elsewhere/bad\\udcff.png\tempty file (0 bytes)"
     path, why = lines[1].split("\t")
     assert (path, len(lines)) == (str(tmp_path / "data" / "a" / "0000_cut.jpg"), 2) and why.startswith("image file is")
+
+
+STREAMED = {  # as COMMANDS, on the shards packed from the folder; train with --workers 0 (the monitor's reads beside)
+    "train": [*TRAIN, "--epochs", "1", "--max-steps-per-epoch", "2", "--workers", "0", "--quiet"],
+    "finetune": COMMANDS["finetune"],
+    "probe": COMMANDS["probe"],
+}
+
+
+@pytest.mark.parametrize("command", list(STREAMED))
+def test_a_shards_images_read_into_memory_are_listed_by_the_file_each_was_packed_from(tmp_path, command):
+    """The images a command reads whole from shards (pretraining's held-out and monitor images, fine-tuning's val, a
+    probe's splits) join the list, by the file's absolute path (the manifest's source folder), warned about once."""
+    data, shards, out = data_with_cut_files(tmp_path / "data"), tmp_path / "shards", tmp_path / "run"
+    assert run_cli(["shard", data, shards])[0].exit_code == 0  # the scan leaves text.jpg out
+    result, error = run_cli([*STREAMED[command], "--data", shards, "--out", out])
+    assert result.exit_code == 0, error or result.output
+    found, packed = listed(out), data.resolve()
+    assert found[str(packed / "val" / "b" / "cut.jpg")].startswith("image file is truncated")
+    if command != "finetune":  # its one step of 4 may not reach the training split's cut file
+        assert found[str(packed / "train" / "b" / "cut.jpg")].startswith("image file is truncated")
+    assert set(found) <= {str(packed / "train" / "b" / "cut.jpg"), str(packed / "val" / "b" / "cut.jpg")}
+    for split in ("train", "val"):  # train: the stream and the monitor's images read it, one warning between them
+        assert result.output.count(f"(from '{packed / split / 'b' / 'cut.jpg'}')") <= 1, result.output

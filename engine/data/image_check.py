@@ -2,11 +2,14 @@
 
 The scan opens each file and runs PIL's `verify` (header, and the chunk checksums of a PNG): cheap,
 about 0.05 ms a file, so it runs on every start. It cannot see a JPEG truncated in its pixel data;
-such a file fails when it is decoded, and `read_or_substitute` then reports it and serves the next
-readable image, so one bad file never stops a long run; `list_decode_failures` adds it to OUT/skipped_images.txt.
+such a file fails when it is decoded, and `read_or_substitute` (a folder's) or `decode_or_substitute` (a shard's)
+then reports it and serves the next readable image, so one bad file never stops a long run; `list_decode_failures`
+adds it to OUT/skipped_images.txt.
 """
 
+import io
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +22,7 @@ from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError
 
 SKIPPED_FILE = "skipped_images.txt"
+SUBSTITUTE_TRIES = 16  # an unreadable image's next ones tried before a run of them stops it
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 # other photo and image formats a folder may hold: listed as skipped rather than left out without a word
 UNREAD_EXTENSIONS = (".heic", ".heif", ".avif", ".jxl", ".jp2", ".gif", ".dng", ".cr2", ".nef", ".arw", ".raw", ".psd")
@@ -164,7 +168,7 @@ def loose_images_note(root, count: int, classes: list[str]) -> str:
     )
 
 
-def read_or_substitute(source, index: int, warn: WarnOnce, tries: int = 16):
+def read_or_substitute(source, index: int, warn: WarnOnce, tries: int = SUBSTITUTE_TRIES):
     """source[index]; an image that fails to decode is reported (once per file through `warn`, the dataset's) and
     the next one is served instead (deterministically, so a resumed run sees the same data). The split keeps its
     length, so the next image is read twice: the warning says so, as it changes what a val count and its top-1 are
@@ -177,6 +181,41 @@ def read_or_substitute(source, index: int, warn: WarnOnce, tries: int = 16):
             listed = f"{err.path}\t{err.why}" if isinstance(err, UnreadableImage) else ""  # for list_decode_failures
             warn(str(position), f"{err} Using the next image instead (it counts twice).", listed)
     raise DataError(f"{tries} images in a row from index {index} cannot be read; check the data folder.")
+
+
+def decode(sample) -> Image.Image:
+    """A shard's sample (`streams.RawSample`: its image's bytes, or the path of its file) as upright 8-bit RGB."""
+    data = sample.data
+    if data is None:
+        raise ValueError("the sample holds no image")
+    if isinstance(data, str):
+        if not Path(data).is_file():  # a FIFO or a device would block the reader, a folder fail obscurely
+            raise ValueError(f"'{data}' is not a regular file")
+        data = Path(data).read_bytes()
+    with Image.open(io.BytesIO(data)) as image:
+        return to_rgb(upright(image))
+
+
+def decode_or_substitute(sample, neighbours: Callable[[], list], warn: WarnOnce) -> tuple[Image.Image, object]:
+    """(image, the sample it came from) of a shard's `sample`; an unreadable one is reported once (through `warn`),
+    named by the file it was packed from where the shard records it, and the next readable sample is served."""
+
+    def candidates():  # the neighbours are listed only when the sample itself fails
+        yield sample
+        yield from neighbours()[: SUBSTITUTE_TRIES - 1]
+
+    for candidate in candidates():
+        try:
+            return decode(candidate), candidate
+        except Exception as err:  # noqa: BLE001 - PIL raises many types for bad bytes
+            source = f" (from '{candidate.source}')" if candidate.source else ""
+            warn(
+                f"{candidate.shard}\t{candidate.key}",
+                f"image {candidate.key}{source} of shard '{candidate.shard}' cannot be read: {reason(err)}. "
+                "Using the next image instead (it counts twice).",
+                f"{candidate.source or f'{candidate.shard}:{candidate.key}'}\t{reason(err)}",  # OUT/skipped_images.txt
+            )
+    raise DataError(f"{SUBSTITUTE_TRIES} images in a row from {sample.key} of '{sample.shard}' cannot be read.")
 
 
 def find_scan(dataset) -> ImageScan | None:

@@ -2,8 +2,9 @@
 
 OUT/{split}-{i:06d}.tar hold samples keyed "{n:08d}" (the running index in the split): "{key}.{ext}" is the image
 file's own bytes (never re-encoded), "{key}.cls" its label in ASCII digits (none for unlabelled images), and
-"{key}.path.txt" the file's path relative to the folder packed, which a warning about the sample names.
-OUT/manifest.json lists each split's shards, their counts, the images skipped as unreadable, and the classes.
+"{key}.path.txt" the file's path relative to the folder packed, which a warning about the sample names (joined
+with the manifest's "source", the folder packed, made absolute). OUT/manifest.json lists each split's shards, their
+counts, the images skipped as unreadable, the classes, and that source folder.
 """
 
 import json
@@ -195,6 +196,7 @@ def write_shards(
     for note in layout.notes if echo else ():  # before the packing, which can take long
         echo(note)
     clear_out(out)  # after it: a source that cannot be read leaves OUT as it was
+    # the source absolute: a warning names a sample's file by it joined with the sample's path.txt
     manifest = {"format": FORMAT, "source": str(root.resolve()), "classes": layout.classes, "splits": {}}
     for split, images in layout.splits.items():
         samples = list(images.samples)

@@ -3,21 +3,28 @@ training split; every other use (held-out images, the monitor's bank, probes, fi
 images of a split into memory, at most `max_images`, and says so when that is fewer than the split holds."""
 
 import sys
+import weakref
 
 from torch.utils.data import Dataset
 
 from pretexts.engine.data.labelled_data import seeded_randomness
 from pretexts.engine.data.streams import ImageStream, first_images, stream_shards
+from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError
 
 HEAD_IMAGES = 10_000  # what a command that needs a whole split reads of a stream unless told otherwise
+# each live training stream's WarnOnce, by its shards: the images read from them into memory (the monitor's) report
+# through it, so a file both read is warned about once and listed with the run's training images
+STREAM_WARNINGS = weakref.WeakValueDictionary()
 
 
 class StreamHead(Dataset):
     """The first `count` images of a stream's split (its shards' own order), as a map-style (PIL, label) dataset."""
 
     def __init__(self, shards, count: int, labelled: bool = False):
-        self.samples = list(first_images(shards, count, labelled))
+        shared = STREAM_WARNINGS.get(tuple(shards.urls))
+        self.warn = WarnOnce() if shared is None else shared  # its records reach OUT/skipped_images.txt
+        self.samples = list(first_images(shards, count, labelled, self.warn))
         self.targets = [int(label) for _, label in self.samples]
         self.classes = list(shards.classes) if shards.classes else None  # unnamed: labelled_splits numbers them
         self.total = len(shards)  # the images the split holds, of which these are the first
@@ -59,9 +66,11 @@ def training_stream(
             f"'{spec}' holds no training shards: name them train-*.tar or train*.parquet, or give the folder "
             f"`pretexts shard` wrote."
         )
-    return ImageStream(
+    stream = ImageStream(
         shards, item, seed=seed, rank=rank, world=world, workers=workers, batch_size=batch_size, labelled=labelled
     )
+    STREAM_WARNINGS[tuple(shards.urls)] = stream.warn
+    return stream
 
 
 class SeededTransform:

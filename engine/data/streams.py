@@ -7,7 +7,7 @@ number of steps. A mid-epoch resume replays the readers' sequences, skipping the
 decoding them, and continues with exactly the batches the uninterrupted epoch would have produced next.
 """
 
-import io
+import json
 import os
 import random
 import tarfile
@@ -21,30 +21,30 @@ from typing import NamedTuple
 from PIL import Image
 from torch.utils.data import IterableDataset, get_worker_info
 
-from pretexts.engine.data.image_check import reason, to_rgb, upright
+from pretexts.engine.data.image_check import SUBSTITUTE_TRIES, counted, decode, decode_or_substitute
 from pretexts.engine.data.loader import image_seed
-from pretexts.engine.data.shard_sets import ShardSet, is_stream, require, stream_shards
+from pretexts.engine.data.shard_sets import MANIFEST, ShardSet, is_stream, require, stream_shards
 from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError, ParameterError
 
-__all__ = ["ImageStream", "ShardSet", "first_images", "is_stream", "stream_shards"]
+__all__ = ["ImageStream", "ShardSet", "decode", "first_images", "is_stream", "stream_shards"]
 
 IMAGE_SUFFIXES = ("jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff", "gif", "ppm", "pgm", "pbm", "pnm")
 READERS = {"wds": ("webdataset", "wds"), "parquet": ("datasets", "hf")}
-SUBSTITUTE_TRIES = 16  # as image_check.read_or_substitute
 PARQUET_BATCH = 64
-WARN = WarnOnce()  # the unreadable samples `first_images` has warned about
+WARN = WarnOnce()  # the unreadable samples `first_images` has warned about when given no WarnOnce of its own
 
 
 class RawSample(NamedTuple):
     """One undecoded sample: its shard's file name, its key there, the image (bytes, a file path or None), label,
-    and the file it was packed from where the shard records it (a tar's path.txt, a parquet path), for warnings."""
+    and the file it was packed from where the shard records it (a tar's path.txt, a parquet path column, an image
+    cell's path), for warnings."""
 
     shard: str
     key: str
     data: bytes | str | None
     label: int | None  # None: the sample has none
-    source: str | None = None  # `pretexts shard`'s: relative to the folder it packed
+    source: str | None = None  # `pretexts shard`'s: absolute where its manifest names the folder it packed
 
     @property
     def sample_id(self) -> int:
@@ -166,10 +166,6 @@ class ImageStream(IterableDataset):
             )
 
 
-def counted(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def readers(world: int, workers: int) -> str:
     """Who reads a rank's shards: its loader workers, or with --workers 0 its own process (one reader)."""
     ranks = counted(world, "rank")
@@ -187,16 +183,19 @@ def fewer_readers(count: int, world: int, workers: int) -> str:
     return f", or run at most {counted(count, 'rank')}" if world > 1 else ""
 
 
-def first_images(shards: ShardSet, count: int, labelled: bool = False) -> list[tuple[Image.Image, int]]:
+def first_images(
+    shards: ShardSet, count: int, labelled: bool = False, warn: WarnOnce | None = None
+) -> list[tuple[Image.Image, int]]:
     """The first `count` samples in the shards' own order (no shuffle), decoded: the same images every call.
-    `labelled`: every sample's label is checked (`checked_label`); else a sample without one reads as class 0."""
+    `labelled`: every sample's label is checked (`checked_label`); else a sample without one reads as class 0.
+    `warn`: the WarnOnce that reports (and records) an unreadable sample; none: this module's `WARN`."""
     require(*READERS[shards.kind])
     samples = chain.from_iterable(read_shard(shards, i) for i in range(len(shards.urls)))
     images = []
     for sample, neighbours in with_neighbours(samples):
         if len(images) >= count:
             break
-        image, source = decode_or_substitute(sample, neighbours, WARN)
+        image, source = decode_or_substitute(sample, neighbours, warn or WARN)
         images.append((image, checked_label(source, shards.classes, labelled)))
     return images
 
@@ -231,13 +230,14 @@ def read_shard(shards: ShardSet, index: int) -> Iterator[RawSample]:
 def tar_samples(url: str) -> Iterator[RawSample]:
     """A tar shard's samples through webdataset, undecoded."""
     wds = require("webdataset", "wds")
-    name = Path(url).name
+    name, packed = Path(url).name, packed_folder(str(Path(url).parent))
     try:
         for sample in wds.DataPipeline(wds.SimpleShardList([url]), wds.tarfile_to_samples()):
             members = {key.lower(): value for key, value in sample.items() if not key.startswith("__")}
             image = next((members[ext] for ext in IMAGE_SUFFIXES if ext in members), None)
             label = label_of(members.get("cls"), url, sample["__key__"])
-            yield RawSample(name, sample["__key__"], image, label, text_of(members.get("path.txt")))
+            source = text_of(members.get("path.txt"))
+            yield RawSample(name, sample["__key__"], image, label, os.path.join(packed, source) if source else None)
     except (OSError, ValueError, tarfile.TarError) as err:
         raise DataError(f"shard '{url}' cannot be read ({cause(err)}); write it again.") from None
 
@@ -277,7 +277,7 @@ def parquet_samples(url: str, image_column: str, label_column: str | None) -> It
             if isinstance(data, str) and not path_checked:  # one missing file is skipped; the first, a wrong root
                 check_path_cell(data, value, url, row)
                 path_checked = True
-            yield RawSample(name, str(row), data, label_of(label, url, row), text_of(source) or cell_path(value))
+            yield RawSample(name, str(row), data, label_of(label, url, row), text_of(source) or cell_path(value, data))
             row += 1
 
 
@@ -309,9 +309,23 @@ def image_data(value, url: str) -> bytes | str | None:
     return value if isinstance(value, (bytes, str)) else None
 
 
-def cell_path(value) -> str | None:
-    """The file a {"bytes", "path"} image cell was made from (Hugging Face keeps its name beside the bytes)."""
-    return value.get("path") or None if isinstance(value, dict) and value.get("bytes") else None
+def cell_path(value, data: bytes | str | None) -> str | None:
+    """The file an image cell names: the one read (`data`, a cell of a path), or the one a {"bytes", "path"} cell
+    was made from (Hugging Face keeps its name beside the bytes)."""
+    if isinstance(data, str):
+        return data
+    return value.get("path") or None if isinstance(value, dict) else None
+
+
+def packed_folder(folder: str) -> str:
+    """The folder `pretexts shard` packed into the shards in `folder`, as its manifest records it (absolute), which
+    a sample's path.txt is relative to; "" (the path as recorded) without a manifest or such a record. Read at
+    each shard a reader opens: small beside the shard, and never stale."""
+    try:
+        packed = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8")).get("source")
+    except (OSError, ValueError, AttributeError):  # no manifest, or not a mapping: stream_shards says what is wrong
+        return ""
+    return packed if isinstance(packed, str) and os.path.isabs(packed) else ""
 
 
 def text_of(value) -> str | None:
@@ -354,39 +368,3 @@ def with_neighbours(samples: Iterator[RawSample]):
         ahead.extend(islice(samples, 1))
         yield current, lambda: [*ahead, *reversed(behind)]
         behind.append(current)
-
-
-def decode(sample: RawSample) -> Image.Image:
-    data = sample.data
-    if data is None:
-        raise ValueError("the sample holds no image")
-    if isinstance(data, str):
-        if not Path(data).is_file():  # a FIFO or a device would block the reader, a folder fail obscurely
-            raise ValueError(f"'{data}' is not a regular file")
-        data = Path(data).read_bytes()
-    with Image.open(io.BytesIO(data)) as image:
-        return to_rgb(upright(image))
-
-
-def decode_or_substitute(
-    sample: RawSample, neighbours: Callable[[], list[RawSample]], warn: WarnOnce
-) -> tuple[Image.Image, RawSample]:
-    """(image, the sample it came from) of `sample`; an unreadable one is reported once (through `warn`) and the
-    next readable sample is served."""
-
-    def candidates():  # the neighbours are listed only when the sample itself fails
-        yield sample
-        yield from neighbours()[: SUBSTITUTE_TRIES - 1]
-
-    for candidate in candidates():
-        try:
-            return decode(candidate), candidate
-        except Exception as err:  # noqa: BLE001 - PIL raises many types for bad bytes
-            source = f" (from '{candidate.source}')" if candidate.source else ""
-            warn(
-                f"{candidate.shard}\t{candidate.key}",
-                f"image {candidate.key}{source} of shard '{candidate.shard}' cannot be read: {reason(err)}. "
-                "Using the next image instead (it counts twice).",
-                f"{candidate.source or f'{candidate.shard}:{candidate.key}'}\t{reason(err)}",  # OUT/skipped_images.txt
-            )
-    raise DataError(f"{SUBSTITUTE_TRIES} images in a row from {sample.key} of '{sample.shard}' cannot be read.")

@@ -164,7 +164,7 @@ class TrainingRun:
                     truncate_log(self.out / "log.jsonl", self.global_step)
             try:
                 yield
-            finally:  # the run's last images (held-out ones included), however it ends
+            finally:  # the run's last images (held-out ones included, from a folder or shards), however it ends
                 if self.rank == 0:
                     self.list_decode_failures()
 
