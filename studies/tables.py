@@ -125,7 +125,7 @@ def cosine_row(steps: int, mae_steps: int) -> Row:
 VERDICT_ROWS = (
     convnext_row("5", ("SimMIM", "AE")),
     convnext_row("15", ("AE",)),
-    convnext_row("30", ()),
+    convnext_row("30", ("SimMIM",)),
     vit_row("100 steps", "steps100", "100"),
     vit_row("250 steps, constant lr", "steps250", "250"),
     vit_row("544 steps, constant lr", "steps544", "544"),
