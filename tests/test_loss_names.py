@@ -6,11 +6,11 @@ from types import SimpleNamespace
 import matplotlib.pyplot as plt
 import pytest
 import torch
+from cli_runs import ONE_STEP, run_cli
 
 from pretexts import create_pretext
 from pretexts.engine import METHODS, Method, PretrainConfig
 from pretexts.engine.training import figures
-from tests.cli_runs import ONE_STEP, run_cli
 
 
 def method(name: str, task: str = "random-mask", backbone: str = "test_vit", build: bool = False, **method_args):
