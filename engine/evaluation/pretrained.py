@@ -111,14 +111,12 @@ def classifier_prefix(model: nn.Module) -> str:
     return (getattr(model, "pretrained_cfg", None) or {}).get("classifier", "head")
 
 
-def load_pretrained(
-    model: nn.Module, ckpt: dict, path, img_size: int | None = None, repooled: bool = False
-) -> nn.Module:
+def load_pretrained(model: nn.Module, ckpt: dict, path, img_size: int | None = None) -> nn.Module:
     """Load a checkpoint's backbone into `model` (a timm model built at `img_size`, default the checkpoint's), strict
-    apart from its classifier, and apart from the final norm of a ViT `repooled` (built with another global_pool
-    than pretraining's: `moved_final_norm`)."""
+    apart from its classifier, and apart from the final norm of a ViT built with another global_pool than
+    pretraining's, which starts afresh (`moved_final_norm`: only then do the two hold it at different places)."""
     state = backbone_weights(ckpt, model)
-    fresh = moved_final_norm(state, model) if repooled else None
+    fresh = moved_final_norm(state, model)
     pretrained_at = ckpt["config"].get("img_size")
     fix = (
         f"this backbone does not move from the {pretrained_at} px it was pretrained at; leave out --img-size."
@@ -211,10 +209,9 @@ def classifier_from(
         )
     if kwargs.get("global_pool") is None:  # the pooling it was pretrained with, unless another is asked
         kwargs["global_pool"] = saved.get("global_pool")
-    repooled = kwargs["global_pool"] != saved.get("global_pool")
     size = img_size or saved.get("img_size")
     model = backbones.create_backbone(saved["backbone"], img_size=size, **kwargs)
-    return set_fused_attention(load_pretrained(model, ckpt, checkpoint, size, repooled), True), saved
+    return set_fused_attention(load_pretrained(model, ckpt, checkpoint, size), True), saved
 
 
 GIVEN, RECORDED, SAMPLE = "given", "recorded", "sample"
