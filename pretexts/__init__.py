@@ -12,6 +12,8 @@ from .errors import (  # noqa: F401
     CheckpointError,
     DataError,
     DuplicateNameError,
+    NonFiniteLossError,
+    OutputError,
     ParameterError,
     PretextsError,
     UnknownNameError,
@@ -62,5 +64,7 @@ _NAMES = [
     "ParameterError",
     "DataError",
     "CheckpointError",
+    "OutputError",
+    "NonFiniteLossError",
     "__version__",
 ]

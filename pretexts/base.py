@@ -112,6 +112,9 @@ class Pretext:
     # sorting's position embeddings [B,L,D]); the model side picks the state adapter by this name.
     state_kind: ClassVar[str] = "pixels"
     subtasks: tuple = ()  # the tasks a mixture draws from; each is checked on its own
+    # True: the corruption hides boxes of pixels and keeps the rest as they were (the masks); on a ViT the energy's
+    # --loss auto then picks the patch-centred loss. A mixture takes it from its parts.
+    masking: ClassVar[bool] = False
     # What `trivial_restore` does, in a few words, for the reports ("visible-mean fill"); None: it has none.
     trivial_restorer: str | None = None
 

@@ -36,6 +36,10 @@ class NonFiniteLossError(PretextsError, FloatingPointError):
 
 
 def suggest(name: str, choices, n: int = 3) -> str:
-    """' Did you mean: a, b?' for the closest names, or '' when none is close."""
-    close = difflib.get_close_matches(str(name), list(choices), n=n, cutoff=0.5)
-    return f" Did you mean: {', '.join(close)}?" if close else ""
+    """' Did you mean: a, b?' for the closest names, or '' when none is close. Case is ignored (`MAE` finds `mae`,
+    which a ratio over the raw letters would not); the names are shown as registered."""
+    by_lower: dict[str, str] = {}
+    for choice in choices:
+        by_lower.setdefault(str(choice).lower(), str(choice))
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=0.5)
+    return f" Did you mean: {', '.join(by_lower[c] for c in close)}?" if close else ""

@@ -116,6 +116,10 @@ class Param:
             return f"{allowed}, default scaled to the image: {self.default_text()}"
         return f"{allowed}, default {self.default}"
 
+    def range_text(self) -> str:
+        """' in [1, 64]' where the value is bounded, else ''."""
+        return "" if self.low is None and self.high is None else f" in [{self.low}, {self.high}]"
+
     def convert(self, task: str, name: str, value: Any) -> Any:
         """Return `value` converted and checked; raise ParameterError naming the allowed range."""
         where = f"{task}: parameter '{name}'"
@@ -123,7 +127,7 @@ class Param:
         if self.choices is not None and value not in self.choices:
             raise ParameterError(f"{where} is {value!r}; allowed: {', '.join(map(str, self.choices))}.")
         if self.low is not None and value < self.low or self.high is not None and value > self.high:
-            raise ParameterError(f"{where} is {value}; allowed range is [{self.low}, {self.high}].")
+            raise ParameterError(f"{where} is {brief(value)}; allowed range is [{self.low}, {self.high}].")
         return value
 
     def _coerce(self, where: str, value: Any) -> Any:
@@ -146,6 +150,9 @@ class Param:
             converted = self.kind(value)
         except (TypeError, ValueError):
             raise ParameterError(f"{where} must be {self.kind.__name__}, got {brief(value)}.") from None
+        except OverflowError:  # int(inf), float(10**400): no such number
+            what = "a whole number" if self.kind is int else self.kind.__name__
+            raise ParameterError(f"{where} must be {what}{self.range_text()}, got {brief(value)}.") from None
         if self.kind is int and not isinstance(value, str) and converted != value:
             raise ParameterError(f"{where} must be a whole number, got {value!r}.")
         if self.kind is float and converted != converted:

@@ -183,7 +183,7 @@ def test_export_refuses_a_segmenter_and_an_empty_config(runs, tmp_path):
     fails_cleanly(
         ["export", "--checkpoint", tmp_path / "seg" / "segmenter.pt", "--out", tmp_path / "e1"],
         "is a segmentation model",
-        "no command reads it back",
+        "pretexts segment --resume",
     )
     save_checkpoint({**load_checkpoint(runs["pre"]), "config": {}}, tmp_path / "empty.pt")
     fails_cleanly(

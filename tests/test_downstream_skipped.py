@@ -31,7 +31,7 @@ def test_the_run_folder_lists_each_unreadable_image_and_the_note_is_printed_once
     result, error = run_cli([*command, "--data", data, "--out", out])
     assert result.exit_code == 0, error or result.output
     assert result.output.count("skipped 3 unreadable images") == 1, result.output
-    assert f"(see {out / SKIPPED_FILE}): text.jpg: cannot identify image file" in result.output
+    assert f"(see {out / SKIPPED_FILE}): train/a/text.jpg: cannot identify image file" in result.output
     listed = dict(line.split("\t") for line in (out / SKIPPED_FILE).read_text().splitlines())
     assert list(listed) == [str(data / p) for p in ("train/a/text.jpg", "train/b/zero.png", "val/b/cut.png")]
     assert listed[str(data / "train" / "a" / "text.jpg")] == "cannot identify image file (not an image?)"

@@ -13,7 +13,7 @@ from pretexts.cli import main
 from pretexts.engine import ProbeConfig, knn_predict
 from pretexts.engine.evaluation.probe import probe_head, train_head
 from pretexts.engine.measures.knn import knn_accuracy
-from pretexts.errors import ParameterError
+from pretexts.errors import ParameterError, UnknownNameError
 from pretexts.params import Param
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
@@ -82,9 +82,9 @@ def test_mlp_head_is_three_layers_with_relu():
 
 
 def test_unknown_probe_method_is_refused():
-    with pytest.raises(ParameterError, match="unknown probe svm; probes: linear, mlp, knn"):
+    with pytest.raises(UnknownNameError, match="unknown probe 'svm'. Probes: linear, mlp, knn"):
         ProbeConfig(checkpoint="x", probes=("svm",))
-    with pytest.raises(ParameterError, match="Did you mean: linear"):
+    with pytest.raises(UnknownNameError, match="Did you mean: linear"):
         ProbeConfig(checkpoint="x", probes=("lineer",))
 
 
@@ -224,7 +224,7 @@ def test_the_standardised_knn_probe_sees_classes_a_loud_direction_drowns():
     signal = torch.nn.functional.one_hot(labels, 4).float() + 0.3 * torch.randn(400, 4, generator=g)
     features = torch.cat([signal, 10 * torch.randn(400, 3, generator=g)], dim=1)  # brightness-like nuisances
     train, val = (features[:300], labels[:300]), (features[300:], labels[300:])
-    cfg = ProbeConfig(checkpoint="unused.pt", probe_args={"knn_k": "20"})
+    cfg = ProbeConfig(checkpoint="unused.pt", probes=("knn", "knn-std"), probe_args={"knn_k": "20"})
     plain, _ = knn_probe(train, val, 4, cfg, **cfg.probe_params("knn"))
     standardised, line = standardised_knn_probe(train, val, 4, cfg, **cfg.probe_params("knn-std"))
     assert standardised["k=20"] > 90 > 60 > plain["k=20"] and "standardised" in line

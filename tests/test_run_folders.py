@@ -104,6 +104,18 @@ def test_finetune_into_a_folder_holding_a_run_is_refused(tmp_path):
     assert run_cli([*args, "--force"])[0].exit_code == 0
 
 
+def test_a_resume_naming_its_checkpoint_by_another_path_continues(tmp_path, monkeypatch):
+    ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
+    out = tmp_path / "ft"
+    assert run_cli(finetune_argv(ckpt.resolve(), out))[0].exit_code == 0
+    monkeypatch.chdir(tmp_path)  # the same checkpoint, spelt relative: the same run
+    result, error = run_cli(finetune_argv("pretrain.pt", "ft", "--resume", epochs=2))
+    assert result.exit_code == 0, error
+    assert json.loads((out / "results.json").read_text())["epochs"] == 2
+    result, error = run_cli(finetune_argv("pretrain.pt", "ft", "--resume", "--recipe", "paper", epochs=3))
+    assert result.exit_code == 2 and "recipe='small'" in error, error
+
+
 def test_restore_makes_a_missing_output_folder(tmp_path):
     ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
     fig = tmp_path / "a" / "missing" / "dir" / "x.png"
@@ -167,8 +179,10 @@ def test_figures_never_replace_a_file_or_take_a_wrong_suffix(tmp_path):
     (tmp_path / "results.json").write_text('{"kept": true}')
     for command, extra in (("restore", []), ("energy", ["--workers", "0"])):
         args = [command, "--checkpoint", ckpt, "--images", "2", *extra, "--out"]
-        result, error = run_cli([*args, tmp_path / "results.png"])  # its .json would replace results.json
-        assert result.exit_code == 2 and "results.json already exists" in error and "--force" in error, error
+        for force in ([], ["--force"]):  # its .json would replace the run's results.json: never, even forced
+            result, error = run_cli([*args, tmp_path / "results.png", *force])
+            assert result.exit_code == 2 and "results.json is a file of the run in" in error, error
+            assert "--force does not replace" in error and not (tmp_path / "results.png").exists(), error
         result, error = run_cli([*args, tmp_path / "x.pt"])
         assert result.exit_code == 2 and "must be a figure file" in error, error
         figure = tmp_path / f"{command}.png"
@@ -304,6 +318,10 @@ def test_export_never_replaces_its_checkpoint_a_run_or_an_earlier_export(tmp_pat
         result, error = run_cli(["export", "--checkpoint", ckpt, "--out", out, "--force"])
         assert result.exit_code == 2 and "would overwrite this command's input" in error, error
     assert ckpt.read_bytes() == good
+    record = (run / "config.json").read_bytes()
+    result, error = run_cli(["export", "--checkpoint", ckpt, "--out", run / "config.pth", "--force"])
+    assert result.exit_code == 2 and "config.json is a file of the run in" in error, error  # the .pth's .json
+    assert (run / "config.json").read_bytes() == record and not (run / "config.pth").exists()
     for out in (tmp_path / "export", tmp_path / "weights.safetensors"):
         assert run_cli(["export", "--checkpoint", ckpt, "--out", out])[0].exit_code == 0
         result, error = run_cli(["export", "--checkpoint", ckpt, "--out", out])

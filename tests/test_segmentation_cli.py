@@ -70,6 +70,10 @@ def test_segment_from_scratch_and_bad_arguments(tmp_path):
     result, error = run_cli([*again, "--head", "linear", "--out", out])
     assert result.exit_code == 2 and "already holds a run" in error and "--force" in error  # never over a run
     assert "continue it with --resume" in error
+    result, error = run_cli(["segment", "--out", out, "--resume", "--epochs", "3", "--max-steps", "6"])
+    assert result.exit_code == 0, error  # a run from scratch resumes as one, without --from-scratch again
+    # the epoch --max-steps 5 cut is finished and reported once, at its new end
+    assert [json.loads(x)["step"] for x in (out / "log.jsonl").read_text().splitlines()] == [4, 6]
     result, error = run_cli(
         ["segment", "--from-scratch", "--backbone", "test_resnet", "--data", tmp_path, "--out", tmp_path / "other"]
     )

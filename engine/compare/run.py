@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+import pretexts
 from pretexts.backbones.factory import create_backbone
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.compare.cells import (
@@ -20,6 +21,7 @@ from pretexts.engine.compare.cells import (
     arms_for,
     changes_text,
     clock_kind,
+    pretrain_config,
     run_cell,
     setting_changes,
     settings,
@@ -40,6 +42,7 @@ from pretexts.engine.training.progress import duration
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
 from pretexts.engine.training.settings import expect_config
 from pretexts.errors import OutputError
+from pretexts.registry import METHODS
 
 OUTPUTS = ("compare.json", "compare.md", "compare.csv", "compare.png")
 CROP_PCT = ProbeConfig.__dataclass_fields__["crop_pct"].default  # the probes' evaluation crop
@@ -92,6 +95,28 @@ def refuse_other_settings(cfg: CompareConfig, todo: list) -> None:
             f"the cells cached in {cfg.out} were measured with other settings ({changes_text(changes)}): "
             f"{reuse}give --force to measure them again, or another --out."
         )
+
+
+def check_arms(cfg: CompareConfig, arms: list) -> None:
+    """Each pretraining arm's model built on the CPU with its task bound to it, as its cells will build them: a
+    method or task the backbone cannot take (MAE on a ConvNeXt) is refused in the method's own one line."""
+    for arm in arms:
+        if arm.method is not None:
+            run = pretrain_config(cfg, arm, cfg.seeds[0], Path(cfg.out))
+            task = pretexts.create_pretext(run.task, **run.task_args)
+            METHODS.get(run.method)(run, task, torch.device("cpu")).setup()
+
+
+def remove_empty_folders(folders, root: Path) -> None:
+    """Remove each of `folders` that holds nothing, then its parents up to `root` (included) while they are empty:
+    a cell refused as it started leaves no folder. One another process fills meanwhile is left alone."""
+    for folder in folders:
+        while folder.is_dir() and folder.is_relative_to(root):
+            try:
+                folder.rmdir()  # refuses a folder that is not empty
+            except OSError:
+                break
+            folder = folder.parent
 
 
 def wrapped(text: str) -> list[str]:
@@ -214,10 +239,11 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
     expect_config(cfg, CompareConfig)
     out = Path(cfg.out)
     began = time.time()
+    arms = arms_for(cfg.tasks, cfg.methods)
+    check_arms(cfg, arms)  # before OUT is claimed and a step timed: a pair that cannot run is refused first
     with RunLock(out, "compare"):
         claim_compare_dir(out, cfg.force, inputs=[cfg.data])
         forget()
-        arms = arms_for(cfg.tasks, cfg.methods)
         todo = [(arm, seed) for arm in arms for seed in cfg.seeds]
         refuse_other_settings(cfg, todo)  # before "cached": a cell the run would refuse is not counted as done
         cached = {(arm.name, seed) for arm, seed in todo if finished(cfg, arm, cell_folder(cfg, arm, seed))}
@@ -227,9 +253,12 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
         pace = plan(cfg, todo, cached, arms, say)
         estimate = pace.total()
         # the report too under the stop: a signal once every cell is done has it written, then exits as stopped
-        with StopSignals() as stop:
-            cells = run_cells(cfg, todo, cached, pace, stop, say)
-            record = write_report(cfg, cells, began, estimate, echo)
+        try:
+            with StopSignals() as stop:
+                cells = run_cells(cfg, todo, cached, pace, stop, say)
+                record = write_report(cfg, cells, began, estimate, echo)
+        finally:  # a cell refused as it started leaves no empty folders behind
+            remove_empty_folders([cell_folder(cfg, arm, seed) for arm, seed in todo], out / "cells")
         forget()  # the decoded images: memory for the next comparison in this process
         if stop.requested:
             raise Interrupted(stop.signal.name, stop.exit_code, "after the last cell", finished=True, record=record)

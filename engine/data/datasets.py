@@ -13,7 +13,13 @@ from torch.utils.data import Dataset, Subset
 from torchvision import datasets
 from torchvision.datasets.utils import check_integrity
 
-from pretexts.engine.data.image_check import UNREAD_EXTENSIONS, keep_readable, load_rgb, loose_images_note
+from pretexts.engine.data.image_check import (
+    UNREAD_EXTENSIONS,
+    class_layout_note,
+    keep_readable,
+    load_rgb,
+    loose_images_note,
+)
 from pretexts.errors import DataError
 
 SAMPLE_DIR = Path(str(files("pretexts.engine") / "data" / "sample_data"))
@@ -52,6 +58,11 @@ def build_source(
     - shards (WebDataset tars, Hugging Face parquet; engine.data.streams): the split's first `max_images` images
       (pretraining streams its training split instead: engine.data.stream_inputs.training_stream).
     """
+    if not str(spec).strip():  # Path("") is the current folder, which a user never means
+        raise DataError(
+            "data must not be empty (it would read the current folder); give a folder of images, shards, "
+            "'sample' or 'synthetic'."
+        )
     if dataset:
         return timm_dataset(dataset, spec, split)
     from pretexts.engine.data.streams import is_stream  # the readers load only for shards
@@ -115,7 +126,8 @@ def cifar10(root: Path, split: str) -> datasets.CIFAR10:
 def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datasets.ImageFolder:
     """An ImageFolder of the readable images under `root`; `dataset.scan` lists the skipped ones. Unlabelled,
     a folder whose images lie directly in it is one class. Images lying directly in a folder that also has class
-    folders are not used (ImageFolder's layout): `dataset.scan` counts them and notes it."""
+    folders are not used (ImageFolder's layout): `dataset.scan` counts them and notes it, as it notes class folders
+    named like splits or holding their images only in subfolders (`class_layout_note`)."""
     try:
         dataset = ImageTree(str(root), loader=load_rgb, allow_empty=True)
     except FileNotFoundError:  # no class folder at all
@@ -131,11 +143,14 @@ def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datase
             f"no images found under '{root}': expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files "
             f"(the ImageNet layout)."
         ) from None
+    layout = class_layout_note(root, dataset.classes, dataset.samples, labelled)  # before unreadable files drop out
     dataset = keep_readable(dataset, root, img_size)
     loose = [path for path in image_files(str(root), recursive=False) if os.path.isfile(path)]
     if loose:
         dataset.scan.loose = len(loose)
         dataset.scan.notes.append(loose_images_note(root, len(loose), dataset.classes))
+    if layout:
+        dataset.scan.notes.append(layout)
     return dataset
 
 

@@ -39,6 +39,7 @@ class ImageScan:
     unread: list[str] = field(default_factory=list)  # files of photo formats the loader does not read (.heic, ...)
     loose: int = 0  # image files lying directly in the root beside its class folders: not used
     notes: list[str] = field(default_factory=list)  # what the run should say at its start (unused files, a split)
+    root: str = ""  # the folder scanned, which the report names the files relative to
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
@@ -135,9 +136,10 @@ def keep_readable(dataset, root: Path, min_side: int = 0):
     if empty:
         raise DataError(f"no images found in class folder {', '.join(empty)}; add images or remove the folder.")
     dataset.scan = scan_images([path for path, _ in dataset.samples], min_side)
+    dataset.scan.root = str(root)
     dataset.scan.unread = list(getattr(dataset, "unread", []))
     if not dataset.scan.good:
-        shown = "; ".join(f"{Path(p).name}: {why}" for p, why in dataset.scan.bad[:3])
+        shown = "; ".join(f"{os.path.relpath(p, root)}: {why}" for p, why in dataset.scan.bad[:3])
         raise DataError(
             f"none of the {len(dataset.scan.bad)} image files under '{root}' can be read ({shown}); check the files."
         )
@@ -165,6 +167,40 @@ def loose_images_note(root, count: int, classes: list[str]) -> str:
         f"warning: {count} {files} directly in '{root}' beside its {folders} and {'is' if count == 1 else 'are'} "
         f"not used: only the images inside class folders are. Move them into a folder of their own there, or give "
         f"a folder that holds only them."
+    )
+
+
+SPLIT_NAMES = ("train", "training", "val", "validation", "test")
+
+
+def class_layout_note(root, classes: list[str], samples: list[tuple[str, int]], labelled: bool) -> str | None:
+    """One warning for class folders that look like a mistake (they are still read, as ImageFolder reads them):
+    folders named like splits (segment's training/ and validation/ given to a classifier), else (labelled data)
+    class folders whose images all lie in subfolders, which are then read as one class."""
+    splits = [name for name in classes if name.lower() in SPLIT_NAMES]
+    if splits:
+        named = ", ".join(f"{name}/" for name in splits)
+        return (
+            f"warning: the folders {named} of '{root}' are named like splits but are read as class folders (of "
+            f"{len(classes)} classes); a train/val split is two folders named train/ and val/, each holding the "
+            f"class folders."
+        )
+    if not labelled:
+        return None
+    folders = [os.path.join(str(root), name) for name in classes]
+    direct = {label for path, label in samples if os.path.dirname(path) == folders[label]}
+    nested = [label for label in range(len(classes)) if label not in direct]
+    if not nested:
+        return None
+    first = nested[0]
+    below = [os.path.relpath(path, folders[first]) for path, label in samples if label == first]
+    inner = dict.fromkeys(relative.split(os.sep)[0] for relative in below)
+    shown = ", ".join(f"{name}/" for name in list(inner)[:3]) + (", ..." if len(inner) > 3 else "")
+    more = f" (and {len(nested) - 1} more class folders)" if len(nested) > 1 else ""
+    return (
+        f"warning: class folder '{classes[first]}'{more} of '{root}' holds no images directly, only in its "
+        f"subfolders ({shown}), which are all read as the one class '{classes[first]}'; if those subfolders are "
+        f"the classes, give --data {folders[first]}."
     )
 
 
@@ -240,9 +276,15 @@ def report_skipped(datasets, out: Path, write_text, small: bool = True) -> str |
     else:
         (out / SKIPPED_FILE).unlink(missing_ok=True)
     if bad:
-        shown = "; ".join(f"{Path(path).name}: {why}" for path, why in list(bad.items())[:3])
+        base = data_root([scan.root for scan in scans])
+        shown = "; ".join(
+            f"{os.path.relpath(path, base) if base else path}: {why}" for path, why in list(bad.items())[:3]
+        )
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
-        notes.append(f"skipped {counted(len(bad), 'unreadable image')} (see {out / SKIPPED_FILE}): {shown}{more}.")
+        under = f" under '{base}'" if base else ""
+        notes.append(
+            f"skipped {counted(len(bad), 'unreadable image')}{under} (see {out / SKIPPED_FILE}): {shown}{more}."
+        )
     if unread:
         formats = ", ".join(sorted({Path(path).suffix.lower() for path in unread}))
         notes.append(
@@ -254,6 +296,14 @@ def report_skipped(datasets, out: Path, write_text, small: bool = True) -> str |
         are = "image is" if len(few) == 1 else "images are"
         notes.append(f"{len(few)} {are} smaller than {scans[0].min_side} px; the random crop upscales them.")
     return " ".join(notes) or None
+
+
+def data_root(roots: list[str]) -> str | None:
+    """The folder the scanned roots share (the data folder above its train/ and val/), or None where there is none."""
+    try:
+        return os.path.commonpath(roots) if roots else None
+    except ValueError:  # absolute and relative roots, or roots on different drives
+        return None
 
 
 def find_warnings(dataset) -> list[WarnOnce]:

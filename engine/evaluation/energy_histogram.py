@@ -90,6 +90,7 @@ def energy_histogram(
     data: str | None = None,
     task: str | None = None,
     task_args: dict | None = None,
+    preset: str | None = None,
     images: int = 512,
     steps: int | None = None,
     seed: int = 0,
@@ -99,9 +100,10 @@ def energy_histogram(
 ) -> dict:
     """Score held-out images with a pretrained energy model; write OUT (png) and OUT with suffix .json.
 
-    The task, its arguments, the data and the number of steps default to the checkpoint's own; `task_args` without
-    a `task` go over the checkpoint's task arguments. `images` is at least 2 (a histogram's spread needs two
-    energies). Existing files are replaced only with `force`, and never the checkpoint.
+    The task, its arguments, the data and the number of steps default to the checkpoint's own; `task_args` and
+    `preset` without a `task` go over the checkpoint's task arguments (as `pretexts restore` takes them). `images`
+    is at least 2 (a histogram's spread needs two energies). Existing files are replaced only with `force`, and
+    never the checkpoint.
 
     Args:
         checkpoint: A checkpoint of `pretexts train --method energy`.
@@ -109,6 +111,7 @@ def energy_histogram(
         data: The images to score (the val split, else the training one); None: the checkpoint's data.
         task: The corruption to score; None: the checkpoint's task.
         task_args: The task's arguments, over the checkpoint's when `task` is None.
+        preset: One of the task's presets (`pretexts list -v`), over the checkpoint's when `task` is None.
         images: How many held-out images to score, at least 2.
         steps: Restoration steps; None: the checkpoint's.
         seed: Seeds which images are drawn and their corruptions.
@@ -128,7 +131,10 @@ def energy_histogram(
     claim_output_file(path, force, inputs=[checkpoint], companions=[path.with_suffix(".json")])
     device = resolve_device(device)
     model, cfg = load_energy_model(checkpoint, device)
-    corruption = task_for(cfg, task, task_args, model)
+    args = dict(task_args or {})
+    if preset is not None:
+        args["preset"] = preset
+    corruption = task_for(cfg, task, args, model)
     steps = steps or EnergyMethod.parse_args(cfg)["steps"]
     data = data or cfg.data
     batches = held_out_images(data, cfg.img_size, images, seed, device, workers)

@@ -152,7 +152,6 @@ class Finetuner(TrainingRun):
         self.model.to(self.device)
         self.backbone_name = self.pretraining.get("backbone") or cfg.backbone
         check_backbone_fits(self.model, self.backbone_name, self.img_size, self.device)
-        check_output_dir(self.out, checkpoint_bytes(self.model))
         mean, std = normalisation(self.model)
         augment = train_transform(self.img_size, mean, std, cfg.randaug_policy, cfg.crop_min_scale, cfg.reprob)
         per_rank = cfg.batch_size // self.world
@@ -199,7 +198,8 @@ class Finetuner(TrainingRun):
         if self.world > 1:  # MAE's seed + rank: drop-path and mixup draw differently on each rank
             torch.manual_seed(cfg.seed + self.rank)
             np.random.seed(cfg.seed + self.rank)
-        self.guard_steps(self.model, self.replicated)
+        self.guard_steps(self.model, self.replicated, self.img_size)
+        check_output_dir(self.out, checkpoint_bytes(self.model))  # made only once the run is known to start
         # one line per epoch (on stderr by default: `echo`), its top-1 appended; none under --quiet
         self.progress_lines(total, on_terminal=True, write=echo)
 
@@ -365,6 +365,7 @@ def finetune(cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line) -> 
             - `checkpoint` and `pretraining` (its `method`, `task` and `task_args`): None from scratch.
 
             A run stopped by SIGTERM or Ctrl-C returns only `interrupted` (the signal's name), `exit_code`, `epochs`
-            and `optimizer_steps`, and writes no results.json (`resume=True` continues it from OUT/checkpoint.pt).
+            and `optimizer_steps`, and writes no results.json: `finetune(FinetuneConfig.resuming(cfg.out))` continues
+            it from OUT/checkpoint.pt.
     """
     return Finetuner(cfg, echo).run()

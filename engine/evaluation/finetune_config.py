@@ -256,6 +256,18 @@ class FinetuneConfig:
         """A saved config (config.json, a checkpoint's); an unknown key is refused naming the close fields."""
         return from_values(cls, values)
 
+    @classmethod
+    def resuming(cls, out: str, **changes) -> "FinetuneConfig":
+        """The config that continues the fine-tuning run in `out` from OUT/checkpoint.pt, as `pretexts finetune
+        --resume` does: the checkpoint's saved settings with `changes` over them (`epochs=...` trains on). A change
+        that would change the run is refused in one line.
+
+        Raises:
+            CheckpointError: There is no checkpoint to continue, or a change would change the run."""
+        from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE, resuming_config
+
+        return resuming_config(cls, out, changes, "finetune", FINETUNE_MAY_CHANGE)
+
     def check_resolved(self) -> None:
         """The checks that need the recipe's values filled in."""
         check_optimizer(self)

@@ -7,8 +7,9 @@ from torch import Tensor
 import pretexts
 from pretexts.base import Corrupted, Pretext
 from pretexts.engine.methods.energy import EnergyMethod
-from pretexts.engine.methods.energy.method import energy_model_for, loss_patch, resolved_loss
+from pretexts.engine.methods.energy.method import energy_model_for, loss_patch
 from pretexts.engine.methods.energy.model import EnergyModel
+from pretexts.engine.methods.energy.params import AUTO_LOSS
 from pretexts.engine.methods.energy.restore import restoration_loss, restore
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.training.checkpoint import load_checkpoint, load_weights
@@ -90,7 +91,8 @@ def load_energy_run(checkpoint, device="cpu") -> EnergyRun:
         and `loss_patch`.
 
     Raises:
-        CheckpointError: The file is missing, unreadable, no pretraining checkpoint, or of another method.
+        CheckpointError: The file is missing, unreadable, no pretraining checkpoint, of another method, or without
+            the loss its run resolved.
 
     Examples:
         >>> import tempfile, torch
@@ -110,6 +112,10 @@ def load_energy_run(checkpoint, device="cpu") -> EnergyRun:
     model, cfg = load_energy_model(checkpoint, device)
     args = EnergyMethod.parse_args(cfg)
     task = task_for(cfg, model=model)
-    loss = resolved_loss(args["loss"], model.backbone, task)  # a run records it resolved; an older one "auto"
-    patch = loss_patch({**args, "loss": loss}, model.backbone, task, cfg.img_size)
-    return EnergyRun(model, task, cfg, args["steps"], args["grad_mode"], args["fd_delta"], loss, patch)
+    if args["loss"] == AUTO_LOSS:  # a run records the loss auto resolved to
+        raise CheckpointError(
+            f"checkpoint '{checkpoint}' does not record the loss its run trained with (it says --loss auto), so "
+            f"another build of pretexts wrote it; start a new run with `pretexts train`."
+        )
+    patch = loss_patch(args, model.backbone, task, cfg.img_size)
+    return EnergyRun(model, task, cfg, args["steps"], args["grad_mode"], args["fd_delta"], args["loss"], patch)

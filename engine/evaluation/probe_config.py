@@ -142,15 +142,12 @@ class ProbeConfig:
         check_field_types(self)
         check_probe_source(self)
         self.probes, self.probe_args = tuple(self.probes), dict(self.probe_args)
-        PROBES.load()
-        unknown = [m for m in self.probes if m not in PROBES.table]
-        if unknown or not self.probes:
-            raise ParameterError(
-                f"unknown probe {', '.join(unknown) or '(none)'}; probes: {', '.join(PROBES.table)}."
-                + (suggest(unknown[0], PROBES.table) if unknown else "")
-            )
+        if not self.probes:
+            raise ParameterError(f"give at least one probe (--probe NAME; probes=(NAME,) in Python): {probe_names()}.")
+        for name in self.probes:
+            PROBES.get(name)  # an unknown name: UnknownNameError with close names, as for tasks and methods
         check_ranges(self)
-        check_probe_args(self.probe_args)
+        check_probe_args(self.probe_args, self.probes)
 
     def probe_params(self, name: str) -> dict:
         """The values of every parameter probe `name` declares: `probe_args`' converted, else the default."""
@@ -196,9 +193,15 @@ def declared_probe_params() -> dict[str, list]:
     return declared
 
 
-def check_probe_args(args: dict) -> None:
-    """ParameterError for a key no registered probe declares, or a value one that declares it refuses (whichever
-    probes run: a bad value is refused before the features are extracted, not silently unused)."""
+def probe_names() -> str:
+    """The registered probes, for a message."""
+    PROBES.load()
+    return ", ".join(PROBES.table)
+
+
+def check_probe_args(args: dict, probes: tuple = ()) -> None:
+    """ParameterError for a key no registered probe declares, a value one that declares it refuses (a bad value is
+    refused before the features are extracted), or a key none of `probes` (those run) reads: never silently unused."""
     declared = declared_probe_params()
     for key, value in args.items():
         if key not in declared:
@@ -208,6 +211,14 @@ def check_probe_args(args: dict) -> None:
             )
         for name, param in declared[key]:
             param.convert(f"probe {name}", key, value)
+        readers = [name for name, _ in declared[key]]
+        if probes and not set(readers) & set(probes):
+            option = f"--{key.replace('_', '-')}" if key in BUILTIN_PROBE_PARAMS else f"--probe-arg {key}=..."
+            raise ParameterError(
+                f"{option} is read by probe {' or '.join(readers)}, which this run does not select (it runs "
+                f"{', '.join(probes)}): add --probe {readers[0]} (probes={(*probes, readers[0])!r} in Python), "
+                f"or leave it out."
+            )
 
 
 def with_probe_args(values: dict) -> dict:

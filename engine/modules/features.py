@@ -1,5 +1,5 @@
 """What is read from inside a timm backbone: 4 feature maps (what UperNet reads, for segmentation and the AE's
-pyramid decoder), and one block's output pooled to a vector (`pretexts probe --block`, the energy's earlier heads)."""
+pyramid decoder), and one block's output pooled to a vector (`pretexts probe --block`)."""
 
 import torch
 import torch.nn.functional as F

@@ -12,7 +12,7 @@ from pretexts.engine.training.checksum import KEY as CHECKSUM
 from pretexts.engine.training.checksum import checksum
 from pretexts.engine.training.run_folder import replace_file
 from pretexts.engine.training.safe_load import read_weights
-from pretexts.errors import CheckpointError
+from pretexts.errors import CheckpointError, ParameterError, suggest
 
 FORMAT_VERSION = 2  # RNG states as tensors and plain values (weights-only loadable), a checksum
 
@@ -46,7 +46,7 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
     Args:
         path: A checkpoint.pt of `pretexts train` ("pretrain"), one of `pretexts finetune` (checkpoint.pt:
             "finetune"; finetuned.pt or best.pt: "finetuned") or the segmenter.pt of `pretexts segment`.
-        kinds: The kinds accepted; None: any.
+        kinds: The kinds accepted (one kind's name alone is taken as that kind); None: any.
 
     Returns:
         The checkpoint's dict: `model` (the state dict), `config` (the run's settings, as config.json) and, by kind,
@@ -56,7 +56,10 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
     Raises:
         CheckpointError: The file is missing, a folder, unreadable, holds Python objects that are not weights, is
             of another format version or kind, or its checksum does not match.
+        ParameterError: `kinds` names a kind that is none of these.
     """
+    if kinds is not None:
+        kinds = checked_kinds(kinds)
     path = Path(path)
     if path.is_dir():
         inside = (
@@ -109,10 +112,20 @@ KINDS = {
     "finetuned": ("a fine-tuning checkpoint (finetuned.pt)", "`pretexts export` exports it", "a finetuned.pt"),
     "segmenter": (
         "a segmentation model (segmenter.pt of `pretexts segment`)",
-        "no command reads it back",
+        "`pretexts segment --resume` continues it",
         "a segmenter.pt",
     ),
 }
+
+
+def checked_kinds(kinds) -> tuple[str, ...]:
+    """`kinds` as a tuple of known kinds (a name alone is that one kind); a ParameterError names the kinds there are."""
+    kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds) if isinstance(kinds, (tuple, list, set)) else kinds
+    wrong = next((k for k in kinds if k not in KINDS), None) if isinstance(kinds, tuple) and kinds else kinds
+    if wrong is not None:
+        close = suggest(wrong, KINDS) if isinstance(wrong, str) else ""
+        raise ParameterError(f"load_checkpoint: kinds must name some of {', '.join(KINDS)}, got {wrong!r}.{close}")
+    return kinds
 
 
 def check_kind(ckpt: dict, path, kinds: tuple[str, ...]) -> None:

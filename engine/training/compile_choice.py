@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pretexts.engine.training.resume_config import recorded_setting
+
 AUTO = "auto"
 BACKEND = "inductor"  # torch.compile's default, and what `--compile` alone means
 # measured break-even of the exact energy step on vit_tiny: 118 steps of 64 images of 32 x 32 pixels
@@ -44,12 +46,15 @@ def choose_compile(
     planned_steps: int | None,
     batch_size: int,
     img_size: int,
+    resumed: bool = False,
 ) -> CompileChoice:
     """Resolve `--compile`: a backend given is used, None is eager, `auto` compiles only where all hold: the
     method's step on this backbone was measured faster compiled (`measured_gain`, compiled / eager time), on the
-    CPU in float32, over a run of at least MARGIN break-evens of work."""
+    CPU in float32, over a run of at least MARGIN break-evens of work. `resumed`: `requested` is what the run this
+    one resumes recorded (given then, or what auto chose as it started), not an option given now."""
     if requested != AUTO:
-        return CompileChoice(requested, "asked for" if requested else "--compile off")
+        why = "--compile; as the resumed run has it" if resumed else "asked for" if requested else "--compile off"
+        return CompileChoice(requested, why)
     why = _eager_because(measured_gain, device_type, autocast)
     if why:
         return CompileChoice(None, f"auto: {why}")
@@ -59,9 +64,27 @@ def choose_compile(
     if work < needed:
         steps = -(-needed // (batch_size * img_size**2))
         return CompileChoice(
-            None, f"auto: {planned_steps} steps would not repay the compile time; it pays from about {steps} steps"
+            None,
+            f"auto: {planned_steps} step{'s' * (planned_steps != 1)} would not repay the compile time; it pays from "
+            f"about {steps} steps",
         )
     return CompileChoice(BACKEND, f"auto: this step measured {measured_gain:.2f}x its eager time on the CPU")
+
+
+def run_compile_choice(cfg, measured_gain: float | None, device_type: str, planned_steps: int | None) -> CompileChoice:
+    """`choose_compile` for a pretraining run's config: autocast where it asks for bf16 or fp16 (auto is float32 on
+    the CPU); a --resume keeps what its checkpoint recorded unless --compile is given anew, and says so."""
+    resumed = bool(cfg.resume) and cfg.compile != AUTO and cfg.compile == recorded_setting(cfg, "compile")
+    return choose_compile(
+        cfg.compile,
+        measured_gain=measured_gain,
+        device_type=device_type,
+        autocast=cfg.amp in ("bf16", "fp16"),
+        planned_steps=planned_steps,
+        batch_size=cfg.batch_size,
+        img_size=cfg.img_size,
+        resumed=resumed,
+    )
 
 
 def _eager_because(measured_gain: float | None, device_type: str, autocast: bool) -> str | None:

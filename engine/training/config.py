@@ -269,6 +269,20 @@ class PretrainConfig:
         as a config file's does; any other unknown key is refused naming the close fields."""
         return from_values(cls, with_method_args(dict(values)))
 
+    @classmethod
+    def resuming(cls, out: str, **changes) -> "PretrainConfig":
+        """The config that continues the run in `out` from OUT/checkpoint.pt, as `pretexts train --resume` does:
+        the checkpoint's saved settings with `changes` over them. A change that would change the run (the task, the
+        backbone, the seed, the batch size, the lr, ...) is refused in one line; what may change is how long and how
+        the run goes on (`epochs`, `workers`, `device`, logging, figures, `compile`). `resume=PATH` continues the
+        checkpoint PATH into `out` instead.
+
+        Raises:
+            CheckpointError: There is no checkpoint to continue, or a change would change the run."""
+        from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, resuming_config
+
+        return resuming_config(cls, out, changes, "pretrain", PRETRAIN_MAY_CHANGE)
+
 
 def method_attribute(method: str, name: str, empty):
     """The class attribute `name` of `method` (its `method_params`); `empty` for a method that

@@ -29,7 +29,7 @@ from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
 from pretexts.engine.training.arithmetic import arithmetic
 from pretexts.engine.training.checkpoint import save_checkpoint
-from pretexts.engine.training.compile_choice import choose_compile
+from pretexts.engine.training.compile_choice import run_compile_choice
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.config_record import DERIVED, carry_derived, derived_of, note_resolved, saved_settings
 from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
@@ -88,15 +88,8 @@ class Pretrainer(TrainingRun):
         total = self.plan_epochs(self.train_set)
         torch.manual_seed(cfg.seed)  # the model's initialisation draws from here, whatever reading the data drew
         model = self.method.build()
-        self.compile_choice = choose_compile(  # --compile auto weighs the method's measured gain and the run's length
-            cfg.compile,
-            measured_gain=self.method.compiled_gain(model),
-            device_type=self.device.type,
-            autocast=cfg.amp in ("bf16", "fp16"),  # asked for; "auto" is float32 on the CPU
-            planned_steps=total,
-            batch_size=cfg.batch_size,
-            img_size=cfg.img_size,
-        )
+        # --compile auto weighs the method's measured gain and the run's length; a resume keeps the recorded choice
+        self.compile_choice = run_compile_choice(cfg, self.method.compiled_gain(model), self.device.type, total)
         self.model = self.method.prepare(model, self.compile_choice.backend)
         # auto chooses once, as a run starts: a resume keeps what its checkpoint recorded
         resumed = recorded_setting(cfg, "schedule") if cfg.schedule == AUTO_SCHEDULE else None
@@ -116,7 +109,7 @@ class Pretrainer(TrainingRun):
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
         check_task_fits(self.task, cfg.img_size, self.device)
         self.schedule(build_optimizer(self.method, cfg), cfg.peak_lr if schedule == "constant" else cfg.min_lr, total)
-        self.guard_steps(self.model, self.replicated)
+        self.guard_steps(self.model, self.replicated, cfg.img_size, self.method.probe_forward)
         self.progress_lines(total)
         self.batch = 0  # the next batch of the epoch (a stop part-way through saves it)
         self.experiment = NoLog()
@@ -177,7 +170,7 @@ class Pretrainer(TrainingRun):
         self.global_step += 1
         if stats.skipped:
             return {"loss": stats.loss, "skipped": True}
-        return {"loss": stats.loss, "lr": stats.lr, **self.method.step_stats()}
+        return {"loss": stats.loss, "lr": stats.lr, "grad_norm": stats.grad_norm, **self.method.step_stats()}
 
     # ---- the run --------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -393,7 +386,7 @@ def pretrain(cfg: PretrainConfig) -> dict:
             `held_out` (the method's `HeldOut.to_dict()`: `corrupted_mse`, `restored_mse`, `images`, ...) where the
             data has a val split, and `monitor` (`last`, `best`, `measurements`, `seconds`, `share_of_run`) unless
             `monitor_every=0`. A run stopped by SIGTERM or Ctrl-C returns `interrupted` (the signal's name) and
-            `exit_code` instead of those two and writes no results.json (`resume=True` continues it)."""
+            `exit_code` instead of those two and writes no results.json (`PretrainConfig.resuming` continues it)."""
     try:
         return Pretrainer(cfg).run()
     finally:

@@ -55,12 +55,20 @@ def last_good(out: Path, checkpoint: str = "checkpoint.pt") -> str:
 
 
 def check_finite_weights(model: torch.nn.Module, step: int, out: Path, checkpoint: str = "checkpoint.pt") -> None:
-    """Before a save: weights that became NaN or infinite while the loss still looked finite (a huge lr) stop the
-    run instead of replacing the last good checkpoint."""
-    bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
-    if bad:
+    """Before a save: weights that became NaN or infinite while the loss still looked finite (a huge lr), or
+    floating-point buffers that did (BatchNorm's running variance of a single value), stop the run instead of
+    replacing the last good checkpoint."""
+    weights = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+    buffers = [name for name, b in model.named_buffers() if b.is_floating_point() and not torch.isfinite(b).all()]
+    if weights:
         raise NonFiniteLossError(
-            f"{len(bad)} weight tensors (first: {bad[0]}) are NaN or infinite at step {step}, so "
+            f"{len(weights)} weight tensors (first: {weights[0]}) are NaN or infinite at step {step}, so "
             f"they were not saved; {last_good(out, checkpoint)}. Lower --lr or set --clip-grad, "
             f"then --resume."
+        )
+    if buffers:  # the weights are fine: statistics of too few values per channel, not a diverging step
+        raise NonFiniteLossError(
+            f"{len(buffers)} buffers (first: {buffers[0]}) are NaN or infinite at step {step}, so they were not "
+            f"saved; {last_good(out, checkpoint)}. BatchNorm statistics need 2 or more values per channel: "
+            f"raise --batch-size (or --img-size)."
         )

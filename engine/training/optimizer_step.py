@@ -1,9 +1,10 @@
 """One optimiser step, the same for pretraining, fine-tuning and segmentation.
 
 The whole block around `optimizer.step()` lives here once: the loss over micro-batches (gradient accumulation,
-DDP's all-reduce on the last one only), fp16 loss scaling, the gradient norm (clipped under --clip-grad), the
-non-finite policy (`NonFiniteGuard`: stop with a clear message, or skip and count under --skip-nonfinite) and
-the per-step learning-rate schedule. MAE's `NativeScalerWithGradNormCount` does the scaling part of it.
+DDP's all-reduce on the last one only), fp16 loss scaling, the gradient norm (clipped under --clip-grad; pretraining
+logs it), the non-finite policy (`NonFiniteGuard`: stop with a clear message, or skip and count under
+--skip-nonfinite) and the per-step learning-rate schedule. MAE's `NativeScalerWithGradNormCount` does the scaling
+part of it.
 """
 
 import math
@@ -21,7 +22,9 @@ from pretexts.engine.training.nonfinite import NonFiniteGuard
 class StepStats:
     loss: float  # the batch's mean loss (over every rank under DDP); a skipped step's is the non-finite value seen
     lr: float  # the schedule's lr after it moved on, i.e. the next step's (`scheduled_lr`)
-    grad_norm: float | None  # before clipping; None where not measured (fp16 without clipping: the scaler checks)
+    # before clipping, logged per step (log.jsonl); None where not measured (fp16 without clipping: the scaler
+    # checks), else measured anyway: a non-finite norm with a finite loss is the non-finite check's other half
+    grad_norm: float | None
     skipped: bool
 
 

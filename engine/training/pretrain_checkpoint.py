@@ -51,8 +51,9 @@ def check_resumed_inputs(trainer, ckpt: dict, path: Path) -> None:
     """The task's scaled parameters (`check_task_sizes`) and the images read must be those the checkpoint's run
     had: a folder that gained or lost images moves the held-out split and the position inside the epoch."""
     check_task_sizes(trainer.cfg, ckpt, path)
-    saved, now = ckpt.get("data_images"), data_images(trainer.train_set, trainer.val_set)
-    if saved is None or now is None or saved == now:  # a checkpoint written before the record is taken as it is
+    saved = recorded(ckpt, "data_images", "the images its run read", path)
+    now = data_images(trainer.train_set, trainer.val_set)
+    if saved is None or now is None or saved == now:  # None: data other than a folder, which does not change
         return
     counts = [f"{k} {saved[k]} -> {now[k]}" for k in ("train", "val") if saved[k] != now[k]]
     changed = ", ".join(counts) + " images" if counts else "the same counts, other files"
@@ -69,14 +70,25 @@ def task_sizes(cfg) -> dict:
 
 def check_task_sizes(cfg, ckpt: dict, path: Path) -> None:
     """A checkpoint's scaled task parameters must resolve as they did when it was written."""
-    saved, now = ckpt.get("task_sizes"), task_sizes(cfg)
-    if saved is not None and saved != now:
+    saved, now = recorded(ckpt, "task_sizes", "its task's scaled parameters", path), task_sizes(cfg)
+    if saved != now:
         raise CheckpointError(
             f"checkpoint '{path}' was trained with the task's scaled parameters {saved}; "
             f"this version resolves them to {now} at {cfg.img_size} px, so it cannot "
             f"continue the run as it was: resume it with the pretexts version that wrote it "
             f"({ckpt.get('pretexts_version') or 'unknown'}), or start a new run with --out."
         )
+
+
+def recorded(ckpt: dict, key: str, what: str, path: Path):
+    """`ckpt[key]`, which every checkpoint of this format records; a checkpoint without it (written by a development
+    build) is refused rather than resumed unchecked."""
+    if key not in ckpt:
+        raise CheckpointError(
+            f"checkpoint '{path}' does not record {what} ({key}), which --resume checks, so another build of "
+            f"pretexts wrote it; start a new run (another --out, or --force over this one)."
+        )
+    return ckpt[key]
 
 
 def same_arguments(cfg, task, method):

@@ -1,11 +1,14 @@
 """`--resume` keeps the run's own settings: the checkpoint's config is the base, options given on the command line
-may change only what does not change the run (epochs, logging, figures, speed), and config.json stays true."""
+may change only what does not change the run (epochs, logging, figures, speed), and config.json stays true.
+`Config.resuming(out, **changes)` builds the same config in Python."""
 
 import dataclasses
 from pathlib import Path
 
 from pretexts.engine.data.shard_sets import is_stream
-from pretexts.errors import CheckpointError
+from pretexts.engine.training.run_folder import same_path
+from pretexts.engine.training.settings import from_values
+from pretexts.errors import CheckpointError, ParameterError
 
 # what a resumed run may change; everything else must equal the checkpoint's (a method's own arguments that
 # may change, such as the energy method's grad_mode, it names itself: `Method.resume_may_change`)
@@ -32,6 +35,7 @@ PRETRAIN_MAY_CHANGE = RUN_MAY_CHANGE | {
     "save_every",
 }
 
+PATH_FIELDS = ("checkpoint", "data")  # compared as the file they name, however spelt
 OPTION_NAMES = {"task_args": "--task-arg and --preset", "method_args": "--method-arg"}
 
 
@@ -53,12 +57,40 @@ def resumed_values(cls, values: dict, kind: str | None, may_change: frozenset, f
     ckpt = load_checkpoint(path)
     if ckpt.get("kind") != kind or not isinstance(ckpt.get("config"), dict):
         return values
+    return laid_over(cls, ckpt["config"], values)
+
+
+def laid_over(cls, saved: dict, values: dict) -> dict:
+    """A checkpoint's `saved` config with `values` laid over it, a mapping (task arguments) key by key."""
     known = {f.name for f in dataclasses.fields(cls)}
-    saved = cls.from_dict(ckpt["config"]).to_dict() if hasattr(cls, "from_dict") else ckpt["config"]
+    saved = cls.from_dict(saved).to_dict() if hasattr(cls, "from_dict") else saved
     merged = {k: v for k, v in saved.items() if k in known and k not in ("out", "resume", "force")}
     for key, value in values.items():
         merged[key] = {**merged.get(key, {}), **value} if isinstance(value, dict) and key in merged else value
     return merged
+
+
+def resuming_config(cls, out, changes: dict, kind: str, may_change: frozenset, file: str = "checkpoint.pt"):
+    """`cls.resuming(out, **changes)`: the config that continues the run in `out`, built as `--resume` builds it
+    (OUT/`file`'s saved settings with `changes` over them). A change that would change the run is refused now, in
+    one line; task and method arguments are compared when the run starts, as the task and the method read them."""
+    from pretexts.engine.training.checkpoint import load_checkpoint
+
+    if changes.get("force"):
+        raise ParameterError(
+            f"{cls.__name__}.resuming continues the run in out and force=True starts it over: give one of them."
+        )
+    values = {"out": str(out), "resume": "auto", **changes}
+    path = checkpoint_path(values, cls, file)
+    if not path.is_file():
+        raise CheckpointError(
+            f"{cls.__name__}.resuming: there is no checkpoint '{path}' to continue; start the run with "
+            f"{cls.__name__}(out={str(out)!r}, ...), or give resume= the path of its checkpoint."
+        )
+    ckpt = load_checkpoint(path, kinds=(kind,))
+    cfg = from_values(cls, laid_over(cls, ckpt["config"], values), f"{cls.__name__}.resuming")
+    check_resumable(ckpt["config"], cfg, may_change, path, same=lambda *_: True)
+    return cfg
 
 
 def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) -> None:
@@ -75,6 +107,7 @@ def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) ->
             continue
         before, now = getattr(saved_cfg, f.name), getattr(cfg, f.name)
         equal = same(f.name, before, now) if same and f.name in ("task_args", "method_args") else before == now
+        equal = equal or f.name in PATH_FIELDS and same_file(before, now)
         if not equal:
             name, option = f.name, OPTION_NAMES.get(f.name, "--" + f.name.replace("_", "-"))
             if f.name == "method_args":  # name the method's argument (the energy method's alpha), each its option
@@ -82,11 +115,26 @@ def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) ->
                 if key is not None:
                     name, before, now = key, before.get(key), now.get(key)
                     option = f"--{key.replace('_', '-')} (--method-arg {key}=...)"
+            python = f"method_args[{name!r}]" if f.name == "method_args" and name != f.name else f.name
             raise CheckpointError(
-                f"checkpoint '{path}' was trained with {name}={before!r}, this run asks for "
-                f"{now!r}; a resumed run keeps its {option} (leave it out to keep the saved one), "
-                f"or start a new run with --out."
+                f"checkpoint '{path}' was trained {trained_with(name, before)}, this run asks for {now!r}; a resumed "
+                f"run keeps its {option} (leave it out to keep the saved one; in Python, leave {python} out of "
+                f"{type(cfg).__name__}.resuming(out, ...)), or start a new run with --out."
             )
+
+
+def same_file(before, now) -> bool:
+    """Two spellings of one file or folder on disk (relative and absolute, a symlink and its target); a saved path
+    that is relative was relative to a folder not recorded, so only an absolute one is compared so."""
+    if not (isinstance(before, str) and isinstance(now, str) and Path(before).is_absolute()):
+        return False
+    return Path(before).exists() and same_path(before, now)
+
+
+def trained_with(name: str, value) -> str:
+    """How a refusal names the saved value; None is a setting the run left to be derived (lr from base_lr, the
+    classes from the data), not a value it trained with."""
+    return f"with {name}={value!r}" if value is not None else f"without {name} (the run derived it)"
 
 
 def recorded_setting(cfg, name: str, file: str = "checkpoint.pt"):

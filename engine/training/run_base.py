@@ -35,6 +35,7 @@ from pretexts.engine.training.resume import (
 )
 from pretexts.engine.training.resume_config import check_resumable
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_text
+from pretexts.engine.training.start_checks import check_batchnorm_batch, refuse_unused_task_args
 
 
 class TrainingRun:
@@ -46,9 +47,14 @@ class TrainingRun:
 
     def begin(self, cfg, accum_iter: int = 1) -> None:
         """The ranks (torchrun) and the device with its arithmetic (the batch must split into ranks x
-        `accum_iter` micro-batches); the seed set for what is built next."""
+        `accum_iter` micro-batches); the seed set for what is built next. Task arguments for a method that uses no
+        task are refused first."""
         self.cfg = cfg
+        refuse_unused_task_args(cfg)  # pretraining's: before the unused task is built from them
         self.rank, self.world, self.device = distributed.setup(resolve_device(cfg.device), cfg.batch_size, accum_iter)
+        self.accum_iter = accum_iter
+        self.finished_note: str | None = None  # set by a resume of a run with no epochs left
+        self.logged_step: int | None = None  # a resume's log is cut back to this step (None: the checkpoint's)
         use_cuda_arithmetic(self.device, cfg.tf32, cfg.cudnn_benchmark)
         self.out = Path(cfg.out)
         self.epoch, self.global_step, self.history = 0, 0, []
@@ -78,10 +84,13 @@ class TrainingRun:
             warmup_t=min(int(self.cfg.warmup_epochs * self.steps_per_epoch), total - 1),
         )
 
-    def guard_steps(self, model: torch.nn.Module, replicated) -> None:
+    def guard_steps(self, model: torch.nn.Module, replicated, img_size: int, forward=None) -> None:
         """Autocast's dtype, the loss scaler, the non-finite guard and the optimiser step they make up; the stop
-        signals the loop checks between steps."""
+        signals the loop checks between steps. First, before OUT is touched: a batch too small for the model's
+        trained BatchNorm layers is refused."""
         cfg = self.cfg
+        owner = getattr(self, "backbone_name", None) or getattr(cfg, "backbone", None)
+        check_batchnorm_batch(model, cfg.batch_size, self.world, self.accum_iter, owner, img_size, self.device, forward)
         self.dtype = amp_dtype(cfg.amp, self.device)
         self.scaler = grad_scaler(self.device, self.dtype)
         self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out, checkpoint=self.resume_file)
@@ -139,10 +148,11 @@ class TrainingRun:
         note = resumed_arithmetic_note(ckpt.get("arithmetic"), arithmetic(self.device, self.world), path)
         if note and self.rank == 0:
             self.echo(note)
-        if self.epoch >= self.epochs and self.rank == 0:  # a requeued job of a finished run ends well; a user is told
-            self.echo(
+        if self.epoch >= self.epochs:  # a requeued job of a finished run ends well; a user is told, once it goes on
+            longer = "--max-steps" if getattr(self.cfg, "max_steps", None) else "--epochs"  # what plans its length
+            self.finished_note = (
                 f"'{path}' has done all {self.epochs} epochs asked: nothing is left to train, only the end-of-run "
-                f"outputs are written again; raise --epochs to train on."
+                f"outputs are written again; raise {longer} to train on."
             )
         return ckpt
 
@@ -150,7 +160,8 @@ class TrainingRun:
     def run_folder(self, command: str, inputs: list):
         """While the run trains: a lost rank is reported, rank 0 holds the folder's lock, a resume loads its
         checkpoint, then rank 0 claims the folder (refusing another run's unless --force) and cuts the log back to
-        the checkpoint's step (only now that the folder is this run's: a refused resume cuts no other run's log)."""
+        the checkpoint's step (only now that the folder is this run's: a refused resume cuts no other run's log) and
+        says when the checkpoint has no epochs left to train."""
         cfg = self.cfg
         with (
             distributed.lost_rank_reported(self.world, self.rank, self.out),
@@ -161,7 +172,11 @@ class TrainingRun:
             if self.rank == 0:
                 claim_output_dir(self.out, cfg.resume, cfg.force, inputs=[*inputs, cfg.resume])
                 if cfg.resume:
-                    truncate_log(self.out / "log.jsonl", self.global_step)
+                    truncate_log(
+                        self.out / "log.jsonl", self.global_step if self.logged_step is None else self.logged_step
+                    )
+                if self.finished_note:  # only now: a command's own checks may refuse the resume
+                    self.echo(self.finished_note)
             try:
                 yield
             finally:  # the run's last images (held-out ones included, from a folder or shards), however it ends

@@ -4,6 +4,7 @@ its own inputs), locks it while it writes, and replaces each file by a rename, n
 import contextlib
 import errno
 import json
+import math
 import os
 import re
 import secrets
@@ -170,12 +171,25 @@ def claim_output_file(out, force: bool, inputs=(), companions=()) -> None:
     """A single output file (and the files written beside it) is never replaced silently or over an input."""
     paths = [Path(out), *map(Path, companions)]
     check_not_inputs(paths, inputs)
+    check_not_run_files(paths)
     taken = [str(p) for p in paths if os.path.lexists(p)]
     if taken and not force:
         raise OutputError(
             f"{', '.join(taken)} already exist{'s' if len(taken) == 1 else ''}; replace "
             f"{'it' if len(taken) == 1 else 'them'} with --force (force=True in Python), or choose another --out."
         )
+
+
+def check_not_run_files(paths) -> None:
+    """A file a run keeps in its folder (its config.json, results.json, checkpoint, figures) is never replaced by
+    another command's output, even with --force: the run would lose its record."""
+    for path in paths:
+        others = [name for name in RUN_FILES if name != path.name and os.path.lexists(path.parent / name)]
+        if is_run_output(path.name) and others and os.path.lexists(path):
+            raise OutputError(
+                f"{path} is a file of the run in {path.parent} (beside its {others[0]}); --force does not replace a "
+                f"run's own files: choose another --out (another name or folder)."
+            )
 
 
 FIGURE_SUFFIXES = (".png", ".jpg", ".jpeg", ".pdf", ".svg")
@@ -185,7 +199,7 @@ def figure_path(out) -> Path:
     """A figure's --out: an image file (its numbers go beside it as .json), checked before the work."""
     if Path(out).suffix.lower() not in FIGURE_SUFFIXES:
         raise ParameterError(
-            f"--out '{out}' must be a figure file ({', '.join(FIGURE_SUFFIXES)}); its numbers are "
+            f"--out '{out}' (out= in Python) must be a figure file ({', '.join(FIGURE_SUFFIXES)}); its numbers are "
             f"written beside it as .json."
         )
     return Path(out)
@@ -351,7 +365,18 @@ def write_text(path, text: str) -> None:
 
 
 def write_json(path, value) -> None:
-    write_text(path, json.dumps(value, indent=2, default=str))
+    """JSON as every reader takes it: a non-finite number (NaN, inf) is written as null, which json's NaN is not."""
+    write_text(path, json.dumps(finite_or_null(value), indent=2, default=str, allow_nan=False))
+
+
+def finite_or_null(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_null(item) for item in value]
+    return value
 
 
 def save_figure(fig, path) -> None:

@@ -3,18 +3,11 @@
 import click
 
 from . import main, parse_task_args
+from .checkpoint_task_options import checkpoint_task_options
 
 
 @main.command("energy")
-@click.option("--checkpoint", required=True, help="A checkpoint.pt written by `pretexts train` (energy method).")
-@click.option("--data", default=None, help="Images to score (val/ split). Default: the checkpoint's data.")
-@click.option(
-    "--task",
-    default=None,
-    help="Corruption. Default: the task the checkpoint trained on, with its trained arguments (--task-arg changes "
-    "them).",
-)
-@click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
+@checkpoint_task_options("score")
 @click.option(
     "--images",
     type=click.IntRange(2, 100_000),  # a histogram's spread needs two energies
@@ -22,17 +15,7 @@ from . import main, parse_task_args
     show_default=True,
     help="Held-out images to score.",
 )
-@click.option(
-    "--steps",
-    type=click.IntRange(1, 64),
-    default=None,
-    help="Restoration steps (the energy method's bound). Default: the checkpoint's N.",
-)
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
 @click.option("--workers", type=click.IntRange(0, 64), default=2, show_default=True)
-@click.option("--device", default="auto", show_default=True)
-@click.option("--out", required=True, help="The figure, a .png; its numbers go to the same name .json.")
-@click.option("--force", is_flag=True, help="Replace the figure and its .json if they exist.")
 def energy_command(task_args, images, steps, **options) -> None:
     """Histograms of the energy of real images, corrupted ones and each restoration step (paper, Appendix)."""
     from pretexts.engine import energy_histogram

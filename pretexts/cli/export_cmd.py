@@ -4,6 +4,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import ParameterError
 from . import main, wrote_folder
 
 
@@ -32,6 +33,11 @@ from . import main, wrote_folder
 @click.option("--force", is_flag=True, help="Replace an earlier export (or run) in --out; never the checkpoint.")
 def export_command(checkpoint: str, out: str, push_to_hub: str | None, private: bool, force: bool) -> None:
     """Write the model's weights for timm; prints the line that loads them (also in the export's json)."""
+    if private and not push_to_hub:  # a local export has no repository to make private
+        raise ParameterError(
+            "--private makes the Hub repository private and needs --push-to-hub USER/REPO; leave it out for a "
+            "local export."
+        )
     from pretexts.engine import export_backbone
 
     info = export_backbone(checkpoint, out, push_to_hub=push_to_hub, private=private, force=force)

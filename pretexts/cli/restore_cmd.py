@@ -5,32 +5,14 @@ from pathlib import Path
 import click
 
 from . import main, parse_task_args
+from .checkpoint_task_options import checkpoint_task_options
 
 
 @main.command("restore")
-@click.option("--checkpoint", required=True, help="A checkpoint.pt written by `pretexts train`.")
-@click.option(
-    "--task",
-    default=None,
-    help="Task to corrupt with. Default: the one the checkpoint trained on, with its trained arguments "
-    "(--task-arg and --preset change them).",
-)
-@click.option("--task-arg", "task_args", multiple=True, metavar="KEY=VALUE", help="A task parameter; repeatable.")
-@click.option("--preset", default=None, help="A named preset of the task.")
-@click.option("--data", default=None, help="Images to restore (val/ split). Default: the checkpoint's data.")
-@click.option(
-    "--steps",
-    type=click.IntRange(1, 64),
-    default=None,
-    help="Restoration steps (the energy method's bound). Default: the checkpoint's N.",
-)
+@checkpoint_task_options("restore")
 @click.option(
     "--images", "count", type=click.IntRange(1, 1024), default=8, show_default=True, help="Rows in the figure."
 )
-@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True)
-@click.option("--device", default="auto", show_default=True)
-@click.option("--out", required=True, help="The figure, a .png; its numbers go to the same name .json.")
-@click.option("--force", is_flag=True, help="Replace the figure and its .json if they exist.")
 def restore_command(checkpoint, task, task_args, preset, data, steps, count, seed, device, out, force) -> None:
     """Restore held-out images with a pretrained energy model and draw the figure."""
     import torch

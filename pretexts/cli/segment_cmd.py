@@ -23,7 +23,8 @@ def segment_command(from_scratch, config, sets, **options) -> None:
     echo = rank_zero_echo(distributed.launched_rank())
     # what came from --config is said first: the run's own lines are its progress, on stderr
     cfg = build_config(SegmentConfig, options, config, sets, resume=resumed, echo=echo)
-    if from_scratch == (cfg.checkpoint is not None):
+    # a resumed run keeps its start (a checkpoint, or none: from scratch); a new run names one
+    if from_scratch == (cfg.checkpoint is not None) and not (cfg.resume and not from_scratch):
         raise ParameterError("give exactly one of --checkpoint CKPT and --from-scratch.")
     try:
         results = Segmentation(cfg).run()  # its per-epoch lines go to stderr, flushed (as train's off a terminal)

@@ -12,7 +12,7 @@ from ..registry import register
 
 # What the masked pixels hold. The paper blanks them (zeros, i.e. black before normalisation), but on small images
 # black boxes are a shortcut: the scalar energy learns how dark the image is; a mid-gray fill removes it
-# (docs/results/representation.md, "The fill").
+# (docs/results/mask-fills.md).
 FILLS = ("gray", "black", "noise", "mean")
 GRAY = 0.5  # a constant, kept off the normalisation mean (see NEAR_MEAN)
 NEAR_MEAN = 0.02  # a gray or mean fill whose every channel is closer than this to the normalisation mean is moved off
@@ -56,6 +56,9 @@ class MaskingTask(Pretext):
     """
 
     trivial_restorer = "visible-mean fill"
+    # declared: the corruption hides boxes of pixels and keeps the rest as they were (a plugin that masks without
+    # subclassing this class declares it too); a ViT's `--loss auto` then picks the patch-centred loss
+    masking = True
     # the `mean` fill keeps away from it: plain numbers the model side sets to the trained model's normalisation
     # mean (pretexts.engine.methods.states), the task itself knowing no model
     norm_mean: tuple = IMAGENET_MEAN

@@ -43,7 +43,8 @@ class Mixed(Pretext):
     task each image gets, then each task's parameters for its group (task by task, in `tasks` order), and
     `apply` applies each group's task with its drawn parameters in one call. info["task"] holds each image's
     index into `tasks`; info["parts"][index] that sub-task's own info, for the images with task == index.
-    The trivial restorer is each image's own task's; none when a sub-task has none.
+    The trivial restorer is each image's own task's; none when a sub-task has none. A mixture of masks alone
+    declares `masking`, as each of its parts does.
     """
 
     params = {
@@ -71,6 +72,7 @@ class Mixed(Pretext):
             if not is_pixel_task(task):
                 raise ParameterError(f"{self.name}: only pixel tasks can be mixed; '{name}' restores something else.")
             self.subtasks.append(task)
+        self.masking = bool(self.subtasks) and all(task.masking for task in self.subtasks)
         restorers = [task.trivial_restorer for task in self.subtasks]
         self.trivial_restorer = None if None in restorers else "each task's own"
 

@@ -101,3 +101,16 @@ class SegmentConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def resuming(cls, out: str, **changes) -> "SegmentConfig":
+        """The config that continues the segmentation run in `out` from OUT/segmenter.pt, as `pretexts segment
+        --resume` does: the checkpoint's saved settings with `changes` over them (`epochs=...` trains on, or
+        `max_steps=...` where the run was planned by it). A change that would change the run is refused in one line.
+
+        Raises:
+            CheckpointError: There is no segmenter.pt to continue, or a change would change the run."""
+        from pretexts.engine.evaluation.segmentation.train import Segmentation
+        from pretexts.engine.training.resume_config import SEGMENT_MAY_CHANGE, resuming_config
+
+        return resuming_config(cls, out, changes, "segmenter", SEGMENT_MAY_CHANGE, Segmentation.resume_file)

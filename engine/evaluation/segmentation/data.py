@@ -33,6 +33,8 @@ def refuse_shards(data: str) -> None:
 def layout(root: str | Path) -> tuple[str, Path, Path]:
     """('ade20k' | 'generic', images dir, masks dir) of a folder; DataError naming what is missing."""
     refuse_shards(str(root))
+    if not str(root).strip():
+        raise DataError("--data must not be empty (it would read the current folder); give a segmentation folder.")
     root = Path(root)
     if (root / "annotations").is_dir():
         return "ade20k", root / "images", root / "annotations"

@@ -112,10 +112,10 @@ class Segmentation(TrainingRun):
         )
         total = self.plan_epochs(self.train_set)
         self.optimizer = optimizer_for(self.model, cfg)
-        self.scheduler = PolyLRScheduler(
-            self.optimizer, t_initial=total, power=1.0, warmup_t=cfg.warmup_steps, t_in_epochs=False
+        self.scheduler = PolyLRScheduler(  # timm warns that a one-step schedule does nothing; its step is the peak
+            self.optimizer, t_initial=max(total, 2), power=1.0, warmup_t=cfg.warmup_steps, t_in_epochs=False
         )
-        self.guard_steps(self.model, self.replicated)
+        self.guard_steps(self.model, self.replicated, self.size)
         # one line per evaluation, its mIoU appended (and every --log-every steps off a terminal)
         self.progress_lines(total, on_terminal=True, write=echo)
 
@@ -180,10 +180,11 @@ class Segmentation(TrainingRun):
     def train_epoch(self, loader) -> float:
         """One epoch's steps (fewer in the last when --max-steps ends it); the last loss taken."""
         self.model.train()
-        self.sampler.set_position(self.epoch)
+        done = self.global_step - self.epoch * self.steps_per_epoch  # > 0: an epoch --max-steps cut, resumed longer
+        self.sampler.set_position(self.epoch, done * (self.cfg.batch_size // self.world))
         self.lines.restart_clock()
         loss = math.nan
-        for batch, (images, masks) in enumerate(loader):
+        for batch, (images, masks) in enumerate(loader, start=done):
             if self.global_step >= self.total or batch >= self.steps_per_epoch:
                 break
             if distributed.agreed_stop(self.stop, self.device, self.world):
@@ -248,13 +249,18 @@ class Segmentation(TrainingRun):
         return results
 
     def save_checkpoint(self) -> Path:
-        """OUT/segmenter.pt: the model (what export and evaluation read) and all a --resume needs."""
+        """OUT/segmenter.pt: the model and all `pretexts segment --resume` (`SegmentConfig.resuming`) reads back."""
         path = self.out / self.resume_file
         save_checkpoint(self.epoch_state("segmenter"), path)
         return path
 
     def load(self, path: Path) -> None:
         self.resume_epochs(path, "segmenter", SEGMENT_MAY_CHANGE)
+        cut = self.global_step < self.epoch * self.steps_per_epoch  # --max-steps ended its last epoch early
+        if cut and self.global_step < self.total:  # a longer --max-steps finishes that epoch first, and reports it
+            self.epoch, self.finished_note = self.global_step // self.steps_per_epoch, None
+            self.history = [row for row in self.history if row["epoch"] <= self.epoch]
+            self.logged_step = self.epoch * self.steps_per_epoch
 
 
 def run(cfg: SegmentConfig, log: Callable[[str], None] = stderr_line) -> dict:

@@ -30,7 +30,6 @@ from pretexts.engine.methods.states import prepare_task, state_adapter
 from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.engine.modules.second_order import rewrite_double_backward, rewritten_layers
 from pretexts.errors import ParameterError
-from pretexts.tasks.masking import MaskingTask
 
 from .compiled import CompiledRestore
 from .model import create_energy_model
@@ -57,12 +56,12 @@ class EnergyMethod(Method):
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
     resume_may_change = frozenset({"grad_mode", "double_backward"})  # the same model (grad modes: to O(fd_delta^2))
-    # measured in docs/results/representation.md ("The fill"; "Why take one drifted")
+    # measured in docs/results/mask-fills.md ("On convnext_atto: gray stays the default"; "Why take one drifted")
     shortcut_advice = {
-        "fill=black": "with black mask boxes the scalar energy learns the images' brightness (the representation "
-        "study, docs/results/representation.md); --task-arg fill=gray removed that shortcut there",
-        "fill=noise": "noise boxes collapsed most convnext_atto runs in the representation study "
-        "(docs/results/representation.md), gray boxes none; try --task-arg fill=gray",
+        "fill=black": "with black mask boxes the scalar energy learns the images' brightness "
+        "(docs/results/mask-fills.md); --task-arg fill=gray removed that shortcut there",
+        "fill=noise": "noise boxes collapsed two of three convnext_atto seeds (docs/results/mask-fills.md), gray "
+        "boxes none; try --task-arg fill=gray",
     }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
     loss_patch: int | None = None  # the patch-centred loss's patch, set in resolve
@@ -193,13 +192,13 @@ def energy_model_for(cfg, args: dict) -> torch.nn.Module:
 
 
 def resolved_loss(loss: str, backbone: torch.nn.Module, task) -> str:
-    """`loss`, with auto resolved: patch-centred for a ViT restoring a masking task's boxes (a colour shift of a
-    patch earns nothing, as with MAE's normalised targets; docs/results/representation.md), mse for the rest: on a
-    CNN the centred loss let the energy learn the images' brightness, and colorization's error is the colour that
-    centring drops."""
+    """`loss`, with auto resolved: patch-centred for a ViT restoring the boxes of a task that declares `masking`
+    (the masks, and a mixture of masks alone; a colour shift of a patch earns nothing, as with MAE's normalised
+    targets; docs/results/representation.md), mse for the rest: on a CNN the centred loss let the energy learn the
+    images' brightness, and colorization's error is the colour that centring drops."""
     if loss != AUTO_LOSS:
         return loss
-    return PATCH_CENTRED if isinstance(backbone, VisionTransformer) and isinstance(task, MaskingTask) else "mse"
+    return PATCH_CENTRED if isinstance(backbone, VisionTransformer) and task.masking else "mse"
 
 
 def resolve_auto(backbone: str, img_size: int, task) -> dict:

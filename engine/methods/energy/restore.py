@@ -38,15 +38,16 @@ def restore(
         create_graph: Keep the inner gradient's graph, so the loss reaches the backbone; None: whenever autograd
             is on and the model is training.
         grad_mode: "exact" (the double backward, the paper's) or "finite-difference".
-        fd_delta: The finite-difference perturbation (RMS per element), in that mode.
+        fd_delta: The finite-difference perturbation (RMS per element), in that mode: in [1e-6, 1].
 
     Returns:
         The states x_1..x_N, each shaped as `sample.state`.
 
     Raises:
-        ParameterError: `steps` is no whole number >= 0, the arguments are not a model, a task and its sample, it
-            runs under inference mode, no model side takes the task's `state_kind`, or the task corrupted for
-            another model (not given to `prepare_task(task, model)` before `task(images)`).
+        ParameterError: `steps` is no whole number >= 0, `fd_delta` is outside [1e-6, 1], the arguments are not
+            a model, a task and its sample, it runs under inference mode, no model side takes the task's
+            `state_kind`, or the task corrupted for another model (not given to `prepare_task(task, model)` before
+            `task(images)`).
 
     Shape:
         - sample.state: `(B, 3, H, W)` float for pixel tasks (patch sorting: `(B, L, D)`).
@@ -67,6 +68,7 @@ def restore(
         True
     """
     check_restore_inputs(model, task, sample, steps)
+    fd_delta = checked_fd_delta(fd_delta)
     if create_graph is None:
         create_graph = torch.is_grad_enabled() and model.training
     state = sample.state
@@ -101,6 +103,13 @@ def check_restore_inputs(model, task, sample, steps) -> None:
             "restore descends the energy's gradient, which inference mode forbids: run it under torch.no_grad() "
             "(it enables gradients where it needs them), not torch.inference_mode()."
         )
+
+
+def checked_fd_delta(fd_delta) -> float:
+    """`fd_delta` in the range `--fd-delta` declares: 0, a negative or NaN one gives NaN gradients, not an error."""
+    from pretexts.engine.methods.energy.params import ENERGY_PARAMS  # here: that module imports this one
+
+    return ENERGY_PARAMS["fd_delta"].convert("restore", "fd_delta", fd_delta)
 
 
 def prepared_adapter(model, task, caller: str) -> StateAdapter:
@@ -153,8 +162,8 @@ def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse", pa
         The scalar loss, in float32 whatever the states' dtype.
 
     Raises:
-        ParameterError: No state (N = 0), an unknown `kind`, or "patch-centred" without a `patch` that divides the
-            image.
+        ParameterError: No state (N = 0), one tensor instead of a list, a state not shaped as the target, an unknown
+            `kind`, or "patch-centred" without a `patch` that divides the image.
 
     Shape:
         - states: N tensors of the shape of `target`, e.g. `(B, 3, H, W)`.
@@ -172,6 +181,7 @@ def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse", pa
         >>> restoration_loss(states, target, kind="patch-centred", patch=2)  # a uniform error is a colour shift
         tensor(0.)
     """
+    check_states(states, target)
     if not states:
         raise ParameterError(
             "restoration_loss takes at least one restored state, got none: restore with steps >= 1 (N = 0 restores "
@@ -188,6 +198,26 @@ def restoration_loss(states: list[Tensor], target: Tensor, kind: str = "mse", pa
             f"loss kind must be 'mse', 'smooth_l1' or 'patch-centred' with a patch (patch=N pixels), got {kind!r}."
         )
     return torch.stack(losses).mean()
+
+
+def check_states(states, target) -> None:
+    """`restoration_loss`'s inputs: a list of states, each shaped as the target (torch would broadcast others)."""
+    if isinstance(states, Tensor):
+        raise ParameterError(
+            f"restoration_loss takes the list of states restore returns, got one tensor {tuple(states.shape)}; "
+            f"pass [state] for a single state."
+        )
+    if not isinstance(target, Tensor):
+        raise ParameterError(
+            f"restoration_loss takes the target as a tensor (sample.target), got a {type(target).__name__}."
+        )
+    for step, state in enumerate(states, 1):
+        if not isinstance(state, Tensor) or state.shape != target.shape:
+            got = tuple(state.shape) if isinstance(state, Tensor) else f"a {type(state).__name__}"
+            raise ParameterError(
+                f"restoration_loss: state {step} is {got}, the target {tuple(target.shape)}; pass the states restore "
+                f"returns for the sample whose target this is."
+            )
 
 
 def contrastive_loss(model, task, sample: Corrupted) -> Tensor:
