@@ -142,7 +142,7 @@ def both(command: str, tmp_path, *options: str) -> list[dict]:
 @pytest.mark.slow
 def test_finetune_on_two_ranks_takes_one_process_steps(tmp_path):
     # RandAugment and the crops are seeded per image, so they stay on; mixup/cutmix mix within a rank's share and
-    # drop-path draws per rank, so they are off
+    # drop-path draws per rank, so they are off; two micro-batches a step (DDP's no_sync crashed under static_graph)
     ddp, single = both(
         "finetune",
         tmp_path,
@@ -150,6 +150,7 @@ def test_finetune_on_two_ranks_takes_one_process_steps(tmp_path):
         "--backbone=convnext_atto",
         "--data=sample",
         "--batch-size=8",
+        "--accum-iter=2",
         "--epochs=2",
         "--max-steps-per-epoch=2",
         "--warmup-epochs=0",

@@ -115,6 +115,7 @@ def finetuned_run(tmp_path_factory):
             mixup=0,
             cutmix=0,
             randaug="none",
+            crop_pct=0.5,  # not timm's default: the export must carry the crop its val_top1 was scored at
             out=str(out),
         ),
         echo=lambda line: None,
@@ -133,6 +134,7 @@ def test_cli_exports_a_fine_tuned_model_with_its_classifier(tmp_path, finetuned_
     assert f"local-dir:{out}" in result.output and "32x32 px" in result.output
     exported = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
     assert exported.num_classes == 10 and exported.pretrained_cfg["input_size"] == (3, 32, 32)
+    assert exported.pretrained_cfg["crop_pct"] == 0.5  # timm's eval transform then scores as the fine-tune did
     images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(exported(images), reference.eval()(images))

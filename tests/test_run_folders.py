@@ -13,6 +13,8 @@ from cli_runs import TRAIN, copy_sample_images, one_torch_thread, run_cli  # noq
 from pretrained_checkpoints import finetune_argv, write_checkpoint
 
 from pretexts.engine import PretrainConfig, Pretrainer
+from pretexts.engine.evaluation.segmentation.generate import write_generated
+from pretexts.engine.training.resume_config import same_file
 from pretexts.engine.training.run_folder import write_json
 from pretexts.errors import NonFiniteLossError
 
@@ -114,6 +116,35 @@ def test_a_resume_naming_its_checkpoint_by_another_path_continues(tmp_path, monk
     assert json.loads((out / "results.json").read_text())["epochs"] == 2
     result, error = run_cli(finetune_argv("pretrain.pt", "ft", "--resume", "--recipe", "paper", epochs=3))
     assert result.exit_code == 2 and "recipe='small'" in error, error
+
+
+def test_a_finetune_started_with_relative_paths_resumes_from_another_folder(tmp_path, monkeypatch):
+    write_checkpoint(tmp_path / "pretrain.pt")
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(finetune_argv("pretrain.pt", "ft"))[0].exit_code == 0
+    assert json.loads((tmp_path / "ft" / "config.json").read_text())["checkpoint"] == str(tmp_path / "pretrain.pt")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    args = ["finetune", "--resume", "--epochs", "2", "--max-steps-per-epoch", "1", "--quiet", "--out", tmp_path / "ft"]
+    result, error = run_cli(args)
+    assert result.exit_code == 0, error
+    assert json.loads((tmp_path / "ft" / "results.json").read_text())["epochs"] == 2
+
+
+def test_a_relative_path_saved_by_an_earlier_run_matches_only_its_own_spelling(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pretrain.pt").write_bytes(b"")
+    assert same_file("pretrain.pt", str(tmp_path / "pretrain.pt"))  # what the run records now, in the same folder
+    assert not same_file("pretrain.pt", str(tmp_path / "other.pt"))
+
+
+def test_a_segmentation_records_its_data_folder_absolute(tmp_path, monkeypatch):
+    write_generated(tmp_path / "segdata")
+    monkeypatch.chdir(tmp_path)
+    args = ["segment", "--from-scratch", "--backbone", "test_convnext", "--data", "segdata", "--head", "linear"]
+    result, error = run_cli([*args, "--max-steps", "1", "--batch-size", "4", "--workers", "0", "--out", "seg"])
+    assert result.exit_code == 0, error
+    assert json.loads((tmp_path / "seg" / "config.json").read_text())["data"] == str(tmp_path / "segdata")
 
 
 def test_restore_makes_a_missing_output_folder(tmp_path):

@@ -2,6 +2,7 @@
 results.json), `pretexts compare` end to end on shards; `pretexts segment` refuses shards, which hold no masks."""
 
 import json
+import shutil
 import tarfile
 
 import pytest
@@ -74,10 +75,13 @@ def test_knn_on_the_first_images_of_shards_equals_knn_on_a_folder_of_those_image
         assert streamed[name] == read[name]
 
 
-def test_shards_without_class_names_are_numbered_over_both_splits(shards):
-    """A brace pattern has no manifest classes: labels are numbered up to the largest in either split's head, so a
-    class missing from the training head still has its place (the probes' one-hot votes need it)."""
-    train, val = labelled_splits(str(shards / "train-{000000..000003}.tar"), 32, max_images=20)
+def test_shards_without_class_names_are_numbered_over_both_splits(shards, tmp_path):
+    """Shards with no manifest (another tool's) have no class names: labels are numbered up to the largest in either
+    split's head, so a class missing from the training head still has its place (the probes' one-hot votes need
+    it)."""
+    bare = shutil.copytree(shards, tmp_path / "bare")
+    (bare / "manifest.json").unlink()
+    train, val = labelled_splits(str(bare / "train-{000000..000003}.tar"), 32, max_images=20)
     labels = labels_of(train) + labels_of(val)
     assert len(set(labels_of(train))) == 9  # the first 20 training images miss a class
     assert class_names(train) == class_names(val) == [str(i) for i in range(max(labels) + 1)]

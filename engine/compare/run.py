@@ -32,13 +32,17 @@ from pretexts.engine.compare.plan import Pace, clock_time, fixed_seconds, measur
 from pretexts.engine.compare.report import UNIT_WORDS, budget_name, plot, summarise, table, write_csv
 from pretexts.engine.compare.scoring import Interrupted, tuned_as_asked
 from pretexts.engine.compare.terminal import WIDTH, terminal_table
+from pretexts.engine.data.datasets import recorded_spec
 from pretexts.engine.data.labelled_data import describe_sizes, split_sizes
+from pretexts.engine.data.stream_inputs import streamed_classes
 from pretexts.engine.data.streams import is_stream, stream_shards
 from pretexts.engine.evaluation.pretrained import GIVEN, downstream_splits
 from pretexts.engine.evaluation.probe_config import ProbeConfig
+from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.progress import duration
+from pretexts.engine.training.resume_config import same_file
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
 from pretexts.engine.training.settings import expect_config
 from pretexts.errors import OutputError
@@ -82,8 +86,9 @@ def refuse_other_settings(cfg: CompareConfig, todo: list) -> None:
     for arm, seed in todo:
         try:
             cell = json.loads((cell_folder(cfg, arm, seed) / "cell.json").read_text())
-        except (OSError, ValueError):
-            continue  # none yet, or unreadable: the run measures it
+        except (OSError, ValueError):  # none yet, or unreadable: the run measures it, or resumes a stopped one
+            refuse_other_resume(cfg, arm, seed)
+            continue
         if arm.name not in wanted:
             wanted[arm.name] = settings(cfg, arm)
         changes = setting_changes(cell, wanted[arm.name])
@@ -95,6 +100,46 @@ def refuse_other_settings(cfg: CompareConfig, todo: list) -> None:
             f"the cells cached in {cfg.out} were measured with other settings ({changes_text(changes)}): "
             f"{reuse}give --force to measure them again, or another --out."
         )
+
+
+# what a cell's pretraining run takes from compare's options (a streamed run's --workers sets its readers' order)
+RESUMED_OPTIONS = {"backbone": "--backbone", "data": "--data", "img_size": "--img-size", "batch_size": "--batch-size"}
+
+
+def refuse_other_resume(cfg: CompareConfig, arm, seed: int) -> None:
+    """A cell stopped mid-pretraining (run/checkpoint.pt, no cell.json) that this run would resume with other
+    settings, which `train`'s resume refuses, is refused now in compare's words: the old values, or --force."""
+    run = cell_folder(cfg, arm, seed) / "run"
+    if arm.method is None or not ((run / "checkpoint.pt").is_file() and (run / "budget.json").is_file()):
+        return
+    try:  # train writes config.json once the checkpoint's settings are checked: the same, without the weights
+        saved = json.loads((run / "config.json").read_text())
+    except (OSError, ValueError):
+        saved = load_checkpoint(run / "checkpoint.pt", kinds=("pretrain",))["config"]
+    wanted = dataclasses.asdict(pretrain_config(cfg, arm, seed, run))
+    options = RESUMED_OPTIONS | ({"workers": "--workers"} if is_stream(cfg.data) else {})
+    changes = [(key, saved.get(key), wanted[key]) for key in options if not same_setting(key, saved.get(key), wanted)]
+    if changes:
+        text = "; ".join(f"{options[key]} {was}, asked {asked}" for key, was, asked in changes)
+        back = " ".join(f"{options[key]} {was}" for key, was, _ in changes)
+        raise OutputError(
+            f"the cell {run.parent} stopped mid-pretraining under other settings ({text}): rerun with {back} to "
+            f"continue it, give --force to measure the cells again, or another --out."
+        )
+
+
+def same_setting(key: str, saved, wanted: dict) -> bool:
+    """The saved value is the one asked: train records its data absolute (`recorded_spec`), compare as typed."""
+    if key == "data":
+        return str(saved) == str(wanted[key]) or saved == recorded_spec(wanted[key]) or same_file(saved, wanted[key])
+    return str(saved) == str(wanted[key])
+
+
+def check_finetune_data(cfg: CompareConfig) -> None:
+    """Fine-tuning on shards needs their class names before it reads them: refused before the plan, not after the
+    first pair has pretrained."""
+    if cfg.finetune_epochs and is_stream(cfg.data):
+        streamed_classes(cfg.data, stream_shards(cfg.data, "train"))
 
 
 def check_arms(cfg: CompareConfig, arms: list) -> None:
@@ -241,6 +286,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
     began = time.time()
     arms = arms_for(cfg.tasks, cfg.methods)
     check_arms(cfg, arms)  # before OUT is claimed and a step timed: a pair that cannot run is refused first
+    check_finetune_data(cfg)
     with RunLock(out, "compare"):
         claim_compare_dir(out, cfg.force, inputs=[cfg.data])
         forget()

@@ -3,8 +3,10 @@
 Every source yields (PIL image, label); `AugmentedImages` turns them into uint8 HWC arrays.
 """
 
+import importlib
 import os
 import pickle
+from contextlib import contextmanager, nullcontext
 from importlib.resources import files
 from pathlib import Path
 
@@ -30,8 +32,8 @@ HELD_OUT_SEED = 0  # the held-out draw is fixed: --seed varies the initialisatio
 def recorded_spec(spec: str) -> str:
     """`spec` as a run records it: a relative path made absolute, so that the commands which default to a
     checkpoint's data read the images it was trained on from any folder; the built-in names and URLs as given."""
-    if spec in ("sample", "synthetic") or "://" in spec or spec.startswith("pipe:"):
-        return spec
+    if spec in ("sample", "synthetic") or "://" in spec or spec.startswith("pipe:") or not spec.strip():
+        return spec  # a blank spec is refused as such, not as a missing folder
     return os.path.abspath(os.path.expanduser(spec))
 
 
@@ -262,6 +264,36 @@ def held_out_split(dataset: Dataset, split: str, seed: int, fraction: float = 0.
 STREAMS = ("tfds/", "wds/", "hfids/")  # iterable datasets: no index, so no exact resume
 
 
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+@contextmanager
+def hub_offline():
+    """Hugging Face `datasets` and the Hub kept offline for the call (timm's hfds reader would download what the
+    cache lacks): the variables set, and the flags they were read into at import, then all put back."""
+    flags = []
+    for module in ("huggingface_hub.constants", "datasets.config"):  # imported first: they read the variables
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError:
+            continue
+        flags += [(loaded, name, getattr(loaded, name)) for name in OFFLINE_VARIABLES if hasattr(loaded, name)]
+    saved_env = {name: os.environ.get(name) for name in OFFLINE_VARIABLES}
+    os.environ.update(dict.fromkeys(OFFLINE_VARIABLES, "1"))
+    for loaded, name, _ in flags:
+        setattr(loaded, name, True)
+    try:
+        yield
+    finally:
+        for loaded, name, value in flags:
+            setattr(loaded, name, value)
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def timm_dataset(name: str, root: str, split: str) -> Dataset:
     """timm's `create_dataset(name, root)`, map-style only (a resumed run starts at an exact index), never
     downloading: the files must already be in `root`."""
@@ -274,12 +306,20 @@ def timm_dataset(name: str, root: str, split: str) -> Dataset:
             f"parquet files: pretexts streams them with exact resume), or a map-style dataset (torch/..., hfds/...)."
         )
     try:
-        return create_dataset(
-            name, root=root, split="train" if split == "train" else "validation", download=False, is_training=False
-        )
-    except (RuntimeError, FileNotFoundError, ValueError, AssertionError, ImportError) as err:
+        with hub_offline() if name.startswith("hfds/") else nullcontext():
+            return create_dataset(
+                name, root=root, split="train" if split == "train" else "validation", download=False, is_training=False
+            )
+    # OSError: the Hub's ConnectionError when the cache lacks the data set (offline, it asks no server)
+    except (RuntimeError, OSError, ValueError, AssertionError, ImportError) as err:
         raise DataError(
             f"timm dataset '{name}' cannot be read from '{root}' ({' '.join(str(err).split())[:160]}); "
-            f"put its files there first (nothing is downloaded), e.g. with torchvision's "
-            f"download=True on a machine online."
+            f"put its files there first (nothing is downloaded), e.g. with {how_to_fetch(name, root)} on a machine "
+            f"online."
         ) from None
+
+
+def how_to_fetch(name: str, root: str) -> str:
+    if name.startswith("hfds/"):
+        return f"datasets.load_dataset({name[len('hfds/') :]!r}, cache_dir={root!r})"
+    return "torchvision's download=True"

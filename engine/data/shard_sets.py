@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import sys
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -69,8 +70,9 @@ def stream_shards(spec: str, split: str) -> ShardSet | None:
         return manifest_shards(root, split)
     tars = sorted(root.glob("*.tar"))
     if tars:
+        warn_if_unfinished(root, tars)
         files = files_of_split(tars, split, root)
-        return None if files is None else tar_set(files, manifest_entries(root))
+        return None if files is None else tar_set(files, {})
     layout = parquet_layout(root)
     if layout:
         files = layout(split)
@@ -78,6 +80,26 @@ def stream_shards(spec: str, split: str) -> ShardSet | None:
     raise DataError(
         f"'{spec}' holds no manifest.json, .tar or .parquet files; give a `pretexts shard` folder, a folder of "
         "WebDataset .tar shards or of Hugging Face .parquet files."
+    )
+
+
+SHARD_NAME = re.compile(r"(train|val)-\d{6}\.tar")  # the names `pretexts shard` writes its shards under
+_warned_unfinished: set[str] = set()
+
+
+def warn_if_unfinished(root: Path, tars: list[Path]) -> None:
+    """Once a process, a warning for a folder of `pretexts shard`'s shard names without the manifest.json it writes
+    last: a pack stopped early leaves whole tars that read as a smaller set. Other tools' shards are read as they
+    are."""
+    if str(root) in _warned_unfinished or not all(SHARD_NAME.fullmatch(p.name) for p in tars):
+        return
+    _warned_unfinished.add(str(root))
+    print(
+        f"warning: '{root}' holds shards named as `pretexts shard` writes them but no {MANIFEST}, which it writes "
+        f"last: the set may be incomplete (a pack stopped early); write it again with `pretexts shard SOURCE "
+        f"{root} --force`.",
+        file=sys.stderr,
+        flush=True,
     )
 
 
@@ -156,19 +178,22 @@ def split_problem(entry) -> str | None:
     return None
 
 
-def manifest_entries(root: Path) -> dict[str, int]:
-    """{shard file name: count} from root/manifest.json, or {} without one (a pattern's folder may hold it)."""
+def manifest_entries(root: Path) -> tuple[dict[str, int], list[str] | None]:
+    """({shard file name: count}, class names) from root/manifest.json, or ({}, None) without one (a pattern's folder
+    may hold it)."""
     if not (root / MANIFEST).is_file():
-        return {}
-    splits = read_manifest(root)["splits"].values()
-    return {name: int(count) for s in splits for name, count in zip(s.get("shards", []), s.get("counts", []))}
+        return {}, None
+    manifest = read_manifest(root)
+    splits = manifest["splits"].values()
+    known = {name: int(count) for s in splits for name, count in zip(s.get("shards", []), s.get("counts", []))}
+    return known, manifest.get("classes")
 
 
 def pattern_shards(spec: str, split: str) -> ShardSet | None:
     """A brace pattern (or one .tar path) names train; val is the same pattern with its last 'train' -> 'val' or
     'validation', over whatever numbers exist (a val set usually has fewer shards)."""
     path = Path(spec).expanduser()
-    known = manifest_entries(path.parent) if path.parent.is_dir() else {}
+    known, classes = manifest_entries(path.parent) if path.parent.is_dir() else ({}, None)
     if split == "train":
         files = [Path(p) for p in expand(str(path))]
         missing = [p for p in files if not p.is_file()]
@@ -176,14 +201,14 @@ def pattern_shards(spec: str, split: str) -> ShardSet | None:
             raise DataError(
                 f"shard '{missing[0]}' of '{spec}' does not exist ({len(missing)} of {len(files)} missing)."
             )
-        return tar_set(files, known)
+        return tar_set(files, known, classes)
     head, found, tail = str(path).rpartition("train")
     if not found:
         return None
     for name in ("val", "validation"):
         files = existing_matches(head + name + tail)
         if files:
-            return tar_set(files, known)
+            return tar_set(files, known, classes)
     return None
 
 
@@ -223,11 +248,13 @@ def existing_matches(pattern: str) -> list[Path]:
     return sorted(p for p in root.iterdir() if regex.fullmatch(p.name) and p.is_file())
 
 
-def tar_set(files: list[Path], known: dict[str, int]) -> ShardSet:
-    """A WebDataset set of `files`, counted by their manifest entry or else their tar headers."""
+def tar_set(files: list[Path], known: dict[str, int], classes: list[str] | None = None) -> ShardSet:
+    """A WebDataset set of `files`, counted by their manifest entry or else their tar headers; the manifest's class
+    names hold only when it lists every one of the files (a pattern over the folder `pretexts shard` wrote)."""
     with ThreadPoolExecutor(max_workers=8) as pool:
         counts = list(pool.map(lambda p: known.get(p.name) or count_tar_samples(p), files))
-    return ShardSet("wds", [str(p) for p in files], counts, None)
+    listed = all(p.name in known for p in files)
+    return ShardSet("wds", [str(p) for p in files], counts, classes if listed else None)
 
 
 def count_tar_samples(path: Path) -> int:

@@ -130,9 +130,11 @@ class ImageStream(IterableDataset):
             random.Random(f"pretexts-shards/{self.seed}/{self.epoch}").shuffle(order)
         return order
 
-    def slot_samples(self, slot: int) -> Iterator[RawSample]:
-        """The raw samples of one reader this epoch: its shards in order, through the seeded shuffle buffer."""
-        samples = chain.from_iterable(read_shard(self.shards, i) for i in self.shard_order()[slot :: self.slots])
+    def slot_samples(self, slot: int, tally: dict | None = None) -> Iterator[RawSample]:
+        """The raw samples of one reader this epoch: its shards in order, through the seeded shuffle buffer;
+        `tally` counts the samples read of each shard (by index), to name one that holds fewer than stated."""
+        shards = self.shard_order()[slot :: self.slots]
+        samples = chain.from_iterable(counted_samples(self.shards, i, tally) for i in shards)
         if not self.shuffle or self.buffer <= 1:
             return samples
         return shuffle_buffer(samples, self.buffer, random.Random(f"pretexts-buffer/{self.seed}/{self.epoch}/{slot}"))
@@ -150,8 +152,8 @@ class ImageStream(IterableDataset):
         logical = (physical + done) % self.workers
         skip = len(range(logical, done, self.workers)) * self.batch_size
         slot = self.rank * self.workers + logical
-        read = 0
-        for read, (sample, neighbours) in enumerate(with_neighbours(self.slot_samples(slot)), 1):
+        read, tally = 0, {}
+        for read, (sample, neighbours) in enumerate(with_neighbours(self.slot_samples(slot, tally)), 1):
             if read > self.per_slot:
                 return
             if read > skip:
@@ -159,10 +161,9 @@ class ImageStream(IterableDataset):
                 label = checked_label(source, self.shards.classes, self.labelled)
                 yield self.item(image, label, image_seed(self.seed, self.epoch, sample.sample_id))
         if read < self.per_slot:  # the ranks would then take different numbers of steps, and hang
-            shards = [Path(self.shards.urls[i]).name for i in self.shard_order()[slot :: self.slots]]
             raise DataError(
-                f"shards {', '.join(shards)} hold {read} samples, fewer than their stated counts; write the shards and "
-                "their manifest again."
+                f"{short_shards(self.shards, self.shard_order()[slot :: self.slots], tally)}; write the "
+                "shards and their manifest again."
             )
 
 
@@ -217,6 +218,24 @@ def checked_label(sample: RawSample, classes: list | None, labelled: bool) -> in
         named = f"the {len(classes)} classes 0-{len(classes) - 1} the shards name" if classes else "a class index"
         raise DataError(f"{where} has the label {label}, not one of {named}: {fix}.")
     return label
+
+
+def short_shards(shards: ShardSet, indices: list[int], tally: dict) -> str:
+    """Which of a reader's shards gave fewer samples than their counts say, and how many."""
+    short = [(Path(shards.urls[i]).name, tally.get(i, 0), shards.counts[i]) for i in indices]
+    short = [entry for entry in short if entry[1] < entry[2]]
+    if len(short) == 1:
+        name, got, count = short[0]
+        return f"shard {name} holds {got} samples, fewer than its stated {count}"
+    named = ", ".join(f"{name} ({got} of {count})" for name, got, count in short)
+    return f"shards {named or ', '.join(Path(shards.urls[i]).name for i in indices)} hold fewer samples than stated"
+
+
+def counted_samples(shards: ShardSet, index: int, tally: dict | None) -> Iterator[RawSample]:
+    for sample in read_shard(shards, index):
+        if tally is not None:
+            tally[index] = tally.get(index, 0) + 1
+        yield sample
 
 
 def read_shard(shards: ShardSet, index: int) -> Iterator[RawSample]:

@@ -54,6 +54,7 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
                 "protocol": protocol(ckpt["config"].get("linear_probe", False)),
                 "epoch": ckpt.get("epoch"),
                 "val_top1": ckpt.get("top1"),
+                "crop_pct": ckpt["config"].get("crop_pct"),  # the crop val_top1 was scored at
             },
             "classes": spec.get("classes"),
         }
@@ -88,14 +89,15 @@ def note_unfinished(checkpoint: str, epoch, step, planned, batch: int = 0) -> No
     )
 
 
-def data_config(model: torch.nn.Module, img_size: int) -> dict:
-    """The preprocessing the weights were trained with: the run's size, not the architecture's 224 px default."""
+def data_config(model: torch.nn.Module, img_size: int, crop_pct: float | None = None) -> dict:
+    """The preprocessing the weights were trained with: the run's size, not the architecture's 224 px default, and
+    a fine-tune's evaluation crop (`crop_pct`), so timm's eval transform reproduces the score recorded beside it."""
     mean, std = normalisation(model)
     return {
         "input_size": (3, img_size, img_size),
         "mean": mean,
         "std": std,
-        "crop_pct": model.pretrained_cfg.get("crop_pct", 0.875),
+        "crop_pct": crop_pct or model.pretrained_cfg.get("crop_pct", 0.875),
     }
 
 
@@ -172,7 +174,8 @@ def export_backbone(
 
 def export_to(checkpoint: str, path: Path, push_to_hub: str | None, private: bool) -> dict:
     model, timm_name, kwargs, provenance = load_for_export(checkpoint)
-    data = data_config(model, model_img_size(model, kwargs, provenance.get("pretraining")))
+    crop_pct = provenance.get("fine_tuned", {}).get("crop_pct")
+    data = data_config(model, model_img_size(model, kwargs, provenance.get("pretraining")), crop_pct)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     is_file = path.suffix in WEIGHT_SUFFIXES
     check_output_dir(path.parent if is_file else path, sum(t.numel() * t.element_size() for t in state.values()))

@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.vit_tokens import LEARNED_POSITIONS, starting_positions
+from pretexts.engine.data.datasets import recorded_spec
 from pretexts.engine.data.image_check import report_skipped
 from pretexts.engine.data.labelled_data import (
     LabelledImages,
@@ -115,6 +116,9 @@ class Finetuner(TrainingRun):
         expect_config(cfg, FinetuneConfig)
         self.echo = echo
         asked, cfg = cfg, dataclasses.replace(cfg)  # the run's record is this copy, resolved below
+        # paths recorded absolute, as train records its data: a --resume or --config of the run works from any folder
+        cfg.checkpoint = recorded_spec(cfg.checkpoint) if cfg.checkpoint else None
+        cfg.data = recorded_spec(cfg.data) if cfg.data else cfg.data
         self.begin(cfg, cfg.accum_iter)
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
         np.random.seed(cfg.seed)  # Mixup from numpy's
@@ -198,7 +202,7 @@ class Finetuner(TrainingRun):
         if self.world > 1:  # MAE's seed + rank: drop-path and mixup draw differently on each rank
             torch.manual_seed(cfg.seed + self.rank)
             np.random.seed(cfg.seed + self.rank)
-        self.guard_steps(self.model, self.replicated, self.img_size)
+        self.guard_steps(self.model, self.img_size)
         check_output_dir(self.out, checkpoint_bytes(self.model))  # made only once the run is known to start
         # one line per epoch (on stderr by default: `echo`), its top-1 appended; none under --quiet
         self.progress_lines(total, on_terminal=True, write=echo)

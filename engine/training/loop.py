@@ -109,7 +109,7 @@ class Pretrainer(TrainingRun):
         check_backbone_fits(self.model, cfg.backbone, cfg.img_size, self.device, self.method.probe_forward)
         check_task_fits(self.task, cfg.img_size, self.device)
         self.schedule(build_optimizer(self.method, cfg), cfg.peak_lr if schedule == "constant" else cfg.min_lr, total)
-        self.guard_steps(self.model, self.replicated, cfg.img_size, self.method.probe_forward)
+        self.guard_steps(self.model, cfg.img_size, self.method.probe_forward)
         self.progress_lines(total)
         self.batch = 0  # the next batch of the epoch (a stop part-way through saves it)
         self.experiment = NoLog()

@@ -9,7 +9,6 @@ part of it.
 
 import math
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -47,25 +46,25 @@ class OptimizerStep:
         scaler: torch.amp.GradScaler,
         nonfinite: NonFiniteGuard,
         clip_grad: float | None = None,
-        ddp: torch.nn.parallel.DistributedDataParallel | None = None,
         world: int = 1,
     ):
         self.model, self.optimizer, self.scheduler, self.scaler = model, optimizer, scheduler, scaler
-        self.nonfinite, self.clip_grad, self.ddp, self.world = nonfinite, clip_grad, ddp, world
+        self.nonfinite, self.clip_grad, self.world = nonfinite, clip_grad, world
 
     def __call__(self, loss_of: Callable[..., torch.Tensor], micro_batches: Sequence, number: int) -> StepStats:
         self.optimizer.zero_grad(set_to_none=True)
         total = sum(images_in(micro) for micro in micro_batches)
         value = 0.0
-        for i, micro in enumerate(micro_batches):
-            last = i == len(micro_batches) - 1
-            with self.ddp.no_sync() if self.ddp is not None and not last else nullcontext():
-                loss = loss_of(micro)
-                part = distributed.global_mean(loss, self.world)  # every rank decides on the same number
-                if self.nonfinite.should_skip(part, number):
-                    return self.skip(part, number)
-                weight = images_in(micro) / total
-                self.scaler.scale(loss * weight if len(micro_batches) > 1 else loss).backward()
+        # every micro-batch's gradients are reduced, none under DDP's no_sync: with static_graph (which the double
+        # backward needs) no_sync fails the reducer's assert at the next backward (pytorch#143580), and drops the
+        # sync silently where that assert is gone; accumulation costs one all-reduce per micro-batch instead
+        for micro in micro_batches:
+            loss = loss_of(micro)
+            part = distributed.global_mean(loss, self.world)  # every rank decides on the same number
+            if self.nonfinite.should_skip(part, number):
+                return self.skip(part, number)
+            weight = images_in(micro) / total
+            self.scaler.scale(loss * weight if len(micro_batches) > 1 else loss).backward()
             value += part * weight
         norm = self.unscale_and_clip()
         if (

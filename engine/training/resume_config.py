@@ -3,6 +3,7 @@ may change only what does not change the run (epochs, logging, figures, speed), 
 `Config.resuming(out, **changes)` builds the same config in Python."""
 
 import dataclasses
+import os
 from pathlib import Path
 
 from pretexts.engine.data.shard_sets import is_stream
@@ -124,10 +125,13 @@ def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) ->
 
 
 def same_file(before, now) -> bool:
-    """Two spellings of one file or folder on disk (relative and absolute, a symlink and its target); a saved path
-    that is relative was relative to a folder not recorded, so only an absolute one is compared so."""
-    if not (isinstance(before, str) and isinstance(now, str) and Path(before).is_absolute()):
+    """Two spellings of one file or folder on disk (relative and absolute, a symlink and its target). A saved path
+    that is relative was relative to a folder not recorded: it matches only its own spelling, made absolute here
+    as the run now records it."""
+    if not (isinstance(before, str) and isinstance(now, str)):
         return False
+    if not Path(before).is_absolute():
+        return os.path.abspath(os.path.expanduser(before)) == now
     return Path(before).exists() and same_path(before, now)
 
 

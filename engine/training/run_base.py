@@ -84,7 +84,7 @@ class TrainingRun:
             warmup_t=min(int(self.cfg.warmup_epochs * self.steps_per_epoch), total - 1),
         )
 
-    def guard_steps(self, model: torch.nn.Module, replicated, img_size: int, forward=None) -> None:
+    def guard_steps(self, model: torch.nn.Module, img_size: int, forward=None) -> None:
         """Autocast's dtype, the loss scaler, the non-finite guard and the optimiser step they make up; the stop
         signals the loop checks between steps. First, before OUT is touched: a batch too small for the model's
         trained BatchNorm layers is refused."""
@@ -95,7 +95,7 @@ class TrainingRun:
         self.scaler = grad_scaler(self.device, self.dtype)
         self.nonfinite = NonFiniteGuard(cfg.skip_nonfinite, self.out, checkpoint=self.resume_file)
         self.optimizer_step = OptimizerStep(
-            model, self.optimizer, self.scheduler, self.scaler, self.nonfinite, cfg.clip_grad, replicated, self.world
+            model, self.optimizer, self.scheduler, self.scaler, self.nonfinite, cfg.clip_grad, self.world
         )
         self.stop = StopSignals()
 

@@ -1,6 +1,9 @@
 """`pretexts shard`: an image folder packed into WebDataset tar shards with a manifest, which `train --data` reads."""
 
 import shlex
+import signal
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -47,7 +50,21 @@ def shard_command(source: str, out: str, shard_size: int, shuffle: bool, seed: i
     """
     from pretexts.engine.data.shard_writer import write_shards
 
-    summary = write_shards(source, out, shard_size, shuffle, seed, force, echo=lambda line: click.echo(line))
+    try:
+        with signal_as_interrupt(signal.SIGTERM):
+            summary = write_shards(source, out, shard_size, shuffle, seed, force, echo=lambda line: click.echo(line))
+    except KeyboardInterrupt as stop:
+        code = 128 + int(stop.args[0]) if stop.args else 130
+        unfinished = not (Path(out) / "manifest.json").exists() and any(Path(out).glob("*-*.tar"))
+        words = "Terminated" if code == 128 + signal.SIGTERM else "Interrupted"
+        click.echo(
+            f"{words}: {printable(out)}/ holds an incomplete shard set (no manifest.json); run the same command with "
+            f"--force to write it again."
+            if unfinished
+            else f"{words}.",
+            err=True,
+        )
+        sys.exit(code)
     splits = summary.manifest["splits"]
     per_split = ", ".join(
         f"{name} {count(split['images'], 'image')} in {len(split['shards'])}" for name, split in splits.items()
@@ -75,6 +92,25 @@ def shard_command(source: str, out: str, shard_size: int, shuffle: bool, seed: i
     else:
         click.echo("skipped 0 images: every file could be read.")
     click.echo(next_command(summary))
+
+
+@contextmanager
+def signal_as_interrupt(sig: signal.Signals):
+    """`sig` raises KeyboardInterrupt(sig) while packing, as Ctrl-C does: the tar being written is closed whole and
+    the user is told what OUT holds (outside the main thread no handler can be set, and none is)."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(signum)
+
+    try:
+        previous = signal.signal(sig, stop)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(sig, previous)
 
 
 def next_command(summary) -> str:

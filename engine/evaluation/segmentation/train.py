@@ -5,6 +5,7 @@ of the validation images; the crops are seeded by (seed, epoch, index), so the r
 OUT/segmenter.pt, written after each epoch, holds the model and all a `--resume` needs to continue as if never
 stopped."""
 
+import dataclasses
 import json
 import math
 import tempfile
@@ -18,6 +19,7 @@ from timm.optim import create_optimizer_v2
 from timm.optim._param_groups import param_groups_layer_decay
 from timm.scheduler import PolyLRScheduler
 
+from pretexts.engine.data.datasets import recorded_spec
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.evaluation.pretrained import create_classifier, resampled_positions_note
 from pretexts.engine.training import distributed
@@ -87,6 +89,10 @@ class Segmentation(TrainingRun):
         if cfg.checkpoint is None and cfg.backbone is None:
             raise ParameterError("give --checkpoint CKPT, or --from-scratch with --backbone NAME.")
         refuse_shards(cfg.data)  # before OUT is claimed: a refused run leaves nothing behind
+        # paths recorded absolute: a --resume or --config of the run works from any folder ('generated' is a name)
+        checkpoint = recorded_spec(cfg.checkpoint) if cfg.checkpoint else None
+        data = cfg.data if cfg.data == "generated" else recorded_spec(cfg.data)
+        cfg = dataclasses.replace(cfg, checkpoint=checkpoint, data=data)
         self.echo = echo
         self.begin(cfg)
         # 'generated' is seeded: each process writes the same set into a folder of its own, removed after the run
@@ -115,7 +121,7 @@ class Segmentation(TrainingRun):
         self.scheduler = PolyLRScheduler(  # timm warns that a one-step schedule does nothing; its step is the peak
             self.optimizer, t_initial=max(total, 2), power=1.0, warmup_t=cfg.warmup_steps, t_in_epochs=False
         )
-        self.guard_steps(self.model, self.replicated, self.size)
+        self.guard_steps(self.model, self.size)
         # one line per evaluation, its mIoU appended (and every --log-every steps off a terminal)
         self.progress_lines(total, on_terminal=True, write=echo)
 
