@@ -12,7 +12,7 @@ from cli_runs import fails_cleanly, one_torch_thread, run_cli  # noqa: F401 (a f
 from stream_shards import LabelItem, epoch_labels, write_manifest, write_shard_set
 
 from pretexts.engine.data import datasets as datasets_module
-from pretexts.engine.data import shard_sets, shard_writer
+from pretexts.engine.data import shard_writer
 from pretexts.engine.data.shard_sets import stream_shards
 from pretexts.engine.data.shard_writer import write_shards
 from pretexts.engine.data.streams import ImageStream
@@ -130,6 +130,5 @@ def test_hfds_reads_offline_and_fails_in_one_line(tmp_path, monkeypatch):
 def test_shard_names_without_manifest_from_other_tools_do_not_warn(tmp_path, capsys):
     folder = write_shard_set(tmp_path / "other", [2], manifest=False)
     (folder / "train-000000.tar").rename(folder / "shard-0.tar")
-    shard_sets._warned_unfinished.clear()
     stream_shards(str(folder), "train")
     assert "warning" not in capsys.readouterr().err

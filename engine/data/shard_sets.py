@@ -12,13 +12,13 @@ import json
 import math
 import os
 import re
-import sys
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
+from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError
 
 MANIFEST = "manifest.json"
@@ -84,23 +84,19 @@ def stream_shards(spec: str, split: str) -> ShardSet | None:
 
 
 SHARD_NAME = re.compile(r"(train|val)-\d{6}\.tar")  # the names `pretexts shard` writes its shards under
-_warned_unfinished: set[str] = set()
+UNFINISHED = WarnOnce()  # a folder warned about once, whichever process reads it first
 
 
 def warn_if_unfinished(root: Path, tars: list[Path]) -> None:
-    """Once a process, a warning for a folder of `pretexts shard`'s shard names without the manifest.json it writes
-    last: a pack stopped early leaves whole tars that read as a smaller set. Other tools' shards are read as they
-    are."""
-    if str(root) in _warned_unfinished or not all(SHARD_NAME.fullmatch(p.name) for p in tars):
-        return
-    _warned_unfinished.add(str(root))
-    print(
-        f"warning: '{root}' holds shards named as `pretexts shard` writes them but no {MANIFEST}, which it writes "
-        f"last: the set may be incomplete (a pack stopped early); write it again with `pretexts shard SOURCE "
-        f"{root} --force`.",
-        file=sys.stderr,
-        flush=True,
-    )
+    """A warning for a folder of `pretexts shard`'s shard names without the manifest.json it writes last: a pack
+    stopped early leaves whole tars that read as a smaller set. Other tools' shards are read as they are."""
+    if all(SHARD_NAME.fullmatch(p.name) for p in tars):
+        UNFINISHED(
+            str(root),
+            f"'{root}' holds shards named as `pretexts shard` writes them but no {MANIFEST}, which it writes last: "
+            f"the set may be incomplete (a pack stopped early); write it again with `pretexts shard SOURCE {root} "
+            f"--force`.",
+        )
 
 
 def split_of(name: str) -> str | None:
