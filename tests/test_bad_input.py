@@ -22,7 +22,7 @@ FAST = TRAIN + ["--epochs", "1", "--max-steps-per-epoch", "1", "--workers", "0"]
     [
         (["--task", "colorisation"], ["unknown pretext task 'colorisation'", "Did you mean: colorization"]),
         (["--backbone", "resnet181"], ["unknown backbone 'resnet181'", "Did you mean:", "resnet18"]),
-        (["--recipe", "papr"], ["unknown recipe 'papr'", "recipes: paper, fast", "Did you mean 'paper'"]),
+        (["--recipe", "papr"], ["unknown recipe 'papr'", "recipes: paper, fast", "Did you mean: paper?"]),
         (["--task", "super-resolution", "--task-arg", "scale=0"], ["'scale' is 0", "allowed range is [1, 1024]"]),
         (["--task", "super-resolution", "--task-arg", "scale=abc"], ["'scale' must be int, got 'abc'"]),
         (

@@ -99,6 +99,18 @@ def test_bad_config_files_and_values_are_one_line_errors(tmp_path):
     assert result.exit_code == 2 and "--epochs (epochs) must be in [1, 100000], got -1" in error
 
 
+def test_a_bad_value_from_the_file_names_the_file(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("batch_size: [1, 2]\nbase_lr: -1\n")
+    result, error = run_cli(["train", "--config", config, "--base-lr", "0.001"])
+    assert result.exit_code == 2 and f"config file '{config}': batch_size must be int, got [1, 2]" in error
+    config.write_text("batch_size: 8\nbase_lr: -1\n")
+    assert f"config file '{config}': base_lr must be in (0, 1], got -1" in run_cli(["train", "--config", config])[1]
+    # the command line's own bad value is its own, not the file's
+    error = run_cli(["train", "--config", config, "--base-lr", "0.001", "--epochs", "0"])[1]
+    assert "config file" not in error and "--epochs (epochs) must be in [1, 100000], got 0" in error
+
+
 def test_probe_and_finetune_take_their_saved_configs(tmp_path):
     ckpt, _ = write_checkpoint(tmp_path / "pretrain.pt")
     probe = tmp_path / "probe"

@@ -120,8 +120,10 @@ def test_explicit_options_win_over_the_recipe(tmp_path):
 
 
 def test_recipe_errors_are_one_line():
-    with pytest.raises(ParameterError, match="unknown fine-tuning recipe 'smal'.*Did you mean 'small'"):
+    with pytest.raises(ParameterError, match="unknown fine-tuning recipe 'smal'.*Did you mean: small"):
         FinetuneConfig(from_scratch=True, backbone="resnet18", recipe="smal")
+    with pytest.raises(ParameterError, match="Did you mean: linprobe"):  # case is ignored, as for tasks
+        FinetuneConfig(from_scratch=True, backbone="resnet18", recipe="LINPROBE")
     with pytest.raises(ParameterError, match="even batch"):  # Table A mixes pairs of images
         FinetuneConfig(from_scratch=True, backbone="resnet18", recipe="paper", batch_size=15)
     assert FinetuneConfig(from_scratch=True, backbone="resnet18", recipe="small", batch_size=15).batch_size == 15

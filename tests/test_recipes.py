@@ -53,7 +53,10 @@ def test_an_explicit_value_wins_over_the_recipe_and_is_saved(tmp_path):
     assert again == cfg and saved["recipe"] == "paper" and saved["base_lr"] == 3e-3
 
 
-@pytest.mark.parametrize("bad, message", [("papr", "Did you mean 'paper'"), ("mae", "recipes: paper, fast")])
+@pytest.mark.parametrize(
+    "bad, message",
+    [("papr", "Did you mean: paper"), ("PAPER", "Did you mean: paper"), ("mae", "recipes: paper, fast")],
+)
 def test_unknown_recipe_is_one_clear_error(bad, message):
     with pytest.raises(ParameterError, match=message):
         PretrainConfig(recipe=bad)

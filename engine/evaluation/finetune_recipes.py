@@ -9,10 +9,8 @@ and fills them again. The fields not listed (batch 64, AdamW's betas 0.9 / 0.999
 are the same in all and stay plain defaults of `FinetuneConfig`.
 """
 
-import difflib
-
 from pretexts.engine.training.config_record import RECIPE_APPLIED, note_derived
-from pretexts.errors import ParameterError
+from pretexts.errors import ParameterError, suggest
 
 LINEAR_PROBE_RECIPE = "linprobe"
 FINETUNE_RECIPES: dict[str, dict] = {
@@ -86,9 +84,9 @@ def recipe_defaults(name: str) -> str:
 
 def check_recipe_name(name) -> None:
     if name not in RECIPE_NAMES:
-        close = difflib.get_close_matches(str(name), RECIPE_NAMES, n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        raise ParameterError(f"unknown fine-tuning recipe {name!r}; recipes: {', '.join(RECIPE_NAMES)}.{hint}")
+        raise ParameterError(
+            f"unknown fine-tuning recipe {name!r}; recipes: {', '.join(RECIPE_NAMES)}.{suggest(name, RECIPE_NAMES, 1)}"
+        )
 
 
 def auto_candidates(linear_probe: bool) -> tuple[str, ...]:

@@ -7,10 +7,8 @@ own options differ between recipes declares those defaults itself (`Method.recip
 alpha lr).
 """
 
-import difflib
-
 from pretexts.engine.training.config_record import RECIPE_APPLIED, note_derived
-from pretexts.errors import ParameterError
+from pretexts.errors import ParameterError, suggest
 
 RECIPES: dict[str, dict] = {
     # Appendix A, Table A (pretraining column)
@@ -35,9 +33,9 @@ def apply_recipe(cfg) -> None:
     """Fill cfg's None fields from its recipe, noting them as derived (config.json records which, so a `--config`
     of it with another recipe takes that recipe's); ParameterError (with close names) for an unknown recipe."""
     if cfg.recipe not in RECIPES:
-        close = difflib.get_close_matches(str(cfg.recipe), RECIPES, n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        raise ParameterError(f"unknown recipe {cfg.recipe!r}; recipes: {', '.join(RECIPES)}.{hint}")
+        raise ParameterError(
+            f"unknown recipe {cfg.recipe!r}; recipes: {', '.join(RECIPES)}.{suggest(cfg.recipe, RECIPES, 1)}"
+        )
     for name, value in RECIPES[cfg.recipe].items():
         if getattr(cfg, name) is None:
             setattr(cfg, name, value)

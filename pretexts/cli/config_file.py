@@ -12,149 +12,17 @@ import dataclasses
 import importlib
 import json
 import os
+import re
 import types
 import typing
-from pathlib import Path
 
 import click
 import yaml
 
 from ..engine.training.config_record import DERIVED, PER_INVOCATION, given_values
-from ..engine.training.run_folder import note_input
 from ..errors import ParameterError, suggest
+from .config_reader import ValueLimitError, load_yaml, read_config_file
 from .help_sections import option, shown
-
-# A config holds a few dozen fields, some of them lists or mappings a few levels deep (a run's config.json is ~3 KB):
-# these limits refuse a file or a --set value built to exhaust memory or the stack (YAML's "billion laughs", a
-# 100,000-deep list) before anything expands it or recurses into it.
-MAX_CONFIG_BYTES = 1_000_000
-MAX_DEPTH = 32  # lists and mappings inside one another
-MAX_VALUES = 100_000  # values once YAML's aliases (*name) and merges (<<) are expanded
-
-
-class ValueLimitError(ValueError):
-    """A config value past one of the limits above; its text says which, for the caller's one line."""
-
-
-class BoundedLoader(yaml.SafeLoader):
-    """yaml's safe loader (no python/ tags), refusing while it composes a value nested deeper than MAX_DEPTH, and,
-    before constructing anything, one whose aliases expand to more than MAX_VALUES values."""
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        self.level = 0
-
-    def compose_node(self, parent, index):
-        self.level += 1  # composing recurses once per level: refuse before the stack runs out
-        try:
-            if self.level > MAX_DEPTH:
-                raise ValueLimitError(f"nests deeper than {MAX_DEPTH} levels (the limit)")
-            return super().compose_node(parent, index)
-        finally:
-            self.level -= 1
-
-    def compose_document(self):
-        node = super().compose_document()
-        measure(node, yaml_children)
-        return node
-
-
-def yaml_children(node) -> list | None:
-    if isinstance(node, yaml.SequenceNode):
-        return node.value
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    return None
-
-
-def json_children(value) -> list | None:
-    if isinstance(value, list):
-        return value
-    return list(value.values()) if isinstance(value, dict) else None
-
-
-def measure(root, children) -> None:
-    """Raise ValueLimitError when `root` (YAML nodes, or what json parsed) expands to more than MAX_VALUES values, nests
-    deeper than MAX_DEPTH, or holds itself. An aliased node is measured once (memo by id), so a billion laughs costs
-    its few dozen nodes, and the recursion stops at MAX_DEPTH."""
-    sizes: dict[int, tuple[int, int] | None] = {}  # id -> (values, depth); None while being measured
-
-    def walk(node, level: int) -> tuple[int, int]:
-        inner = children(node)
-        if inner is None:
-            return 1, 0
-        if id(node) in sizes:
-            if sizes[id(node)] is None:
-                raise ValueLimitError("holds itself (a YAML alias inside its own anchor)")
-            count, depth = sizes[id(node)]
-        else:
-            if level >= MAX_DEPTH:
-                raise ValueLimitError(f"nests deeper than {MAX_DEPTH} levels (the limit)")
-            sizes[id(node)] = None
-            count, depth = 1, 0
-            for child in inner:
-                child_count, child_depth = walk(child, level + 1)
-                count, depth = count + child_count, max(depth, child_depth + 1)
-                if count > MAX_VALUES:
-                    raise ValueLimitError(f"expands to more than {MAX_VALUES:,} values (the limit; YAML aliases?)")
-            sizes[id(node)] = count, depth
-        if level + depth > MAX_DEPTH:
-            raise ValueLimitError(f"nests deeper than {MAX_DEPTH} levels (the limit)")
-        return count, depth
-
-    walk(root, 0)
-
-
-def load_yaml(text: str):
-    """`yaml.safe_load` within the limits above (ValueLimitError past one)."""
-    return yaml.load(text, Loader=BoundedLoader)  # noqa: S506 - BoundedLoader is a SafeLoader
-
-
-def load_json(text: str):
-    """`json.loads` within the limits above (ValueLimitError past one)."""
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise ValueLimitError(f"nests deeper than {MAX_DEPTH} levels (the limit)") from None
-    measure(value, json_children)
-    return value
-
-
-def read_config_file(path: str) -> dict:
-    """The mapping in a .yaml / .yml / .json file; one clear line for a missing, malformed or oversized file (see
-    the limits above)."""
-    file = Path(path)
-    if not file.is_file():
-        raise ParameterError(
-            f"config file '{path}' does not exist; give a .yaml or .json file (a run's own OUT/config.json works)."
-        )
-    size = file.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise ParameterError(
-            f"config file '{path}' is {size:,} bytes, more than a config may be ({MAX_CONFIG_BYTES:,}, the limit)."
-        )
-    note_input(file)  # no output of the command may replace it (--out FOLDER --force with FOLDER/config.json)
-    if file.suffix.lower() not in (".yaml", ".yml", ".json"):  # a TOML or INI file would read as one YAML string
-        raise ParameterError(f"config file '{path}' is not YAML or JSON; give a .yaml, .yml or .json file.")
-    try:
-        text = file.read_text()
-        values = load_json(text) if file.suffix == ".json" else load_yaml(text)
-    except ValueLimitError as err:
-        raise ParameterError(f"config file '{path}' is refused: it {err}.") from None
-    except json.JSONDecodeError as err:
-        raise ParameterError(f"config file '{path}' cannot be parsed at line {err.lineno}: {err.msg}.") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        where = getattr(err, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where else ""
-        raise ParameterError(f"config file '{path}' cannot be parsed{line}: {getattr(err, 'problem', err)}.") from None
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
-        raise ParameterError(
-            f"config file '{path}' must hold a mapping of field: value, not a {type(values).__name__}."
-        )
-    return values
-
 
 YES, NO = ("true", "yes", "on"), ("false", "no", "off")  # YAML 1.1's booleans
 
@@ -254,6 +122,7 @@ def build_config(
     `echo` gets the lines saying what came from the file (default: printed, by rank 0 alone); a command passes its
     own, to say them after its start line."""
     values, lines = ({}, []) if not config else file_values(cls, config, options, sets, loose)
+    file_keys = list(values)
     check_known(cls, values, f"config file '{config}'")
     # YAML 1.1 reads 1e-3 as a string: such values take the field's type, as --set values do
     values = {
@@ -277,7 +146,10 @@ def build_config(
         raise ParameterError(
             f"{required[0]} is required: give --{required[0].replace('_', '-')} or put it in --config."
         )
-    built = cls(**values)
+    try:
+        built = cls(**values)
+    except ParameterError as err:  # a bad value the file gave is named with the file, where the user must fix it
+        raise ParameterError(in_file(str(err), config, set(file_keys) - given_here(options, sets))) from None
     if echo is None:
         from . import rank_zero_echo  # here: the package imports the commands, which import this module
 
@@ -285,6 +157,17 @@ def build_config(
     for line in lines:
         echo(line)
     return built
+
+
+def given_here(options: dict, sets: tuple[str, ...]) -> set[str]:
+    """The fields the command line gives (its options and --set), over a config file's."""
+    return {k for k, v in options.items() if v not in (None, (), {})} | {k for k, _ in set_pairs(sets)}
+
+
+def in_file(message: str, config: str | None, keys: set[str]) -> str:
+    """`message` led by the config file's name when it names a field only that file gave."""
+    named = any(re.search(rf"\b{re.escape(key)}\b", message) for key in keys)
+    return f"config file '{config}': {message}" if config and named else message
 
 
 def file_values(cls, config: str, options: dict, sets: tuple[str, ...], loose=None) -> tuple[dict, list[str]]:

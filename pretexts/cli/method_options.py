@@ -6,7 +6,8 @@ import dataclasses
 import click
 
 from ..errors import ParameterError
-from .config_file import config_class, read_config_file
+from .config_file import config_class
+from .config_reader import read_config_file
 from .help_sections import SectionedCommand, SectionedOption, param_help
 
 

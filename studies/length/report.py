@@ -73,7 +73,7 @@ def _point(cells: list[Path], key: str) -> Point | None:
         steps.append(point["steps"])
         linear.append(point["linear"])
         tuned.append(finetune["final"])
-        if "held_out_ratio" in point:
+        if point.get("held_out_ratio") is not None:  # null where the corrupted error was 0
             restored.append(point["held_out_ratio"])
         shares = [m["top_pc_share"] for m in cell.get("monitor", []) if m["step"] == point["steps"]]
         top_share += shares[-1:]
