@@ -116,6 +116,7 @@ def test_a_resume_naming_its_checkpoint_by_another_path_continues(tmp_path, monk
     assert json.loads((out / "results.json").read_text())["epochs"] == 2
     result, error = run_cli(finetune_argv("pretrain.pt", "ft", "--resume", "--recipe", "paper", epochs=3))
     assert result.exit_code == 2 and "recipe='small'" in error, error
+    assert "fine-tuning" not in result.output  # refused before a start line that would list the recipe as given
 
 
 def test_a_finetune_started_with_relative_paths_resumes_from_another_folder(tmp_path, monkeypatch):

@@ -58,7 +58,15 @@ def resumed_values(cls, values: dict, kind: str | None, may_change: frozenset, f
     ckpt = load_checkpoint(path)
     if ckpt.get("kind") != kind or not isinstance(ckpt.get("config"), dict):
         return values
-    return laid_over(cls, ckpt["config"], values)
+    merged = laid_over(cls, ckpt["config"], values)
+    try:
+        resumed = cls(**merged)
+    except ParameterError:
+        return merged  # the run's own build says what is wrong with a value
+    # a change that would change the run is refused before the run says what it starts (the arguments are
+    # compared when it starts, as the task and the method read them)
+    check_resumable(ckpt["config"], resumed, may_change, path, same=lambda *_: True)
+    return merged
 
 
 def laid_over(cls, saved: dict, values: dict) -> dict:
