@@ -188,3 +188,28 @@ def test_a_cell_refused_by_the_run_says_what_differs(tmp_path):
     (tmp_path / "cell.json").write_text(json.dumps({"points": {}, "settings": settings(cfg, arm)}))
     with pytest.raises(OutputError, match=r"other settings \(--batch-size 8, asked 32\); give --force"):
         load_cell(tmp_path / "cell.json", settings(CompareConfig(backbone="test_convnext", batch_size=32), arm))
+
+
+def test_a_cell_continued_from_a_stop_does_not_set_the_pace_of_the_cells_left(tmp_path, monkeypatch):
+    """Its wall time is only the rest of a cell: counted as a cell's, it made the ETA of the others too low."""
+    from pretexts.engine.compare.plan import Pace
+
+    cfg = CompareConfig(tasks=("random-mask", "colorization"), steps=(1,), out=str(tmp_path / "out"))
+    arms = [arm for arm in arms_for(cfg.tasks, cfg.methods) if arm.method]
+    stopped = compare_run.cell_folder(cfg, arms[0], 0)
+    (stopped / "run").mkdir(parents=True)
+    (stopped / "run" / "checkpoint.pt").write_bytes(b"")  # a pretraining stopped mid-way
+    now, takes = [0.0], iter([1.0, 90.0])  # the continued cell takes 1 s, the fresh one 90 s
+
+    def timed_cell(*args, **kwargs):
+        now[0] += next(takes)
+        return fake_cell(*args, **kwargs)
+
+    monkeypatch.setattr(compare_run, "time", type("Clock", (), {"time": staticmethod(lambda: now[0])}))
+    monkeypatch.setattr(compare_run, "run_cell", timed_cell)
+    monkeypatch.setattr(compare_run, "clock_time", lambda seconds: "--:--")
+    pace = Pace(left={"pretrained": 3}, modelled={"pretrained": 50.0})
+    compare_run.run_cells(cfg, [(arms[0], 0)], set(), pace, stop=type("Stop", (), {"requested": False}), say=print)
+    assert pace.spent.get("pretrained", []) == [] and pace.eta() == 2 * 50.0  # the model, not 1 s a cell
+    compare_run.run_cells(cfg, [(arms[1], 0)], set(), pace, stop=type("Stop", (), {"requested": False}), say=print)
+    assert pace.spent["pretrained"] == [90.0] and pace.eta() == 90.0

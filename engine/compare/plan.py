@@ -85,9 +85,11 @@ class Pace:
     def total(self) -> float:
         return sum(self.left[kind] * self.modelled[kind] for kind in self.left)
 
-    def done(self, kind: str, seconds: float) -> None:
+    def done(self, kind: str, seconds: float | None) -> None:
+        """One cell of `kind` run, in `seconds`; None for a cell continued from a stop, whose time is no cell's pace."""
         self.left[kind] -= 1
-        self.spent.setdefault(kind, []).append(seconds)
+        if seconds is not None:
+            self.spent.setdefault(kind, []).append(seconds)
 
     def eta(self) -> float:
         """Seconds left: each kind's cells left times the mean of its cells run, else its modelled cost."""

@@ -253,8 +253,9 @@ def run_cells(cfg: CompareConfig, todo: list, cached: set, pace: Pace, stop, say
     after the last cell's line returns, so the report is written."""
     cells = {}
     for i, (arm, seed) in enumerate(todo, 1):
-        start = time.time()
-        cell = run_cell(cfg, arm, seed, cell_folder(cfg, arm, seed), stop=stop)
+        start, folder = time.time(), cell_folder(cfg, arm, seed)
+        continued = (folder / "cell.json").is_file() or (folder / "run" / "checkpoint.pt").is_file()
+        cell = run_cell(cfg, arm, seed, folder, stop=stop)
         if cell is None:
             say(f"[{i}/{len(todo)}] {arm.name}, seed {seed}: another process is running it; skipped")
             continue
@@ -264,7 +265,7 @@ def run_cells(cfg: CompareConfig, todo: list, cached: set, pace: Pace, stop, say
         if (arm.name, seed) in cached:
             line += " (cached)"
         else:
-            pace.done("pretrained" if arm.method else "random", time.time() - start)
+            pace.done("pretrained" if arm.method else "random", None if continued else time.time() - start)
             eta = pace.eta()
             line += f"; {duration(time.time() - start)}" + (
                 f"; ETA {duration(eta)} ({clock_time(eta)})" if eta > 0 else ""
