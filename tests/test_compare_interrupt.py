@@ -200,3 +200,21 @@ def test_a_signal_each_run_catches_too_late_stops_the_comparison_and_one_after_t
         compare_api(study, echo=lambda line: signalled or signalled.append(ctrl_c()))
     assert stopped.value.finished and stopped.value.exit_code == 130
     assert stopped.value.record == compare_api(study, echo=lambda line: None)
+
+
+def test_a_signal_in_the_random_init_cell_names_what_it_was_doing(tmp_path, data, monkeypatch):
+    """The random-init row pretrains nothing: its stop does not say 'while pretraining'."""
+    study = CompareConfig(
+        backbone="test_convnext",
+        tasks=("random-mask",),
+        steps=(1,),
+        batch_size=8,
+        data=str(data),
+        out=str(tmp_path),
+    )
+    random_init = next(arm for arm in compare_cells.arms_for(study.tasks, study.methods) if arm.method is None)
+    stop = type("Stop", (), {"requested": False, "exit_code": 143, "signal": signal.SIGTERM})()
+    untrained = compare_cells.untrained
+    monkeypatch.setattr(compare_cells, "untrained", lambda *a: (setattr(stop, "requested", True), untrained(*a))[1])
+    with pytest.raises(compare_cells.Interrupted, match="^stopped by SIGTERM while building the random-init start$"):
+        compare_cells.cell_results(study, random_init, 0, tmp_path / "cell", keep_checkpoints=False, stop=stop)

@@ -367,7 +367,8 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
                 cell["arithmetic"] = pre["arithmetic"]
         write_json(done_file, cell)
         if stop is not None and stop.requested:  # caught by the pretraining too late to stop it: stop here
-            raise Interrupted(stop.signal.name, stop.exit_code, "pretraining")
+            phase = "pretraining" if arm.method else "building the random-init start"
+            raise Interrupted(stop.signal.name, stop.exit_code, phase)
     for key in missing:
         cell["points"][key].update(probe(study, snapshot[key], seed))
         write_json(done_file, cell)
