@@ -184,7 +184,7 @@ def test_list_methods_shows_each_method_and_its_arguments_with_ranges():
     assert result.exit_code == 0, result.output
     names = [line.split()[0] for line in result.output.splitlines() if not line.startswith(" ")]
     assert names == ["energy", "ae", "mae", "simmim"]
-    assert "--method-arg decoder_dim=...  int in [8, 4096], default 128" in result.output
+    assert "--method-arg decoder_dim=...  int in [8, 4096], default None. decoder width" in result.output
     assert "--method-arg mask_ratio=...  float in [0.01, 0.99], default 0.75" in result.output
     only = CliRunner().invoke(main, ["list", "--methods", "m*"]).output
     assert only.startswith("mae ") and "decoder_dim" in only and "energy" not in only

@@ -1,4 +1,4 @@
-"""`finetune --linear-probe`, MAE's linear probe (Table B's protocol): the backbone frozen bit for bit (a CNN's
+"""`finetune --linear-probe`, MAE's linear-probe protocol: the backbone frozen bit for bit (a CNN's
 BatchNorm statistics too), a BatchNorm + linear head trained with timm's LARS on the linprobe recipe, the saved
 classifier a plain timm one with the head's logits, and a stopped run resumed to the same weights."""
 

@@ -75,7 +75,7 @@ class FinetuneConfig:
     from_scratch: bool = setting(False, "Same recipe on a random backbone (the baseline).", section="model")
     linear_probe: bool = setting(
         False,
-        "MAE's linear probe (Table B's protocol) instead of a fine-tune: the backbone frozen (in eval mode), a "
+        "MAE's linear-probe protocol instead of a fine-tune: the backbone frozen (in eval mode), a "
         "BatchNorm without affine and a linear head trained with LARS on augmented images, recipe linprobe. "
         "finetuned.pt holds the BatchNorm folded into the linear layer: a plain timm classifier.",
         section="model",

@@ -48,9 +48,10 @@ FINETUNE_RECIPES: dict[str, dict] = {
         "cutmix": 0.0,
         "weight_decay": 0.05,
     },
-    # MAE's main_linprobe.py (the paper's Table B quotes it): 90 epochs, 10 warm-up, LARS at base lr 0.1 without
-    # weight decay, RandomResizedCrop and flip alone, evaluation at 0.875 (its cosine ends at 0: the min lr's 1e-6 is
-    # 4e-5 of the peak at batch 64); the optimiser is linear_probe_protocol.py's, so `--linear-probe` alone takes it
+    # MAE's linear-probe protocol, main_linprobe.py (the paper's Table B reports a linear-probe number without
+    # stating its protocol): 90 epochs, 10 warm-up, LARS at base lr 0.1 without weight decay, RandomResizedCrop and
+    # flip alone, evaluation at 0.875 (its cosine ends at 0: the min lr's 1e-6 is 4e-5 of the peak at batch 64); the
+    # optimiser is linear_probe_protocol.py's, so `--linear-probe` alone takes it
     LINEAR_PROBE_RECIPE: {
         "epochs": 90,
         "warmup_epochs": 10.0,

@@ -1,4 +1,5 @@
-"""MAE's linear probe (main_linprobe.py; the paper's Table B quotes it) as `pretexts finetune --linear-probe`.
+"""MAE's linear-probe protocol (main_linprobe.py; the paper reports a linear-probe number in Table B without stating
+its protocol) as `pretexts finetune --linear-probe`.
 
 Every weight of the classifier is frozen but its last linear layer, before which goes a BatchNorm without affine
 (eps 1e-6); the frozen backbone runs in eval mode, so a CNN's BatchNorm statistics stay as loaded and drop path is

@@ -16,6 +16,7 @@ from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
 from pretexts.engine.methods.energy.report import restoration_loss_name
 from pretexts.engine.methods.energy.restore import LOSSES, restoration_loss
+from pretexts.engine.methods.mae_model import mae_decoder
 from pretexts.engine.methods.report import Figure, HeldOut, with_figure_numbers
 from pretexts.engine.modules.decoders import LightDecoder, PyramidDecoder
 from pretexts.engine.modules.eval_mode import eval_mode
@@ -23,9 +24,10 @@ from pretexts.engine.modules.features import is_plain_vit
 from pretexts.errors import ParameterError
 from pretexts.params import Param
 
-# MAE's decoder is 8 blocks of width 512 for ViT-L; its ablation shows one narrow block still fine-tunes
-# as well. A few narrow blocks keep the baseline light at CPU scale.
-DECODER_DIM, DECODER_DEPTH, DECODER_HEADS = 128, 2, 4
+# A ViT's token decoder is MAE's from ViT-B's width up (`mae_decoder`: 8 x 512, MAE's default for ViT-B, -L and -H),
+# as the paper's AE baselines follow MAE. Below, a few narrow blocks keep the baseline light at CPU scale (MAE's
+# ablation: one narrow block still fine-tunes as well). The CNN's pyramid decoder is 128 wide at every size.
+SMALL_DECODER = {"decoder_dim": 128, "decoder_depth": 2, "decoder_heads": 4}
 
 
 @register_method("ae")
@@ -34,19 +36,28 @@ class AutoencoderMethod(Method):
     Table 2): the same backbone, data and task corruption as the energy method, but instead of restoring by
     gradient steps on an energy, a light decoder reconstructs the target in one pass.
 
-    A ViT's patch tokens go through a few narrow transformer blocks that predict each patch's pixels (MAE's pixel
-    head); a CNN's or Swin's four stages go through a `PyramidDecoder` (UperNet's PPM + FPN). For patch sorting the
-    encoder sees the edge-masked image without positions and the decoder predicts each patch's sin-cos position.
-    Options (`--method-arg`): `decoder_dim` (128), `decoder_depth` (2), `decoder_heads` (4), `loss` ("mse" or
-    "smooth_l1").
+    A ViT's patch tokens go through transformer blocks that predict each patch's pixels (MAE's pixel head; MAE's
+    decoder from ViT-B's width up, a few narrow blocks below); a CNN's or Swin's four stages go through a
+    `PyramidDecoder` (UperNet's PPM + FPN). For patch sorting the encoder sees the edge-masked image without
+    positions and the decoder predicts each patch's sin-cos position.
+    Options (`--method-arg`): `decoder_dim`, `decoder_depth`, `decoder_heads` (unset: MAE's 512, 8 and 16 for a ViT
+    as wide as ViT-B or wider, else 128, 2 and 4; a CNN's pyramid is 128 wide), `loss` ("mse" or "smooth_l1").
     """
 
     summary = "autoencoder baseline: the task's corruption, a light decoder reconstructs the target (any backbone)"
 
     method_params = {
-        "decoder_dim": Param(DECODER_DIM, int, 8, 4096, help="decoder width (ViT token blocks, or the CNN's FPN)"),
-        "decoder_depth": Param(DECODER_DEPTH, int, 1, 64, help="ViT token decoder blocks (MAE: 8 from ViT-B up)"),
-        "decoder_heads": Param(DECODER_HEADS, int, 1, 64, help="ViT token decoder heads; must divide decoder_dim"),
+        "decoder_dim": Param(
+            None,
+            int,
+            8,
+            4096,
+            help="decoder width (ViT token blocks, or the CNN's FPN); unset: 512 for a ViT from ViT-B up, else 128",
+        ),
+        "decoder_depth": Param(None, int, 1, 64, help="ViT token decoder blocks; unset: 8 from ViT-B up (MAE), else 2"),
+        "decoder_heads": Param(
+            None, int, 1, 64, help="ViT token decoder heads, dividing the width; unset: 16 from ViT-B up, else 4"
+        ),
         "loss": Param("mse", str, choices=LOSSES, help='"mse" or "smooth_l1", as the energy method\'s'),
     }
     figure_name = "reconstruction"
@@ -59,11 +70,6 @@ class AutoencoderMethod(Method):
 
     def build_model(self) -> nn.Module:
         cfg, args = self.cfg, self.args
-        if args["decoder_dim"] % args["decoder_heads"]:
-            raise ParameterError(
-                f"method ae: decoder_dim {args['decoder_dim']} is not divisible by decoder_heads "
-                f"{args['decoder_heads']}; choose heads that divide the width."
-            )
         backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size, global_pool=cfg.global_pool)
         decoder = {k: v for k, v in args.items() if k.startswith("decoder_")}
         return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone, **decoder)
@@ -104,9 +110,9 @@ class AutoencoderModel(nn.Module):
         task: Pretext,
         img_size: int,
         name: str,
-        decoder_dim: int = DECODER_DIM,
-        decoder_depth: int = DECODER_DEPTH,
-        decoder_heads: int = DECODER_HEADS,
+        decoder_dim: int | None = None,
+        decoder_depth: int | None = None,
+        decoder_heads: int | None = None,
     ):
         super().__init__()
         self.backbone, self.backbone_name = backbone, name
@@ -120,19 +126,19 @@ class AutoencoderModel(nn.Module):
                 f"task '{task.name}' restores something else."
             )
         dim = backbone.num_features
+        sizes = (decoder_dim, decoder_depth, decoder_heads)
         if self.sorting:
             vit_geometry(backbone, name, "the autoencoder baseline of patch sorting")
             self.grid, self.patch = None, None
-            self.decoder = LightDecoder(dim, backbone.embed_dim, None, decoder_dim, decoder_depth, decoder_heads)
+            self.decoder = LightDecoder(dim, backbone.embed_dim, None, *token_decoder_sizes(dim, *sizes))
             return
         if not is_plain_vit(backbone):  # CNNs and Swin: decode from their stages
-            self.decoder = PyramidDecoder(backbone, img_size, decoder_dim)
+            self.decoder = PyramidDecoder(backbone, img_size, decoder_dim or SMALL_DECODER["decoder_dim"])
             return
         self.grid = tuple(backbone.patch_embed.grid_size)
         self.patch = (img_size // self.grid[0], img_size // self.grid[1])
-        self.decoder = LightDecoder(
-            dim, 3 * self.patch[0] * self.patch[1], self.grid, decoder_dim, decoder_depth, decoder_heads
-        )
+        out = 3 * self.patch[0] * self.patch[1]
+        self.decoder = LightDecoder(dim, out, self.grid, *token_decoder_sizes(dim, *sizes))
 
     def normalize(self, x: Tensor) -> Tensor:
         return (x - self.mean) / self.std
@@ -168,6 +174,19 @@ class AutoencoderModel(nn.Module):
         if keep is not None:
             target = target.gather(1, keep.unsqueeze(-1).expand(-1, -1, target.shape[-1]))
         return self(sample.context, keep), target
+
+
+def token_decoder_sizes(width: int, dim: int | None, depth: int | None, heads: int | None) -> tuple[int, int, int]:
+    """A ViT token decoder's width, depth and heads for an encoder `width` wide: each given, else MAE's decoder from
+    ViT-B's width up (`mae_decoder`), else `SMALL_DECODER`. Heads that do not divide the width are refused."""
+    auto = mae_decoder(width) or SMALL_DECODER
+    dim, depth, heads = dim or auto["decoder_dim"], depth or auto["decoder_depth"], heads or auto["decoder_heads"]
+    if dim % heads:
+        raise ParameterError(
+            f"method ae: decoder_dim {dim} is not divisible by decoder_heads {heads}; choose heads that divide the "
+            f"width."
+        )
+    return dim, depth, heads
 
 
 def reconstruction_error(model: AutoencoderModel, task, batches, device, seed: int = 0) -> HeldOut:

@@ -19,11 +19,20 @@ from pretexts.errors import ParameterError
 MAX_HEADS = 64  # the most decoder heads `--method-arg decoder_heads` takes
 
 
+def mae_decoder(embed_dim: int) -> dict | None:
+    """MAE's own decoder, 8 blocks of width 512 with 16 heads (models_mae.py's dec512d8b, its default for ViT-B, -L
+    and -H), for an encoder as wide as ViT-B (768) or wider; None below, which MAE never sized. The autoencoder
+    baseline sizes its token decoder by the same rule."""
+    if embed_dim < 768:
+        return None
+    return {"decoder_dim": 512, "decoder_depth": 8, "decoder_heads": 16}
+
+
 def decoder_defaults(embed_dim: int) -> dict:
-    """MAE's 8 x 512 (16 heads) for ViT-B and wider (models_mae.py's dec512d8b); below ViT-B, 2 blocks of half the
-    encoder's width (>= 64)."""
-    dim = 512 if embed_dim >= 768 else max(64, embed_dim // 2 // 32 * 32 or 64)
-    return {"decoder_dim": dim, "decoder_depth": 8 if embed_dim >= 768 else 2, "decoder_heads": max(2, dim // 32)}
+    """MAE's 8 x 512 (16 heads) for ViT-B and wider (`mae_decoder`); below ViT-B, 2 blocks of half the encoder's
+    width (>= 64)."""
+    dim = max(64, embed_dim // 2 // 32 * 32 or 64)
+    return mae_decoder(embed_dim) or {"decoder_dim": dim, "decoder_depth": 2, "decoder_heads": max(2, dim // 32)}
 
 
 def decoder_sizes(embed_dim: int, dim: int | None, depth: int | None, heads: int | None) -> tuple[int, int, int]:

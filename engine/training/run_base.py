@@ -73,9 +73,11 @@ class TrainingRun:
         return cfg.epochs * self.steps_per_epoch
 
     def schedule(self, optimizer: torch.optim.Optimizer, lr_min: float, total: int) -> None:
-        """timm's per-step cosine to `lr_min` over `total` steps, after the warm-up epochs (at least one step of
+        """timm's per-step cosine to `lr_min` over `total` steps, the warm-up epochs included (at least one step of
         cosine). timm sets each group's lr x its layer scale on construction, warm-up or not."""
         self.optimizer = optimizer
+        # timm's convention (warmup_prefix=False, as timm's train script): the cosine spans the warm-up too, so after
+        # it the lr starts at the cosine's value there (97 % of the peak for 10 of 90 epochs), not at the peak
         self.scheduler = CosineLRScheduler(
             optimizer,
             t_initial=max(total, 2),  # timm warns that a one-step cosine does nothing; the one step's lr is the peak

@@ -10,12 +10,14 @@ from ..errors import ParameterError
 from ..params import Param
 from ..registry import register
 
-# What the masked pixels hold. The paper blanks them (zeros, i.e. black before normalisation), but on small images
-# black boxes are a shortcut: the scalar energy learns how dark the image is; a mid-gray fill removes it
-# (docs/results/mask-fills.md).
+# What the masked pixels hold. The paper blanks them ("all zeros", in a pixel space it does not state): black in [0, 1]
+# pixels, the normalisation mean in normalised ones. On small images black boxes are a shortcut: the scalar energy
+# learns how dark the image is; a mid-gray fill, near the normalisation mean, removes it (docs/results/mask-fills.md).
 FILLS = ("gray", "black", "noise", "mean")
 GRAY = 0.5  # a constant, kept off the normalisation mean (see NEAR_MEAN)
-NEAR_MEAN = 0.02  # a gray or mean fill whose every channel is closer than this to the normalisation mean is moved off
+# a gray or mean fill whose every channel is closer than this to the normalisation mean is moved off: a box of the mean
+# is all zeros after normalisation, zero-variance tokens for ConvNeXt's post-stem LayerNorm (the loss at init explodes)
+NEAR_MEAN = 0.02
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # what the energy model subtracts unless its backbone says otherwise
 
 
@@ -26,7 +28,7 @@ def fill_param(prefix: str = "") -> Param:
         str,
         choices=FILLS,
         help=prefix + "what masked pixels hold: gray 0.5 (default; 0.52 where the model normalises with 0.5); "
-        "black 0 (the paper's blank pixels); "
+        "black 0 (the paper's zeros read in [0, 1] pixels); "
         "noise U(0, 1) per pixel and channel; mean = each image's visible mean colour",
     )
 
@@ -43,8 +45,10 @@ def visible_mean(images: Tensor, mask: Tensor) -> Tensor:
 class MaskingTask(Pretext):
     """What the masking tasks share: the `fill` of the masked pixels and the trivial restorer.
 
-    Fills (`--task-arg fill=...`): `black` sets masked pixels to 0 (the paper's blank pixels); `gray` to the
-    constant 0.5 (the default: the one fill measured to remove the brightness shortcut of black boxes);
+    Fills (`--task-arg fill=...`): `black` sets masked pixels to 0 (the paper's "all zeros" read in [0, 1] pixels;
+    read in normalised pixels, as MAE's pipeline feeds them, its zeros are the normalisation mean, which gray comes
+    near and the rule below keeps every fill off); `gray` to the constant 0.5 (the default: the one fill measured
+    to remove the brightness shortcut of black boxes);
     `noise` to U(0, 1) per pixel and channel, drawn from the task's generator after the mask (so a seed gives
     the same mask whatever the fill); `mean` to each image's mean colour over its visible pixels (gray when
     nothing is visible). The rule for `gray` and `mean`: when every channel of the colour lies within NEAR_MEAN
@@ -102,10 +106,10 @@ class GriddedMask(MaskingTask):
     The image is cut into `grid` x `grid` pixel cells (cells at the right and bottom border are cut
     short when the size is not a multiple of `grid`) and exactly round(ratio * cells) of them, chosen
     uniformly per image, are filled (`fill`, see MaskingTask: gray 0.5 by default, black 0 as the paper's
-    blank). Grid 16 with a patch-16 ViT is the paper's like-for-like comparison with MAE; ratio 0.7 is the
-    best column of Table 1 for every grid size. The paper's grids are for 224 px images: unset, `grid` is the
-    paper's 16 scaled to the images (16 at 224 px, 2 at 32 px: a 16 x 16 grid of cells either way), and a
-    given grid must leave at least 4 x 4 cells. info["mask"] [B, H, W] is True on the masked pixels.
+    zeros read in [0, 1] pixels). Grid 16 with a patch-16 ViT is the paper's like-for-like comparison with MAE;
+    ratio 0.7 is the best column of Table 1 for every grid size. The paper's grids are for 224 px images: unset,
+    `grid` is the paper's 16 scaled to the images (16 at 224 px: 14 x 14 cells; 2 at 32 px: 16 x 16 cells), and
+    a given grid must leave at least 4 x 4 cells. info["mask"] [B, H, W] is True on the masked pixels.
     """
 
     params = {
@@ -154,7 +158,8 @@ class RandomMask(MaskingTask):
     w = sqrt(area / r) * W. Box centres are uniform over the image; boxes may overlap and are clipped
     at the border, so the blanked fraction is below count * mean area. Presets from Section 4.1:
     small = 75 boxes of U(0.01, 0.025), large = 25 boxes of U(0.02, 0.05) (the default, 79.7 top-1). The
-    boxes hold the task's `fill` (see MaskingTask: gray 0.5 by default, black 0 as the paper's blank).
+    boxes hold the task's `fill` (see MaskingTask: gray 0.5 by default, black 0 as the paper's zeros read in
+    [0, 1] pixels).
     info["mask"] [B, H, W] is True on the masked pixels.
     """
 

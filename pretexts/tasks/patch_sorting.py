@@ -16,8 +16,11 @@ class PatchSorting(Pretext):
     ViT only (79.5 top-1 in Table 2). The state is the per-image embeddings [B, L, D] (row i is what
     patch i is told about its place), the target the true table, the loss MSE between them (Section
     3.4). The image, in `context`, is intact but for the two regularisers of Appendix A.2:
-    - edge masking: the k outermost pixel rows and columns of every patch are set to 0 (black, before
-      normalisation), k drawn for each patch uniformly from 1..edge_max (the paper: 1 or 2, 50 % each);
+    - edge masking: the k outermost pixel rows and columns of every patch are set to 0 in [0, 1] pixels (black,
+      before normalisation), k drawn for each patch uniformly from 1..edge_max (the paper: 1 or 2, 50 % each).
+      The paper sets them "to all zeros" without naming the pixel space; read in normalised pixels (MAE's
+      pipeline) its zeros are the normalisation mean, which adds nothing to a patch's embedding, where black
+      adds W (-mean / std) for each such pixel;
     - patch dropout: a random `drop` fraction of each image's tokens (50 % in the paper) does not enter
       the blocks. The kept indices are drawn with the sample (info["keep"]), so all N restoration
       steps see the same tokens; they apply only while the model is in training mode. A dropped
@@ -97,6 +100,7 @@ class PatchSorting(Pretext):
         state = table[perm]  # patch i is told it sits at position perm[b, i]
         context = images
         if self.edge > 0:
+            # 0 in [0, 1] pixels: the paper's "all zeros" read before normalisation (black)
             context = images.masked_fill(self._edge_mask(edge, *images.shape[-2:]), 0.0)
         info = {"perm": perm, "edge": edge, "image": images}  # the clean image, for preview
         if "keep" in params:

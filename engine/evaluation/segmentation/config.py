@@ -1,5 +1,5 @@
 """Settings of `pretexts segment`; defaults are MAE's and BEiT's ADE20K recipe (mmsegmentation's UperNet config:
-AdamW, lr 1e-4, layer decay 0.65); the paper gives no segmentation settings."""
+AdamW, lr 1e-4, layer decay 0.65, drop path 0.1); the paper gives no segmentation settings."""
 
 from dataclasses import MISSING, asdict, dataclass
 
@@ -14,6 +14,7 @@ from pretexts.engine.training.settings import (
     STEPS_RANGE,
     WEIGHT_DECAY_RANGE,
     WORKERS_RANGE,
+    Range,
     amp_setting,
     check_amp,
     check_field_types,
@@ -21,6 +22,7 @@ from pretexts.engine.training.settings import (
     check_ranges,
     clip_grad_setting,
     cudnn_benchmark_setting,
+    from_values,
     log_every_setting,
     setting,
     skip_nonfinite_setting,
@@ -76,6 +78,12 @@ class SegmentConfig:
     layer_decay: float = setting(
         0.65, "Layer-wise lr decay (MAE/BEiT: 0.65).", section="optimisation", range=FRACTION_RANGE
     )
+    drop_path: float = setting(
+        0.1,
+        "Stochastic depth rate of the backbone (MAE/BEiT: 0.1).",
+        section="optimisation",
+        range=Range(0, 1, high_open=True),
+    )
     warmup_steps: int = setting(
         0, "Linear lr warm-up iterations (MAE/BEiT: 1500).", section="optimisation", range=EVERY_STEPS_RANGE
     )
@@ -101,6 +109,12 @@ class SegmentConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "SegmentConfig":
+        """A saved config (a segmenter.pt's); one saved before `drop_path` was a setting trained without it, and a
+        resume keeps that."""
+        return from_values(cls, {"drop_path": 0.0, **values})
 
     @classmethod
     def resuming(cls, out: str, **changes) -> "SegmentConfig":

@@ -101,7 +101,11 @@ class Segmentation(TrainingRun):
         # a checkpoint's backbone is rebuilt at --img-size, a ViT's positions resampled to it (MAE's ADE20K recipe
         # fine-tunes a 224 px checkpoint at 512 px)
         backbone, saved = create_classifier(
-            cfg.checkpoint, None if cfg.checkpoint else cfg.backbone, cfg.img_size, resize=True
+            cfg.checkpoint,
+            None if cfg.checkpoint else cfg.backbone,
+            cfg.img_size,
+            resize=True,
+            drop_path_rate=cfg.drop_path,
         )
         self.size = cfg.img_size or saved.get("img_size") or 32
         note = resampled_positions_note(backbone, saved.get("img_size"), self.size) if saved else None
