@@ -70,9 +70,9 @@ def test_auto_picks_by_the_number_of_training_images_and_the_image_size():
 
 
 def test_the_linprobe_recipe_is_maes_linear_probe():
-    """main_linprobe.py's defaults (MAE's linear-probe protocol): 90 epochs, 10 of warm-up, base lr 0.1 without weight decay
-    (its cosine down to 0; the min lr stays 1e-6), RandomResizedCrop and flip alone, evaluated at a 0.875 centre
-    crop."""
+    """main_linprobe.py's defaults (MAE's linear-probe protocol): 90 epochs, 10 of warm-up, base lr 0.1 without
+    weight decay (its cosine down to 0; the min lr stays 1e-6), RandomResizedCrop and flip alone, evaluated at a
+    0.875 centre crop."""
     assert FINETUNE_RECIPES["linprobe"] == {
         "epochs": 90,
         "warmup_epochs": 10.0,
