@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 import pretexts
+from pretexts.engine.compare.point_measures import point_measures
 from pretexts.engine.compare.report import budget_name
 from pretexts.engine.compare.scoring import Interrupted, finetune, probe, tuned_as_asked
 from pretexts.engine.data.streams import is_stream
@@ -162,8 +163,8 @@ def pretrain_config(study, arm: Arm, seed: int, out: Path) -> PretrainConfig:
 
 def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
     """Pretrain to the largest of `budgets` (the study's unit), leaving a snapshot at each; their steps and
-    seconds, the held-out restored / baseline ratio where the run ended, and the monitor's history. A run stopped
-    before continues from its checkpoint; one stopped now raises `Interrupted`."""
+    seconds, the monitor's history, the thinned training log and the arithmetic. A run stopped before continues from
+    its checkpoint; one stopped now raises `Interrupted`."""
     cfg = pretrain_config(study, arm, seed, folder / "run")
     if (folder / "run" / "checkpoint.pt").is_file() and (folder / "run" / "budget.json").is_file():
         cfg = dataclasses.replace(cfg, resume="auto")
@@ -177,16 +178,9 @@ def pretrain(study, arm: Arm, seed: int, folder: Path, budgets: list) -> dict:
         raise Interrupted(results["interrupted"], results["exit_code"], "pretraining")
     if trainer.marks:  # a minutes budget the planned epochs did not reach
         raise short_run(arm, trainer.global_step, trainer.marks[0], study.unit)
-    held = results.get("held_out") or {}
-    ratio = (
-        held["restored_mse"][-1] / held["corrupted_mse"]
-        if held.get("restored_mse") and held.get("corrupted_mse")
-        else None
-    )
     history = trainer.monitor.history if trainer.monitor else None
     return {
         "snapshots": {budget_name(m): s for m, s in trainer.snapshots.items()},
-        "held_out_ratio": ratio,
         "monitor": history or None,
         "log": training_curve(Path(cfg.out) / "log.jsonl"),
         "arithmetic": results["arithmetic"],
@@ -217,7 +211,7 @@ def untrained(study, arm: Arm, seed: int, folder: Path) -> dict:
     path = folder / "m0" / "checkpoint.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
     Pretrainer(pretrain_config(study, arm, seed, folder / "run")).save(path)
-    return {"snapshots": {"0": {"steps": 0, "seconds": 0.0}}, "held_out_ratio": None, "monitor": None}
+    return {"snapshots": {"0": {"steps": 0, "seconds": 0.0}}, "monitor": None}
 
 
 def settings(study, arm: Arm) -> dict:
@@ -332,8 +326,9 @@ def shown(value) -> str:
 
 
 def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool, stop=None) -> dict:
-    """Pretrain (or continue a stopped pretraining), score each budget's snapshot and fine-tune the last, writing
-    cell.json after each phase; `stop` (a `StopSignals`) raises `Interrupted` after the pretraining and between
+    """Pretrain (or continue a stopped pretraining), score each budget's snapshot (probes; of a pretrained arm also
+    its held-out ratio and top-component share, point_measures.py) and fine-tune the last, writing cell.json after
+    each phase; `stop` (a `StopSignals`) raises `Interrupted` after the pretraining and between
     points when it was asked."""
     done_file = folder / "cell.json"
     wanted = settings(study, arm)
@@ -356,9 +351,7 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
         for key in missing:
             cell["points"][key] = dict(pre["snapshots"][key])
         cell["points"] = dict(sorted(cell["points"].items(), key=lambda kv: float(kv[0])))
-        if top in missing:  # the held-out ratio and the monitor belong beside the points of the run that made them
-            if pre["held_out_ratio"] is not None:  # measured where the run ended
-                cell["points"][top]["held_out_ratio"] = pre["held_out_ratio"]
+        if top in missing:  # the monitor and the log belong beside the points of the run that made them
             if pre.get("monitor"):
                 cell["monitor"] = pre["monitor"]
             if pre.get("log"):
@@ -369,8 +362,12 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
         if stop is not None and stop.requested:  # caught by the pretraining too late to stop it: stop here
             phase = "pretraining" if arm.method else "building the random-init start"
             raise Interrupted(stop.signal.name, stop.exit_code, phase)
-    for key in missing:
-        cell["points"][key].update(probe(study, snapshot[key], seed))
+    for key in missing:  # each point's held-out ratio and top share are its own snapshot's, cached or not
+        scores = probe(study, snapshot[key], seed)
+        measured = (
+            point_measures(pretrain_config(study, arm, seed, folder / "run"), snapshot[key]) if arm.method else {}
+        )
+        cell["points"][key].update({**scores, **measured})
         write_json(done_file, cell)
         if stop is not None and stop.requested:
             raise Interrupted(stop.signal.name, stop.exit_code, "scoring")

@@ -29,7 +29,8 @@ def mean_std(values: list) -> tuple[float, float] | None:
 
 def summarise(cells: dict, budgets=None, finetune_epochs: int = 0, unit: str = "minutes") -> list[dict]:
     """One row per (arm, budget): {'arm', 'budget', 'unit', 'minutes', 'seeds', 'steps', score: (mean, std) or
-    None, 'held_out', 'top_share', 'finetune_epochs', 'finetune_precision'} from {(arm name, seed): cell}. The
+    None, 'held_out', 'top_share', 'finetune_epochs', 'finetune_precision'} from {(arm name, seed): cell};
+    'held_out' and 'top_share' (the largest over the seeds) are each point's own snapshot's. The
     budget counts `unit` ('minutes' or 'steps'); 'minutes' is the budget, or of a steps budget the mean minutes the
     steps took; 'steps' the mean steps. The random-init row has budget 0. A cell may hold other comparisons'
     points: with `budgets`, only those (and 0) are reported, and with `finetune_epochs`, only fine-tunes of that
@@ -48,7 +49,7 @@ def summarise(cells: dict, budgets=None, finetune_epochs: int = 0, unit: str = "
                 if key in r["finetunes"]
                 and (not finetune_epochs or r["finetunes"][key].get("epochs") == finetune_epochs)
             ]
-            shares = [row["top_pc_share"] for r in runs for row in r.get("monitor") or [] if "top_pc_share" in row]
+            shares = [s for s in (point_share(r, key) for r in runs if key in r["points"]) if s is not None]
             rows.append(
                 {
                     "arm": name,
@@ -71,6 +72,16 @@ def summarise(cells: dict, budgets=None, finetune_epochs: int = 0, unit: str = "
                 }
             )
     return rows
+
+
+def point_share(cell: dict, key: str) -> float | None:
+    """The top component's share at the point `key`'s snapshot. A cell written before its points recorded it kept
+    one run's monitor: its entry at exactly the point's step (the same weights), never a later one, else None."""
+    point = cell["points"][key]
+    if "top_pc_share" in point:
+        return point["top_pc_share"]
+    at = [row.get("top_pc_share") for row in cell.get("monitor") or [] if row.get("step") == point.get("steps")]
+    return at[-1] if at else None
 
 
 def ranked(rows: list[dict], rank_by: str) -> list[dict]:
