@@ -14,7 +14,6 @@ from pretexts.errors import DataError
 
 from .metrics import IGNORE
 
-MEAN, STD = IMAGENET_MEAN, IMAGENET_STD  # the folders are read before any backbone: ImageNet's, as MAE/BEiT
 SUFFIXES = {".jpg", ".jpeg", ".png"}
 SPLITS = ("training", "validation")
 
@@ -127,7 +126,10 @@ def without_ignore(mask: np.ndarray) -> np.ndarray:
 class SegmentationFolder(torch.utils.data.Dataset):
     """One split; training applies random scale-crop + flip to image and mask together (albumentations).
 
-    Evaluation resizes to size x size, or with keep_aspect the short side to size (for sliding windows).
+    Evaluation resizes the image to size x size, or with keep_aspect its short side to size (for sliding windows),
+    and keeps the mask at its own size: the prediction is resized back to it to be scored (mmsegmentation's way).
+    `mean` and `std` are the backbone's own (`normalisation(backbone)`, what it was pretrained with); ImageNet's,
+    timm's default, when not given.
     """
 
     def __init__(
@@ -139,13 +141,15 @@ class SegmentationFolder(torch.utils.data.Dataset):
         num_classes: int | None = None,
         keep_aspect: bool = False,
         seed: int = 0,
+        mean: tuple = IMAGENET_MEAN,
+        std: tuple = IMAGENET_STD,
     ):
-        self.seed = seed
+        self.seed, self.train, self.mean, self.std = seed, train, tuple(mean), tuple(std)
         kind, images, masks = layout(root)
         self.kind, self.items = kind, pairs(images, masks, split)
         self.num_classes = num_classes or (150 if kind == "ade20k" else infer_classes(self.items))
         self.classes_from = "given" if num_classes else "ADE20K's" if kind == "ade20k" else "inferred"
-        norm = A.Normalize(MEAN, STD)
+        norm = A.Normalize(self.mean, self.std)
         self.transform = A.Compose(
             [
                 A.RandomResizedCrop((size, size), scale=(0.5, 1.0), ratio=(0.75, 1.33)),
@@ -168,5 +172,20 @@ class SegmentationFolder(torch.utils.data.Dataset):
         img_path, mask_path = self.items[i]
         img = read_image(img_path)
         mask = read_mask(mask_path, img.size, self.kind, self.num_classes)
-        out = self.transform(image=np.asarray(img), mask=mask)
-        return torch.from_numpy(out["image"]).permute(2, 0, 1).float(), torch.from_numpy(out["mask"]).long()
+        if self.train:
+            out = self.transform(image=np.asarray(img), mask=mask)
+            image, mask = out["image"], out["mask"]
+        else:  # the label map as it is: the prediction is scored at its size
+            image = self.transform(image=np.asarray(img))["image"]
+        return torch.from_numpy(image).permute(2, 0, 1).float(), torch.from_numpy(mask).long()
+
+    def pixels(self, images: torch.Tensor) -> torch.Tensor:
+        """Normalised (N, 3, H, W) images back in [0, 1] pixels (for the figure)."""
+        mean, std = (torch.tensor(v, dtype=images.dtype).view(1, -1, 1, 1) for v in (self.mean, self.std))
+        return (images.cpu() * std + mean).clamp(0, 1)
+
+
+def collate_eval(batch: list) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Evaluation batches: the images stacked (one size), each label map kept at its own size in a list."""
+    images, masks = zip(*batch)
+    return torch.stack(images), list(masks)

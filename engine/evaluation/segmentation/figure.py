@@ -1,5 +1,6 @@
 """Figure: image | ground truth | prediction rows, classes in a fixed categorical palette (ignored pixels light
-gray), a key of the classes shown and the mIoU of these images in the title."""
+gray), a key of the classes shown and the mIoU of these images in the title. Each row is drawn at its label map's
+size (the image the model saw resized to it), as it is scored."""
 
 import colorsys
 
@@ -9,11 +10,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from pretexts.engine.training.run_folder import save_figure as replace_figure  # noqa: E402
 
-from .data import MEAN, STD  # noqa: E402
 from .metrics import IGNORE, MIOU, confusion, scores  # noqa: E402
 
 IGNORED_COLOUR = (224, 224, 224)  # light gray: ignored pixels, apart from every class
@@ -38,18 +39,22 @@ def class_palette(size: int = 256) -> np.ndarray:
 PALETTE = class_palette()
 
 
-def save_figure(
-    images: torch.Tensor, pred: torch.Tensor, truth: torch.Tensor, path, rows: int = 4, title: str = ""
-) -> None:
-    """The first `rows` images with their ground truth and prediction; `title` (e.g. the backbone and epoch) goes
-    before the figure's own line, which gives the mIoU of the images shown."""
+def save_figure(images: torch.Tensor, pred, truth, path, rows: int = 4, title: str = "") -> None:
+    """The first `rows` images (pixels in [0, 1]) with their ground truth and prediction (label maps of one size per
+    row: a batch, or lists of maps of several sizes); `title` (e.g. the backbone and epoch) goes before the figure's
+    own line, which gives the mIoU of the images shown."""
     rows = min(rows, len(images))
-    pred, truth = pred[:rows].long(), truth[:rows].long()
-    classes = int(max(pred.max().item(), truth[truth != IGNORE].max().item() if (truth != IGNORE).any() else 0)) + 1
-    miou = scores(confusion(pred, truth, classes))[MIOU]
+    pred, truth = [p.long() for p in pred[:rows]], [t.long() for t in truth[:rows]]
+    flat_pred, flat_truth = torch.cat([p.flatten() for p in pred]), torch.cat([t.flatten() for t in truth])
+    known = flat_truth[flat_truth != IGNORE]
+    classes = int(max(flat_pred.max().item(), known.max().item() if known.numel() else 0)) + 1
+    miou = scores(confusion(flat_pred, flat_truth, classes))[MIOU]
     fig, axes = plt.subplots(rows, 3, figsize=(6, 2 * rows + 0.9), squeeze=False)
     for i in range(rows):
-        img = images[i].permute(1, 2, 0).numpy() * np.array(STD) + np.array(MEAN)
+        image = images[i].float()[None]
+        if image.shape[-2:] != truth[i].shape:
+            image = F.interpolate(image, tuple(truth[i].shape), mode="bilinear", align_corners=False)
+        img = image[0].permute(1, 2, 0).numpy()
         for ax, panel, name in zip(
             axes[i],
             (img.clip(0, 1), PALETTE[truth[i].clamp(0, 255).numpy()], PALETTE[pred[i].clamp(0, 255).numpy()]),
@@ -59,7 +64,7 @@ def save_figure(
             ax.set_axis_off()
             if i == 0:
                 ax.set_title(name, fontsize=10)
-    shown = sorted({*truth.unique().tolist(), *pred.unique().tolist()})
+    shown = sorted({*flat_truth.unique().tolist(), *flat_pred.unique().tolist()})
     named = [c for c in shown if c != IGNORE]
     key = [Patch(color=PALETTE[c] / 255, label=f"class {c}") for c in named[:KEY_ENTRIES]]
     if len(named) > KEY_ENTRIES:

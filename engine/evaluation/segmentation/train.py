@@ -19,6 +19,7 @@ from timm.optim import create_optimizer_v2
 from timm.optim._param_groups import param_groups_layer_decay
 from timm.scheduler import PolyLRScheduler
 
+from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.data.datasets import recorded_spec
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.evaluation.pretrained import create_classifier, resampled_positions_note
@@ -35,7 +36,7 @@ from pretexts.engine.training.settings import expect_config
 from pretexts.errors import ParameterError
 
 from .config import SegmentConfig
-from .data import SegmentationFolder, refuse_shards
+from .data import SegmentationFolder, collate_eval, refuse_shards
 from .figure import save_figure
 from .generate import write_generated
 from .heads import Segmenter
@@ -67,15 +68,29 @@ def predict(model, images: torch.Tensor, crop: int, mode: str) -> torch.Tensor:
     return logits / count
 
 
+@torch.no_grad()
+def label_maps(model, images: torch.Tensor, sizes, crop: int, mode: str) -> list[torch.Tensor]:
+    """Each image's predicted labels at its label map's own size (`sizes`, (H, W) each): the logits resized
+    bilinearly to it, then the argmax, as mmsegmentation scores ADE20K."""
+    maps = []
+    for logits, size in zip(predict(model, images, crop, mode), sizes):
+        if tuple(logits.shape[-2:]) != tuple(size):
+            logits = F.interpolate(logits[None].float(), tuple(size), mode="bilinear", align_corners=False)[0]
+        maps.append(logits.argmax(0))
+    return maps
+
+
 def evaluate(model, loader, num_classes: int, crop: int, mode: str, device, dtype=None, world: int = 1) -> dict:
-    """mIoU and pixel accuracy; under torchrun each rank scores its shard and the confusion matrices are summed."""
+    """mIoU and pixel accuracy on each original label map; under torchrun each rank scores its shard and the
+    confusion matrices are summed. `loader` gives (images, masks), the masks a list or a batch."""
     model.eval()
     distributed.share_buffers(model, world)
     conf = torch.zeros(num_classes, num_classes, dtype=torch.long)
     for images, masks in loader:
         with autocast(device, dtype):
-            pred = predict(model, images.to(device), crop, mode).argmax(1).cpu()
-        conf += confusion(pred, masks, num_classes)
+            preds = label_maps(model, images.to(device), [m.shape[-2:] for m in masks], crop, mode)
+        for pred, mask in zip(preds, masks):
+            conf += confusion(pred.cpu(), mask, num_classes)
     return scores(distributed.sum_over_ranks(conf, device, world))
 
 
@@ -111,9 +126,15 @@ class Segmentation(TrainingRun):
         note = resampled_positions_note(backbone, saved.get("img_size"), self.size) if saved else None
         if note and self.rank == 0:
             echo(note)
-        self.train_set = SegmentationFolder(data, "training", self.size, True, cfg.num_classes, seed=cfg.seed)
+        # the mean and std the backbone was pretrained with (a ViT's 0.5s), as finetune and probe normalise
+        mean, std = normalisation(backbone)
+        self.train_set = SegmentationFolder(
+            data, "training", self.size, True, cfg.num_classes, seed=cfg.seed, mean=mean, std=std
+        )
         slide = cfg.eval_mode == "slide"  # short side to the crop size, windows over the long side, one a batch
-        self.val_set = SegmentationFolder(data, "validation", self.size, False, self.classes, keep_aspect=slide)
+        self.val_set = SegmentationFolder(
+            data, "validation", self.size, False, self.classes, keep_aspect=slide, mean=mean, std=std
+        )
         self.model = Segmenter(backbone, cfg.head, self.classes, self.size).to(self.device)
         if self.rank == 0:
             echo(self.start_line())
@@ -159,9 +180,11 @@ class Segmentation(TrainingRun):
         return self.total
 
     def loader(self, dataset, batch_size: int, sampler=None) -> torch.utils.data.DataLoader:
+        """The training loader (with `sampler`), or an evaluation one: label maps at their own sizes, in lists."""
         drop_last = sampler is not None and len(sampler) > batch_size
+        collate = None if sampler is not None else collate_eval
         return torch.utils.data.DataLoader(
-            dataset, batch_size, sampler=sampler, num_workers=self.cfg.workers, drop_last=drop_last
+            dataset, batch_size, sampler=sampler, num_workers=self.cfg.workers, drop_last=drop_last, collate_fn=collate
         )
 
     def loss_of(self, batch) -> torch.Tensor:
@@ -188,12 +211,13 @@ class Segmentation(TrainingRun):
                 self.generated.cleanup()
 
     def train_epoch(self, loader) -> float:
-        """One epoch's steps (fewer in the last when --max-steps ends it); the last loss taken."""
+        """One epoch's steps (fewer in the last when --max-steps ends it); their mean loss, as finetune's, skipped
+        (non-finite) steps left out; NaN when no step was taken."""
         self.model.train()
         done = self.global_step - self.epoch * self.steps_per_epoch  # > 0: an epoch --max-steps cut, resumed longer
         self.sampler.set_position(self.epoch, done * (self.cfg.batch_size // self.world))
         self.lines.restart_clock()
-        loss = math.nan
+        losses = []
         for batch, (images, masks) in enumerate(loader, start=done):
             if self.global_step >= self.total or batch >= self.steps_per_epoch:
                 break
@@ -202,7 +226,8 @@ class Segmentation(TrainingRun):
             batch_on_device = [(images.to(self.device), masks.to(self.device))]
             stats = self.optimizer_step(self.loss_of, batch_on_device, self.global_step + 1)
             self.global_step += 1
-            loss = loss if stats.skipped else stats.loss
+            if not stats.skipped:
+                losses.append(stats.loss)
             self.lines.step(stats.loss, len(images) * self.world)
             # an epoch's last step (a --max-steps end included) has the epoch's line
             if (
@@ -211,7 +236,7 @@ class Segmentation(TrainingRun):
                 and self.global_step < self.total
             ):
                 self.lines.step_line(self.epoch + 1, self.global_step, stats.lr)
-        return loss
+        return sum(losses) / len(losses) if losses else math.nan
 
     def train_and_report(self) -> dict:
         cfg, writing = self.cfg, self.rank == 0
@@ -228,10 +253,10 @@ class Segmentation(TrainingRun):
                 metrics = evaluate(
                     self.model, val_loader, self.classes, self.size, cfg.eval_mode, self.device, self.dtype, self.world
                 )
-                row = {"epoch": self.epoch, "step": self.global_step, "loss": loss, **metrics}
+                lr = max(g["lr"] for g in self.optimizer.param_groups)  # the head's, under layer-wise decay
+                row = {"epoch": self.epoch, "step": self.global_step, "loss": loss, **metrics, "lr": lr}
                 self.history.append(row)
                 check_finite_weights(self.model, self.global_step, self.out, checkpoint=self.resume_file)
-                lr = max(g["lr"] for g in self.optimizer.param_groups)
                 result = f"val mIoU {metrics[MIOU]:.2f}%, pixel acc {metrics[PIXEL_ACC]:.2f}%"
                 self.lines.epoch_line(self.epoch, self.global_step, lr, result=result)
                 if writing:
@@ -251,10 +276,13 @@ class Segmentation(TrainingRun):
         if writing:
             images, masks = next(iter(self.loader(self.val_set, 1 if slide else cfg.batch_size)))
             with autocast(self.device, self.dtype):
-                pred = predict(self.model, images.to(self.device), self.size, cfg.eval_mode).argmax(1).cpu()
+                maps = label_maps(
+                    self.model, images.to(self.device), [m.shape[-2:] for m in masks], self.size, cfg.eval_mode
+                )
+            preds = [p.cpu() for p in maps]
             start = Path(cfg.checkpoint).parent.name if cfg.checkpoint else f"{cfg.backbone} from scratch"
             title = f"{start}, {cfg.head}, epoch {self.epoch}"
-            save_figure(images, pred, masks, self.out / "predictions.png", title=title)
+            save_figure(self.val_set.pixels(images), preds, masks, self.out / "predictions.png", title=title)
             write_json(self.out / "results.json", results)
         return results
 
