@@ -102,7 +102,8 @@ def test_a_config_file_value_yaml_cannot_read(tmp_path):
         f"config file '{tmp_path / 'run.yaml'}': betas: [0.9,: not a valid value",
     )
     (tmp_path / "three.yaml").write_text("betas: [0.9, 0.95, 0.99]\n")
-    fails_cleanly(FAST + ["--config", tmp_path / "three.yaml"], "--betas (betas) must be two numbers in [0, 1)")
+    three = tmp_path / "three.yaml"
+    fails_cleanly(FAST + ["--config", three], f"config file '{three}': betas must be two numbers in [0, 1)")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")

@@ -34,7 +34,7 @@ from pretexts.engine.compare.scoring import Interrupted, tuned_as_asked
 from pretexts.engine.compare.terminal import WIDTH, terminal_table
 from pretexts.engine.data.datasets import recorded_spec
 from pretexts.engine.data.labelled_data import describe_sizes, split_sizes
-from pretexts.engine.data.stream_inputs import streamed_classes
+from pretexts.engine.data.stream_inputs import SPLIT_WORDS, missing_split_advice, streamed_classes
 from pretexts.engine.data.streams import is_stream, stream_shards
 from pretexts.engine.evaluation.pretrained import GIVEN, downstream_splits
 from pretexts.engine.evaluation.probe_config import ProbeConfig
@@ -45,7 +45,7 @@ from pretexts.engine.training.progress import duration
 from pretexts.engine.training.resume_config import same_file
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
 from pretexts.engine.training.settings import expect_config
-from pretexts.errors import OutputError
+from pretexts.errors import DataError, OutputError
 from pretexts.registry import METHODS
 
 OUTPUTS = ("compare.json", "compare.md", "compare.csv", "compare.png")
@@ -135,11 +135,27 @@ def same_setting(key: str, saved, wanted: dict) -> bool:
     return str(saved) == str(wanted[key])
 
 
-def check_finetune_data(cfg: CompareConfig) -> None:
-    """Fine-tuning on shards needs their class names before it reads them: refused before the plan, not after the
-    first pair has pretrained."""
-    if cfg.finetune_epochs and is_stream(cfg.data):
-        streamed_classes(cfg.data, stream_shards(cfg.data, "train"))
+def check_labelled_data(cfg: CompareConfig) -> None:
+    """Shards lacking a split the probes score on, or (to fine-tune) their class names, are refused before the plan,
+    not after it is printed or the first pair has pretrained; so is a folder with train/ but no val/."""
+    root = Path(cfg.data).expanduser()
+    if not is_stream(cfg.data):
+        folder = cfg.data not in ("sample", "synthetic") and not (root / "cifar-10-batches-py").is_dir()
+        if folder and (root / "train").is_dir() and not (root / "val").is_dir():
+            raise DataError(  # labelled_splits' words, said after the plan otherwise
+                f"data '{cfg.data}' has train/ but no val/ folder; accuracy is measured on val/. Add a val/ "
+                f"ImageFolder tree beside train/."
+            )
+        return
+    splits = {split: stream_shards(cfg.data, split) for split in ("train", "val")}
+    for split, shards in splits.items():
+        if shards is None:
+            raise DataError(
+                f"shards '{cfg.data}' hold no {SPLIT_WORDS[split]} split; accuracy is measured on val: "
+                f"{missing_split_advice(cfg.data, split)}."
+            )
+    if cfg.finetune_epochs:
+        streamed_classes(cfg.data, splits["train"])
 
 
 def check_arms(cfg: CompareConfig, arms: list) -> None:
@@ -287,7 +303,7 @@ def compare(cfg: CompareConfig, echo: Callable[[str], None] = print) -> dict:
     began = time.time()
     arms = arms_for(cfg.tasks, cfg.methods)
     check_arms(cfg, arms)  # before OUT is claimed and a step timed: a pair that cannot run is refused first
-    check_finetune_data(cfg)
+    check_labelled_data(cfg)
     with RunLock(out, "compare"):
         claim_compare_dir(out, cfg.force, inputs=[cfg.data])
         forget()

@@ -21,11 +21,18 @@ from pretexts.engine.data.image_check import (
     keep_readable,
     load_rgb,
     loose_images_note,
+    stray_folders_error,
 )
 from pretexts.errors import DataError
 
 SAMPLE_DIR = Path(str(files("pretexts.engine") / "data" / "sample_data"))
 IMAGE_EXTENSIONS = datasets.folder.IMG_EXTENSIONS
+# what --data takes, as its errors list it
+ACCEPTED_DATA = (
+    "a folder with train/ and val/ class folders, a folder of class folders, a folder of images (pretraining), shards "
+    "(a `pretexts shard` folder, a .tar file or brace pattern of them, or a folder of .tar or .parquet files), a "
+    "CIFAR-10 folder, 'sample' or 'synthetic'"
+)
 HELD_OUT_SEED = 0  # the held-out draw is fixed: --seed varies the initialisation, not the test set
 
 
@@ -84,13 +91,9 @@ def build_source(
         )
     root = Path(spec).expanduser()
     if not root.exists():
-        raise DataError(
-            f"data path '{spec}' does not exist; give a folder with train/ and val/ class folders, a folder of "
-            f"class folders, a folder of images (pretraining), shards (a `pretexts shard` folder, .tar or .parquet "
-            f"files), a CIFAR-10 folder, 'sample' or 'synthetic'."
-        )
-    if not root.is_dir():
-        raise DataError(f"data path '{spec}' is a file; give the folder that holds the class folders.")
+        raise DataError(f"data path '{spec}' does not exist; give {ACCEPTED_DATA}.")
+    if not root.is_dir():  # a list of image paths (.txt, .csv) too: it gets the forms --data takes
+        raise DataError(f"data path '{spec}' is a file, and lists of image paths are not read; give {ACCEPTED_DATA}.")
     if (root / "cifar-10-batches-py").is_dir():
         return cifar10(root, split)
     if (root / "train").is_dir():
@@ -129,7 +132,9 @@ def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datase
     """An ImageFolder of the readable images under `root`; `dataset.scan` lists the skipped ones. Unlabelled,
     a folder whose images lie directly in it is one class. Images lying directly in a folder that also has class
     folders are not used (ImageFolder's layout): `dataset.scan` counts them and notes it, as it notes class folders
-    named like splits or holding their images only in subfolders (`class_layout_note`)."""
+    named like splits or holding their images only in subfolders (`class_layout_note`). Loose images beside
+    subfolders that hold no more and cannot be classes (one is empty) are named as the cause of the refusal
+    (`stray_folders_error`), as `held_out_split` names them where the subfolders are too small to hold an image out."""
     try:
         dataset = ImageTree(str(root), loader=load_rgb, allow_empty=True)
     except FileNotFoundError:  # no class folder at all
@@ -145,9 +150,12 @@ def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datase
             f"no images found under '{root}': expected class folders holding {', '.join(IMAGE_EXTENSIONS)} files "
             f"(the ImageNet layout)."
         ) from None
+    loose = [path for path in image_files(str(root), recursive=False) if os.path.isfile(path)]
+    inside, filled = len(dataset.samples), len(set(dataset.targets))
+    if loose and len(loose) >= inside and filled < len(dataset.classes):  # an empty stray (thumbs/) beside the data
+        raise DataError(stray_folders_error(root, len(loose), dataset.classes, inside))
     layout = class_layout_note(root, dataset.classes, dataset.samples, labelled)  # before unreadable files drop out
     dataset = keep_readable(dataset, root, img_size)
-    loose = [path for path in image_files(str(root), recursive=False) if os.path.isfile(path)]
     if loose:
         dataset.scan.loose = len(loose)
         dataset.scan.notes.append(loose_images_note(root, len(loose), dataset.classes))
@@ -244,6 +252,9 @@ def held_out_split(dataset: Dataset, split: str, seed: int, fraction: float = 0.
         keep = max(1, round(fraction * len(indices))) if len(indices) > 1 else 0
         val += [indices[i] for i in torch.randperm(len(indices), generator=generator)[:keep].tolist()]
     root = getattr(dataset, "root", "the data")
+    loose = getattr(getattr(dataset, "scan", None), "loose", 0)
+    if not val and loose >= len(dataset):  # the loose images are the data, the subfolders strays (@eaDir/)
+        raise DataError(stray_folders_error(root, loose, dataset.classes, len(dataset)))
     if not val:
         raise DataError(
             f"'{root}' has no val/ folder and each of its class folders holds one image, so none can be held out as "

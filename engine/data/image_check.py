@@ -170,6 +170,20 @@ def loose_images_note(root, count: int, classes: list[str]) -> str:
     )
 
 
+def stray_folders_error(root, count: int, classes: list[str], inside: int) -> str:
+    """The error for images lying directly in a folder beside subfolders that hold no more images and cannot be read
+    as classes (an empty thumbs/, an @eaDir/ too small to hold any image out): the loose images are the data, and the
+    subfolders' own error (an empty class folder, no val) would not say why they are left out."""
+    more = f" and {len(classes) - 3} more" if len(classes) > 3 else ""
+    folders = ", ".join(f"{name}/" for name in classes[:3]) + more
+    lie = "lies" if count == 1 else "lie"
+    return (
+        f"{counted(count, 'image')} {lie} directly in '{root}' beside the folder{'s' if len(classes) > 1 else ''} "
+        f"{folders} (holding {counted(inside, 'image') if inside else 'no image'}), which makes it a tree of class "
+        f"folders whose loose images are not read; move {folders} out of it, or put the images in class folders."
+    )
+
+
 SPLIT_NAMES = ("train", "training", "val", "validation", "test")
 
 

@@ -25,6 +25,7 @@ def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | N
     the first `max_images` images of each split (None: `HEAD_IMAGES`); folders are read whole. A folder's
     unreadable files are left out and kept in its scan: probe and fine-tune report them in their run folder
     (`image_check.report_skipped`), so `compare`, which reads the data for every cell, prints nothing here."""
+    from pretexts.engine.data.stream_inputs import missing_split_advice
     from pretexts.engine.data.streams import is_stream
 
     train = build_source(data, "train", img_size, seed, labelled=True, max_images=max_images)
@@ -33,8 +34,7 @@ def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | N
     if (train is None or val is None) and streamed:
         raise DataError(
             f"shards '{data}' hold no {'training' if train is None else 'val'} split; accuracy is measured on val: "
-            f"give shards named train-*.tar and val-*.tar (or .parquet), or the folder `pretexts shard` wrote from "
-            f"train/ and val/ class folders."
+            f"{missing_split_advice(data, 'train' if train is None else 'val')}."
         )
     if val is None:
         raise DataError(

@@ -4,11 +4,13 @@ images of a split into memory, at most `max_images`, and says so when that is fe
 
 import sys
 import weakref
+from pathlib import Path
 
 from torch.utils.data import Dataset
 
 from pretexts.engine.data.labelled_data import seeded_randomness
-from pretexts.engine.data.streams import ImageStream, first_images, stream_shards
+from pretexts.engine.data.shard_sets import MANIFEST, parquet_layout
+from pretexts.engine.data.streams import ImageStream, first_images, is_stream, stream_shards
 from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError
 
@@ -105,10 +107,46 @@ def finetune_stream_inputs(spec: str, label_fraction: float | None, max_images: 
             "shards of its own (`pretexts shard` of a folder holding it), or fine-tune from a folder."
         )
     shards = stream_shards(spec, "train")
-    val = stream_head(spec, "val", max_images, labelled=True)
+    val = None if shards is None else stream_head(spec, "val", max_images, labelled=True)
     if shards is None or val is None:
+        missing = "train" if shards is None else "val"
         raise DataError(
-            f"'{spec}' needs training and val shards for fine-tuning (accuracy is measured on val): "
-            f"`pretexts shard` packs a folder with train/ and val/ into both."
+            f"'{spec}' has no {SPLIT_WORDS[missing]} split; fine-tuning needs a training and a val split (accuracy is "
+            f"measured on val): {missing_split_advice(spec, missing)}."
         )
     return shards, val
+
+
+SPLIT_WORDS = {"train": "training", "val": "val"}
+
+
+def is_parquet(spec: str) -> bool:
+    """Whether the shards `spec` names are Hugging Face parquet files (else WebDataset tars)."""
+    root = Path(spec).expanduser()
+    if not root.is_dir() or (root / MANIFEST).is_file() or any(root.glob("*.tar")):
+        return False
+    return parquet_layout(root) is not None
+
+
+def missing_split_advice(spec: str, split: str) -> str:
+    """How shards get the `split` they lack, in their own format: parquet files are named by split (as `datasets`
+    writes them), WebDataset shards packed again from a folder with both splits."""
+    if is_parquet(spec):
+        if split == "train":
+            return "name its training files train*.parquet, or put them in a train/ folder"
+        return (
+            "add its held-out images as validation*.parquet files (or val*, test*) beside the train*.parquet ones, "
+            "or in a val/ folder beside train/"
+        )
+    return (
+        "shard again from a folder with train/ and val/ class folders (`pretexts shard` writes train-*.tar and "
+        "val-*.tar; shards from other tools need those names too)"
+    )
+
+
+def no_val_note(spec: str) -> str:
+    """Pretraining's note for data without a val split: no held-out error is measured, and how to give it one."""
+    unmeasured = "so no held-out restoration error is measured"
+    if not is_stream(spec):
+        return f"'{spec}' has no val/ split, {unmeasured}; add val/ beside train/ for it."
+    return f"'{spec}' has no val split, {unmeasured}; for it, {missing_split_advice(spec, 'val')}."

@@ -65,6 +65,7 @@ from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
 from pretexts.engine.training.run_folder import open_log, write_json, write_text
 from pretexts.engine.training.settings import expect_config
+from pretexts.engine.training.taken_output import refuse_taken_output_dir
 from pretexts.errors import DataError
 
 
@@ -120,6 +121,7 @@ class Finetuner(TrainingRun):
         cfg.checkpoint = recorded_spec(cfg.checkpoint) if cfg.checkpoint else None
         cfg.data = recorded_spec(cfg.data) if cfg.data else cfg.data
         self.begin(cfg, cfg.accum_iter)
+        refuse_taken_output_dir(cfg.out, cfg.resume, cfg.force, inputs=[cfg.checkpoint, cfg.data])  # before the data
         random.seed(cfg.seed)  # timm's RandAugment draws from Python's random and numpy's in the main process,
         np.random.seed(cfg.seed)  # Mixup from numpy's
         # the checkpoint's config first: its data is the default when --data is not given

@@ -23,7 +23,7 @@ from pretexts.engine.data.loader import (
     to_device,
     unaugmented_transform,
 )
-from pretexts.engine.data.stream_inputs import training_stream
+from pretexts.engine.data.stream_inputs import no_val_note, training_stream
 from pretexts.engine.data.streams import ImageStream, is_stream
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
@@ -51,6 +51,7 @@ from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, recorded
 from pretexts.engine.training.run_base import TrainingRun
 from pretexts.engine.training.run_folder import open_log, write_json, write_text
 from pretexts.engine.training.settings import expect_config
+from pretexts.engine.training.taken_output import refuse_taken_output_dir
 from pretexts.errors import DataError, ParameterError
 from pretexts.registry import METHODS
 
@@ -75,6 +76,7 @@ class Pretrainer(TrainingRun):
         expect_config(cfg, PretrainConfig)
         self.echo = stderr_line
         self.begin(cfg, cfg.accum_iter)
+        refuse_taken_output_dir(cfg.out, cfg.resume, cfg.force, inputs=[cfg.data])  # before the data is scanned
         self.method = (method or METHODS.get(cfg.method))(
             cfg, pretexts.create_pretext(cfg.task, **cfg.task_args), self.device
         )
@@ -182,10 +184,7 @@ class Pretrainer(TrainingRun):
                 write_json(self.out / "config.json", saved_settings(self.record))
                 notes = [report_skipped([self.train_set, self.val_set], self.out, write_text)]
                 if self.val_set is None:  # else the run's held-out line would be missing unexplained
-                    notes.append(
-                        f"'{cfg.data}' has no val/ split, so no held-out restoration error is measured; add val/ "
-                        f"beside train/ for it{' (shard again from such a folder)' if is_stream(cfg.data) else ''}."
-                    )
+                    notes.append(no_val_note(cfg.data))
                 for note in filter(None, notes):
                     print(note, file=sys.stderr, flush=True)
                 self.experiment = open_experiment_log(

@@ -19,8 +19,8 @@ def finetune_command(config, sets, **options) -> None:
     mixup and cutmix for 100 epochs, --recipe small (the project's small-data recipe) none of them for 15, and the
     default auto picks by the data and says which in its first line. Reports top-1 on val/ each epoch and writes
     OUT/finetuned.pt (the final weights), OUT/best.pt (the best epoch's) and OUT/results.json. Without --data it
-    fine-tunes on the checkpoint's pretraining data. --linear-probe runs MAE's linear probe instead (Table B's
-    protocol): the backbone frozen, a BatchNorm and linear head trained with LARS for 90 epochs."""
+    fine-tunes on the checkpoint's pretraining data. --linear-probe runs MAE's linear-probe protocol instead: the
+    backbone frozen, a BatchNorm and linear head trained with LARS for 90 epochs."""
     from pretexts.engine import FinetuneConfig, Finetuner
     from pretexts.engine.evaluation.linear_probe_protocol import PROTOCOL
     from pretexts.engine.evaluation.pretrained import describe_data
@@ -46,7 +46,7 @@ def finetune_command(config, sets, **options) -> None:
     what = f"{PROTOCOL} of" if cfg.linear_probe else "fine-tuning"  # nobody reads a linear probe as a fine-tune
     echo(
         f"{what} {source} on {describe_data(cfg.data, finetuner.data_origin)}: "
-        f"{len(finetuner.train_set)} train, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
+        f"{train_images(finetuner)}, {len(finetuner.val_set)} val images, {len(finetuner.classes)} "
         f"classes, for {cfg.epochs} epoch{'' if cfg.epochs == 1 else 's'} -> {cfg.out}"
         f"{threads_note(finetuner.device, threads)}{processes_note(finetuner.world)}; {finetuner.recipe_note}"
     )
@@ -65,3 +65,16 @@ def finetune_command(config, sets, **options) -> None:
     )
     echo(final_and_best_line(results["reference"]))
     echo(wrote_folder(cfg.out))
+
+
+def train_images(finetuner) -> str:
+    """'320 train': the training images the data holds, as the `auto` recipe note counts them; of shards, also those
+    an epoch takes where fewer (each reader yields whole batches, `streams.ImageStream`): '103 train images (96 each
+    epoch: whole batches of 8)'."""
+    shards = getattr(finetuner.train_set, "shards", None)
+    if shards is None:
+        return f"{len(finetuner.train_set)} train"
+    epoch = len(finetuner.train_set) * finetuner.world  # every rank takes as many
+    if epoch >= len(shards):
+        return f"{len(shards)} train"
+    return f"{len(shards)} train images ({epoch} each epoch: whole batches of {finetuner.cfg.batch_size})"

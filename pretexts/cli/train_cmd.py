@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..errors import ParameterError
+from ..errors import OutputError, ParameterError
 from . import main, parse_task_args, processes_note, rank_zero_echo, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import option
@@ -74,7 +74,12 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         echo=from_file.append,
     )
     threads = use_available_cpus()
-    trainer = Pretrainer(cfg)
+    try:
+        trainer = Pretrainer(cfg)
+    except OutputError:  # an --out holding a run, refused before the start line: what --config left out still said
+        for line in from_file:
+            rank_zero_echo(distributed.launched_rank())(line)
+        raise
     echo = rank_zero_echo(trainer.rank)
     echo(
         f"pretraining {cfg.backbone} on {trainer.method.corruption()} with method '{cfg.method}', data "
