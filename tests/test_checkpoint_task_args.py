@@ -9,7 +9,7 @@ from pretrained_checkpoints import single_thread, write_checkpoint  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # see pretrained_checkpoints.single_thread
 
-TRAINED = {"tasks": "random-mask:count=3,colorization", "fill": "noise"}
+TRAINED = {"tasks": "random-mask:count=3,colorization", "fill": "black"}
 OPTIONS = {"restore": ["--images", "2"], "energy": ["--images", "2", "--workers", "0"]}
 
 
@@ -29,8 +29,8 @@ def task_args_used(command: str, checkpoint, out, *args) -> dict:
 
 @pytest.mark.parametrize("command", ["restore", "energy"])
 def test_a_task_arg_without_a_task_keeps_the_trained_arguments(command, checkpoint, tmp_path):
-    task, args = task_args_used(command, checkpoint, tmp_path / "fill.png", "--task-arg", "fill=black")
-    assert task == "mixed" and args == {"tasks": ["random-mask:count=3", "colorization"], "fill": "black"}
+    task, args = task_args_used(command, checkpoint, tmp_path / "fill.png", "--task-arg", "fill=gray")
+    assert task == "mixed" and args == {"tasks": ["random-mask:count=3", "colorization"], "fill": "gray"}
 
 
 @pytest.mark.parametrize("command", ["restore", "energy"])

@@ -1,6 +1,6 @@
 """Every mask fill starts training with a finite, ordinary loss on the CPU backbones (the energy method at init).
 
-A fill equal to the normalisation mean is the trap the `mean` fill's nudge avoids: after normalisation the box is
+A fill equal to the normalisation mean is the trap the gray fill's nudge avoids: after normalisation the box is
 all zeros, ConvNeXt's post-stem LayerNorm sees zero-variance tokens, and the loss at init explodes."""
 
 import pytest

@@ -41,12 +41,12 @@ def test_presets_of_sub_tasks():
 def test_sub_task_parameters_after_the_name():
     task = create_pretext(
         "mixed",
-        tasks="random-mask:small:count=3,super-resolution:scale=4,gridded-mask:grid=4:ratio=0.5:fill=black",
-        fill="noise",
+        tasks="random-mask:small:count=3,super-resolution:scale=4,gridded-mask:grid=4:ratio=0.5:fill=gray",
+        fill="black",
     )
     masks, resolution, grid = task.subtasks
-    assert (masks.count, masks.low, masks.fill) == (3, 0.01, "noise")  # the preset, then the entry's own values
-    assert resolution.scale == 4 and (grid.grid, grid.ratio, grid.fill) == (4, 0.5, "black")  # its own fill wins
+    assert (masks.count, masks.low, masks.fill) == (3, 0.01, "black")  # the preset, then the entry's own values
+    assert resolution.scale == 4 and (grid.grid, grid.ratio, grid.fill) == (4, 0.5, "gray")  # its own fill wins
     images = torch.rand(64, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     sample = task(images, torch.Generator().manual_seed(0))
     assert sample.info["parts"][1]["low"].shape[-1] == 8  # 32 px at scale 4

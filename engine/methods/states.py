@@ -74,7 +74,7 @@ def prepare_task(task: Pretext, model) -> Pretext:
     """Give `task` what its corruption reads from `model`, as `pretexts train` does before its first batch; returns
     the task (the same object, changed in place). Call it once before `task(images)`: cheap, and again is harmless.
 
-    What a task reads from the model: a mask's gray or mean fill keeps off the model's normalisation mean (a box of
+    What a task reads from the model: a mask's gray fill keeps off the model's normalisation mean (a box of
     exactly the mean normalises to zeros, and a LayerNorm CNN's loss then explodes); patch sorting takes the ViT's
     patch grid and sin-cos table. `restore` refuses a sample that a task corrupted for another model, and
     `restoration_error` and `figure_columns`, which corrupt by themselves, prepare the task first.
@@ -122,7 +122,7 @@ def mean_values(model, fresh: bool = False) -> tuple | None:
 
 
 # the fills that never read the normalisation mean (pretexts/tasks/masking.py): they corrupt alike for every model
-FILLS_OFF_MEAN = ("black", "noise")
+FILLS_OFF_MEAN = ("black",)
 
 
 @register_state_kind("pixels")
@@ -131,7 +131,7 @@ class PixelStates(StateAdapter):
 
     def prepare(self) -> Pretext:
         """Give the task (and each part of a mixture) that declares a `norm_mean` the model's normalisation mean,
-        which the masks' `mean` fill keeps away from."""
+        which the masks' gray fill keeps away from."""
         values = mean_values(self.model, fresh=True)
         if values is not None:
             for task in (self.task, *self.task.subtasks):
@@ -140,7 +140,7 @@ class PixelStates(StateAdapter):
         return self.task
 
     def unprepared(self) -> str | None:
-        """A task (or part of a mixture) whose gray or mean fill kept off another normalisation mean."""
+        """A task (or part of a mixture) whose gray fill kept off another normalisation mean."""
         values = mean_values(self.model)
         if values is None:
             return None

@@ -13,10 +13,10 @@ from ..registry import register
 # What the masked pixels hold. The paper blanks them ("all zeros", in a pixel space it does not state): black in [0, 1]
 # pixels, the normalisation mean in normalised ones. On small images black boxes are a shortcut: the scalar energy
 # learns how dark the image is; a mid-gray fill, near the normalisation mean, removes it (docs/results/mask-fills.md).
-FILLS = ("gray", "black", "noise", "mean")
+FILLS = ("gray", "black")
 GRAY = 0.5  # a constant, kept off the normalisation mean (see NEAR_MEAN)
-# a gray or mean fill whose every channel is closer than this to the normalisation mean is moved off: a box of the mean
-# is all zeros after normalisation, zero-variance tokens for ConvNeXt's post-stem LayerNorm (the loss at init explodes)
+# a fill colour whose every channel is closer than this to the normalisation mean is moved off: a box of the mean is
+# all zeros after normalisation, zero-variance tokens for ConvNeXt's post-stem LayerNorm (the loss at init explodes)
 NEAR_MEAN = 0.02
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # what the energy model subtracts unless its backbone says otherwise
 
@@ -28,8 +28,7 @@ def fill_param(prefix: str = "") -> Param:
         str,
         choices=FILLS,
         help=prefix + "what masked pixels hold: gray 0.5 (default; 0.52 where the model normalises with 0.5); "
-        "black 0 (the paper's zeros read in [0, 1] pixels); "
-        "noise U(0, 1) per pixel and channel; mean = each image's visible mean colour",
+        "black 0 (the paper's zeros read in [0, 1] pixels)",
     )
 
 
@@ -48,14 +47,11 @@ class MaskingTask(Pretext):
     Fills (`--task-arg fill=...`): `black` sets masked pixels to 0 (the paper's "all zeros" read in [0, 1] pixels;
     read in normalised pixels, as MAE's pipeline feeds them, its zeros are the normalisation mean, which gray comes
     near and the rule below keeps every fill off); `gray` to the constant 0.5 (the default: the one fill measured
-    to remove the brightness shortcut of black boxes);
-    `noise` to U(0, 1) per pixel and channel, drawn from the task's generator after the mask (so a seed gives
-    the same mask whatever the fill); `mean` to each image's mean colour over its visible pixels (gray when
-    nothing is visible). The rule for `gray` and `mean`: when every channel of the colour lies within NEAR_MEAN
-    (0.02) of the normalisation mean (`norm_mean`: the trained model's, ImageNet's by default), each channel is
-    moved to exactly 0.02 from it, on its own side (up on a tie); so gray is 0.52 for a backbone normalised with
-    mean 0.5 (timm's Inception-style configs). A box of the normalisation mean itself is all zeros after
-    normalisation: ConvNeXt's post-stem LayerNorm then sees zero-variance tokens, and the loss at init
+    to remove the brightness shortcut of black boxes). The rule for `gray`: when every channel of the colour lies
+    within NEAR_MEAN (0.02) of the normalisation mean (`norm_mean`: the trained model's, ImageNet's by default),
+    each channel is moved to exactly 0.02 from it, on its own side (up on a tie); so gray is 0.52 for a backbone
+    normalised with mean 0.5 (timm's Inception-style configs). A box of the normalisation mean itself is all zeros
+    after normalisation: ConvNeXt's post-stem LayerNorm then sees zero-variance tokens, and the loss at init
     explodes (0.02 off it, the loss is that of gray).
     """
 
@@ -63,26 +59,17 @@ class MaskingTask(Pretext):
     # declared: the corruption hides boxes of pixels and keeps the rest as they were (a plugin that masks without
     # subclassing this class declares it too); a ViT's `--loss auto` then picks the patch-centred loss
     masking = True
-    # the `mean` fill keeps away from it: plain numbers the model side sets to the trained model's normalisation
+    # the gray fill keeps away from it: plain numbers the model side sets to the trained model's normalisation
     # mean (pretexts.engine.methods.states), the task itself knowing no model
     norm_mean: tuple = IMAGENET_MEAN
 
-    def draw_fill(self, images: Tensor, generator=None) -> dict:
-        """The fill's own parameters, drawn after the mask's: the `noise` fill's U(0, 1) pixels, else none."""
-        if self.fill != "noise":
-            return {}
-        return {"noise": rand(images.shape, generator, images.device).to(images.dtype)}
-
     def fill_masked(self, images: Tensor, mask: Tensor, params: dict) -> Tensor:
-        """`images` with the pixels where `mask` [B, 1, H, W] is True replaced by the task's fill."""
+        """`images` with the pixels where `mask` [B, 1, H, W] is True replaced by the task's fill; `params` are the
+        task's draw (a subclass's fill may draw its own there)."""
         if self.fill == "black":
             return images.masked_fill(mask, 0.0)
-        if self.fill == "noise":
-            return torch.where(mask, params["noise"], images)
-        colour = (
-            torch.full((1, 3, 1, 1), GRAY, device=images.device) if self.fill == "gray" else visible_mean(images, mask)
-        )
-        return torch.where(mask, self.off_norm_mean(colour).to(images.dtype), images)
+        gray = torch.full((1, 3, 1, 1), GRAY, device=images.device)
+        return torch.where(mask, self.off_norm_mean(gray).to(images.dtype), images)
 
     def off_norm_mean(self, colour: Tensor) -> Tensor:
         """`colour` [B or 1, 3, 1, 1], each one moved NEAR_MEAN off the normalisation mean where it lies within
@@ -126,14 +113,14 @@ class GriddedMask(MaskingTask):
     }
 
     def draw(self, images: Tensor, generator=None) -> dict:
-        """ "cells": [B, rows, cols] True on the blanked cells (and the fill's "noise")."""
+        """ "cells": [B, rows, cols] True on the blanked cells."""
         self.fit(images)
         batch, _, height, width = images.shape
         rows, cols = math.ceil(height / self.grid), math.ceil(width / self.grid)
         # The rank of a uniform score picks exactly `blanked` cells per image, without a loop.
         rank = rand((batch, rows * cols), generator, images.device).argsort(1).argsort(1)
         cells = (rank < self.blanked(rows * cols)).view(batch, rows, cols)
-        return {"cells": cells, **self.draw_fill(images, generator)}
+        return {"cells": cells}
 
     def apply(self, images: Tensor, params: dict) -> Corrupted:
         self.fit(images)
@@ -184,18 +171,12 @@ class RandomMask(MaskingTask):
                 )
 
     def draw(self, images: Tensor, generator=None) -> dict:
-        """Each box's "area", "aspect", "centre_y" and "centre_x", [B, count] (and the fill's "noise")."""
+        """Each box's "area", "aspect", "centre_y" and "centre_x", [B, count]."""
         device, shape = images.device, (images.shape[0], self.count)
         area = uniform(shape, self.low, self.high, generator, device)
         aspect = uniform(shape, self.aspect_low, self.aspect_high, generator, device)
         centre_y, centre_x = rand(shape, generator, device), rand(shape, generator, device)
-        return {
-            "area": area,
-            "aspect": aspect,
-            "centre_y": centre_y,
-            "centre_x": centre_x,
-            **self.draw_fill(images, generator),
-        }
+        return {"area": area, "aspect": aspect, "centre_y": centre_y, "centre_x": centre_x}
 
     def apply(self, images: Tensor, params: dict) -> Corrupted:
         height, width, device = *images.shape[-2:], images.device

@@ -1,10 +1,14 @@
 """The representation study's rows (representation.py): each named arm's method and overrides, and
 its colour in the plots. Add a row here to add an arm to the study."""
 
+from study_fills import STUDY_TASK  # registers the study's task: imported here, it is registered in every cell too
+
 # energy-paper: the paper's optimiser recipe (Table A) instead of the fast default, to see what the default costs.
 # The masks' fill is the default (gray) unless the name says otherwise; the cells measured before the fill
-# parameter existed used black boxes and are kept under the -black names.
-BLACK, NOISE, MEAN = ({"task_args": {"fill": fill}} for fill in ("black", "noise", "mean"))
+# parameter existed used black boxes and are kept under the -black names. The noise and mean fills are not the
+# package's: they come with the study's own random-mask (study_fills.py).
+BLACK = {"task_args": {"fill": "black"}}
+NOISE, MEAN = ({"task": STUDY_TASK, "task_args": {"fill": fill}} for fill in ("noise", "mean"))
 METHODS = {
     "energy": ("energy", {}),
     "energy-fd": ("energy", {"grad_mode": "finite-difference"}),

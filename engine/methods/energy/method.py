@@ -56,12 +56,11 @@ class EnergyMethod(Method):
     # engine/training/recipes.py: Table A trains alpha at the network's lr; the fast start at x400 (docs/recipes.md)
     recipe_defaults = {"paper": {"alpha": 0.1, "alpha_lr_scale": 1.0}, "fast": {"alpha": 0.1, "alpha_lr_scale": 400.0}}
     resume_may_change = frozenset({"grad_mode", "double_backward"})  # the same model (grad modes: to O(fd_delta^2))
-    # measured in docs/results/mask-fills.md ("On convnext_atto: gray stays the default"; "Why take one drifted")
+    # the collapse warning's way out: black boxes let the scalar energy read the images' brightness instead of
+    # their content, which gray boxes take away (docs/results/mask-fills.md)
     shortcut_advice = {
         "fill=black": "with black mask boxes the scalar energy learns the images' brightness "
         "(docs/results/mask-fills.md); --task-arg fill=gray removed that shortcut there",
-        "fill=noise": "noise boxes collapsed two of three convnext_atto seeds (docs/results/mask-fills.md), gray "
-        "boxes none; try --task-arg fill=gray",
     }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
     loss_patch: int | None = None  # the patch-centred loss's patch, set in resolve
