@@ -75,6 +75,20 @@ def test_the_history_survives_a_resume(tmp_path):
     assert [row["step"] for row in history] == [2, 4]
 
 
+def test_a_resumed_runs_seconds_count_every_session(tmp_path):
+    """results.json's cost numbers cover the whole run, as its measurements, epochs and steps do."""
+    out = tmp_path / "run"
+    assert run_cli([*RUN, "--epochs", "1", "--max-steps-per-epoch", "2", "--out", out])[0].exit_code == 0
+    first = load_checkpoint(out / "checkpoint.pt")  # what the first session had spent when it saved
+    assert first["seconds"] > 0 and first["monitor"]["seconds"] > 0
+    assert run_cli(["train", "--resume", "--out", out, "--epochs", "2", "--workers", "0"])[0].exit_code == 0
+    second = json.loads((out / "results.json").read_text())
+    assert second["monitor"]["measurements"] == 2 and second["seconds"] > first["seconds"]
+    assert second["monitor"]["seconds"] > first["monitor"]["seconds"]  # its second measurement added to the first's
+    share = second["monitor"]["seconds"] / second["seconds"]
+    assert second["monitor"]["share_of_run"] == pytest.approx(share)
+
+
 def test_a_collapse_is_warned_once(capsys):
     import pretexts
     from pretexts.engine import PretrainConfig

@@ -72,6 +72,8 @@ class Pretrainer(TrainingRun):
     The loop knows no method: `cfg.method` names a registered `Method`, which builds the model and gives each step's
     sample and loss, the held-out error and the figure; `method` passes a `Method` subclass (tests, a new method)."""
 
+    seconds_before, session_start = 0.0, None  # wall seconds of earlier sessions (a resume), and this one's start
+
     def __init__(self, cfg: PretrainConfig, method: type[Method] | None = None):
         expect_config(cfg, PretrainConfig)
         self.echo = stderr_line
@@ -135,6 +137,11 @@ class Pretrainer(TrainingRun):
         check_continues(ckpt, path, self.cfg.epochs, self.out)
         carry_derived(self.record, ckpt)  # config.json keeps naming what the run derived as it started
         self.batch, self.monitor_state = ckpt["batch"], ckpt.get("monitor")
+        self.seconds_before = ckpt.get("seconds", 0.0)
+
+    def trained_seconds(self) -> float:
+        """Wall seconds the run has trained, over every session of a resumed run."""
+        return self.seconds_before + (time.time() - self.session_start if self.session_start else 0.0)
 
     def compute_loss(self, sample) -> torch.Tensor:
         """The method's loss of one sample, under autocast when the run asks for it (the step's loss function)."""
@@ -198,7 +205,7 @@ class Pretrainer(TrainingRun):
 
     def train_and_report(self) -> dict:
         cfg = self.cfg
-        start = time.time()
+        self.session_start = time.time()
         self.lines.begin(self.global_step)
         with self.stop:
             while self.epoch < cfg.epochs and not self.stop_requested():
@@ -213,7 +220,7 @@ class Pretrainer(TrainingRun):
         results = {
             "epochs": self.epoch,
             "optimizer_steps": self.global_step,
-            "seconds": time.time() - start,
+            "seconds": self.trained_seconds(),
             "skipped_nonfinite_steps": self.nonfinite.skipped,
             "arithmetic": arithmetic(self.device, self.world),
         }

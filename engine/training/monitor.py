@@ -48,11 +48,12 @@ class Monitor:
         return step % every == 0 or end_of_epoch and (last_epoch or step - last >= every // 2)
 
     def state(self) -> dict:
-        return {"history": self.history, "best": self.best}
+        return {"history": self.history, "best": self.best, "seconds": self.seconds}
 
     def load_state(self, state: dict | None) -> None:
         if state:
             self.history, self.best = list(state["history"]), dict(state["best"])
+            self.seconds = state.get("seconds", 0.0)
 
     @torch.no_grad()
     def features(self, images: torch.Tensor) -> torch.Tensor:

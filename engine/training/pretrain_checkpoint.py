@@ -13,13 +13,15 @@ from pretexts.errors import CheckpointError
 
 
 def pretrain_entries(trainer, monitor_state: dict | None) -> dict:
-    """The format and package versions, the next batch of the epoch (a stop part-way through saves it), the
-    monitor's state, the task's scaled parameters and the images the run reads (`data_images`)."""
+    """The format and package versions, the next batch of the epoch (a stop part-way through saves it), the wall
+    seconds trained so far, the monitor's state, the task's scaled parameters and the images the run reads
+    (`data_images`)."""
     return {
         "format_version": FORMAT_VERSION,
         "pretexts_version": pretexts.__version__,
         "batch": trainer.batch,
         "monitor": monitor_state,
+        "seconds": trainer.trained_seconds(),
         "task_sizes": task_sizes(trainer.cfg),
         "data_images": data_images(trainer.train_set, trainer.val_set),
     }
