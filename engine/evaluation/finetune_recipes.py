@@ -69,10 +69,10 @@ FINETUNE_RECIPES: dict[str, dict] = {
 }
 RECIPE_NAMES = ("auto", *FINETUNE_RECIPES)
 
-# `auto` takes Table A only for data like the paper's on both counts. The small recipe is measured on 4,068 images
-# and Table A made for 1.28 M; 10,000 keeps every set the small recipe was measured on (with 2.5x to spare) on it.
-# At 64 px Table A's smallest crop (8 % of the area, 18 px a side) holds as many pixels as the small recipe's at
-# the study's 32 px (35 %, 19 px); below it Table A crops to a few pixels. Nothing between was measured here.
+# `auto` gives Table A only to data like the paper's on both counts: enough images for its heavy regularisation
+# (the small recipe is made for a few thousand) and images large enough that its smallest crop, 8 % of the area,
+# keeps as many pixels as the small recipe's crops of 32 px images; smaller images it would crop to a few pixels.
+# Why these two thresholds: docs/recipes.md, "Why this rule".
 AUTO_MIN_IMAGES = 10_000
 AUTO_MIN_IMG_SIZE = 64
 

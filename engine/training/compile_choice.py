@@ -1,16 +1,11 @@
 """`--compile auto`, the default: compile a method's step where compiling it was measured faster and the run is long
 enough to repay the compilation, run eagerly elsewhere; the start line says which and why.
 
-The evidence (docs/performance.md, `benchmarks/throughput.py --compile inductor` on a quiet 2-core CPU, fp32,
-32 px, a cold compile cache): the energy method's exact step on vit_tiny runs 0.85x its eager time compiled
-(random-mask, batch 64; colorization at batch 32: 0.78x), and compiling costs about 145 s more than two eager
-steps, repaid after 118 steps of 64 images (161 of 32). Per step the saving grows with the images' pixels while
-the compile time does not, so a run's length is counted as steps x images x pixels against that break-even, with a
-margin for a loaded machine (a real run's first compiled step took 197 s) and the gain's spread (0.78-0.96x).
-Eager under `auto`: the convolutional backbones (convnext_atto 0.97x), the baselines (supervised 0.90x repaid after
-682 steps, the AE 0.91x after 587, MAE 0.81x after 1240), autocast on the CPU (not measured compiled), and every
-GPU (compiled exact ViT-S/16 ran 0.75x on an H100 in fp32, but neither bf16, the GPU default, nor the compile time
-there is measured).
+A run's length is counted as steps x images x pixels (the saving per step grows with the pixels, the compile time
+does not) against BREAK_EVEN_WORK, the work after which compiling the energy method's exact step on vit_tiny was
+measured to repay its compile time on the CPU, times MARGIN for a loaded machine and the gain's spread. Eager under
+`auto`: a step not measured faster compiled, autocast on the CPU, and every GPU (their compile time is not measured).
+The measurements: docs/performance.md, section `--compile` (`benchmarks/throughput.py --compile inductor`).
 """
 
 from __future__ import annotations

@@ -8,17 +8,21 @@ lr x400). Every arm is pretrained once per budget, so each budget is fine-tuned;
 where the run is planned to end (cosine) is planned to that budget. Budgets are whole epochs (63 steps at batch 64
 on the 4,068 training images), so a planned end is exact.
 Every energy arm names its loss and positions (what auto resolves to today), so a cached cell reads back
-without help from the package. Cells are cached in studies/length/cells/ (committed).
+without help from the package. Cells are cached in studies/length/cells/ (committed); a cached cell measured with
+other settings is refused (give another --out, or remove that cell's folder to measure it again). --cached-only
+reports every seed cached unless --seeds names some.
 """
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from pretexts.engine.compare.cells import Arm, load_cell, run_cell
+from pretexts.engine.compare.cells import Arm, changes_text, load_cell, run_cell, setting_changes, settings
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.report import summarise
 from pretexts.engine.compare.scoring import Interrupted
+from pretexts.errors import PretextsError
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parents[2] / "shared" / "data" / "cifar10-subset"
@@ -76,20 +80,52 @@ def study(args, backbone: str, budgets: tuple) -> CompareConfig:
     )
 
 
-def main() -> None:
+def cached_seeds(out: Path) -> list[int]:
+    """Every seed with a cached cell under `out` (BACKBONE/ARM-STEPS/seedS/cell.json)."""
+    return sorted({int(p.parent.name[4:]) for p in out.glob("*/*/seed*/cell.json") if p.parent.name[4:].isdigit()})
+
+
+def measured_otherwise(args) -> str | None:
+    """One line naming the first cached cell the arguments ask for that was measured with other settings."""
+    for backbone, name, seed, budgets, folder_name in cells(args):
+        path = Path(args.out) / backbone / folder_name / f"seed{seed}" / "cell.json"
+        if not path.is_file():
+            continue
+        wanted = settings(study(args, backbone, budgets), arm(backbone, name, budgets))
+        changes = setting_changes(json.loads(path.read_text()), wanted)
+        if changes:
+            return (
+                f"{path} was measured with other settings ({changes_text(changes)}); give another --out, "
+                f"or remove {path.parent} to measure it again"
+            )
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--data", default=str(DATA), help="an ImageFolder tree with train/ and val/ (labelled)")
     parser.add_argument("--backbones", nargs="+", default=["vit_tiny", "convnext_atto"], choices=list(RESOLVED))
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     parser.add_argument("--steps", nargs="+", type=int, default=[126, 252, 567, 1008])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, help="default: 0, or with --cached-only every seed cached (as the results page)"
+    )
     parser.add_argument("--finetune-epochs", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cached-only", action="store_true", help="run nothing: report the cells already cached")
     parser.add_argument("--out", default=str(HERE / "cells"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if any(s % STEPS_PER_EPOCH for s in args.steps):
         parser.error(f"--steps must be whole epochs of {STEPS_PER_EPOCH} steps")
+    if args.seeds is None:
+        args.seeds = cached_seeds(Path(args.out)) if args.cached_only else [0]
+    if not args.cached_only:
+        if args.data == str(DATA) and not DATA.is_dir():
+            parser.exit(
+                2, f"{parser.prog}: the default data {DATA} is missing; give --data a folder with train/ and val/\n"
+            )
+        if problem := measured_otherwise(args):
+            parser.exit(1, f"{parser.prog}: {problem}\n")
     results = {}
     for backbone, name, seed, budgets, folder_name in cells(args):
         folder = Path(args.out) / backbone / folder_name / f"seed{seed}"
@@ -121,3 +157,5 @@ if __name__ == "__main__":
     except Interrupted as stopped:  # the cell saved what it had: one line, as `pretexts compare` says it
         print(f"{stopped}; the cell keeps what it had. Run the same command again to continue.", file=sys.stderr)
         sys.exit(stopped.exit_code)
+    except PretextsError as error:  # a user's mistake (data, settings): its one line, not a traceback
+        sys.exit(f"{Path(__file__).name}: {error}")

@@ -17,11 +17,11 @@ Budgets are minutes of one CPU thread (process time, 1 torch thread, no loader w
 side (--jobs 2), or a busy machine, get the same compute as one alone; --clock wall times them by the wall clock
 instead (for GPUs: --device cuda --clock wall --workers 8). --steps 100 250 budgets optimizer steps instead (every
 method the same steps, the per-step comparison; the table gives the minutes they took). Every cell is cached as
-OUT/BACKBONE/METHOD/seedS/cell.json (by default in benchmarks/results/, committed): a finished cell is never run
-again, so the study grows over several sessions (add seeds, backbones or a budget and run again: a new budget reruns
-that cell's pretraining, since its checkpoints are not kept, and probes only the budgets not cached yet). A cell
-being run holds a `claim` file (its process id), so several studies can share one cache, e.g. one per backbone with
-its own --finetune-epochs.
+OUT/BACKBONE/METHOD/seedS/cell.json (by default in studies/representation/cells/minutes/, committed): a finished
+cell is never run again, so the study grows over several sessions (add seeds, backbones or a budget and run again:
+a new budget reruns that cell's pretraining, since its checkpoints are not kept, and probes only the budgets not
+cached yet). A cell being run holds a `claim` file (its process id), so several studies can share one cache, e.g.
+one per backbone with its own --finetune-epochs.
 Asserts nothing.
 """
 
@@ -36,10 +36,11 @@ from pathlib import Path
 
 from arms import COLORS, METHODS, OWN_MASKS, VIT_ONLY
 
-from pretexts.engine.compare.cells import Arm, load_cell, run_cell
+from pretexts.engine.compare.cells import Arm, changes_text, load_cell, run_cell, setting_changes, settings
 from pretexts.engine.compare.config import CompareConfig
 from pretexts.engine.compare.report import budget_text, cell_text
 from pretexts.engine.compare.report import summarise as summarise_cells
+from pretexts.errors import PretextsError
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "cifar10-subset"
 RESULTS = Path(__file__).resolve().parent / "cells" / "minutes"  # committed: the study grows across sessions
@@ -107,6 +108,21 @@ def cells(args) -> list:
         for s in args.seeds
         if not (m in VIT_ONLY and "vit" not in b)
     ]
+
+
+def measured_otherwise(args) -> str | None:
+    """One line naming the first cached cell the arguments ask for that was measured with other settings."""
+    for backbone, name, seed in cells(args):
+        path = Path(args.out) / backbone / name / f"seed{seed}" / "cell.json"
+        if not path.is_file():
+            continue
+        changes = setting_changes(json.loads(path.read_text()), settings(study(args, backbone), arm(args, name)))
+        if changes:
+            return (
+                f"{path} was measured with other settings ({changes_text(changes)}); give another --out, "
+                f"or remove {path.parent} to measure it again"
+            )
+    return None
 
 
 def summarise(args, results: dict) -> list[dict]:
@@ -207,12 +223,13 @@ def plot(args, rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--data",
-        default=str(SHARED_DATA) if SHARED_DATA.is_dir() else "sample",
-        help="an ImageFolder tree with train/ and val/ (labelled)",
+        default=str(SHARED_DATA),
+        help="an ImageFolder tree with train/ and val/ (labelled); default: ../shared/data/cifar10-subset beside the "
+        "repository",
     )
     parser.add_argument("--backbones", nargs="+", default=["vit_tiny", "convnext_atto"])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
@@ -252,11 +269,17 @@ def main() -> None:
     parser.add_argument("--keep-checkpoints", action="store_true", help="keep the snapshot checkpoints (large)")
     parser.add_argument("--cached-only", action="store_true", help="run nothing: report the cells already in OUT")
     parser.add_argument("--out", default=str(RESULTS), help="the cache; its cell.json files are the study's record")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if any(m <= 0 for m in args.minutes):
         parser.error("--minutes must be > 0")
     if args.steps and any(n < 1 for n in args.steps):
         parser.error("--steps must be >= 1")
+    if args.data == str(SHARED_DATA) and not SHARED_DATA.is_dir():  # never another data set in its place
+        parser.exit(
+            2, f"{parser.prog}: the default data {SHARED_DATA} is missing; give --data a folder with train/ and val/\n"
+        )
+    if not args.cached_only and (problem := measured_otherwise(args)):
+        parser.exit(1, f"{parser.prog}: {problem}\n")
     todo = cells(args)
     if args.cached_only:
         todo = [c for c in todo if (Path(args.out) / c[0] / c[1] / f"seed{c[2]}" / "cell.json").is_file()]
@@ -334,4 +357,7 @@ def plot_monitor(args, results: dict, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except PretextsError as error:  # a user's mistake (data, settings), raised in a cell: its one line, not a traceback
+        sys.exit(f"{Path(__file__).name}: {error}")
