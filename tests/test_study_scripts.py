@@ -210,9 +210,9 @@ def test_length_report_answers_help_without_drawing(tmp_path, monkeypatch, capsy
 
 
 def test_studies_index_gives_each_study_its_own_results_page():
-    row = r"^\| \[(\S+)\]\((\S+)/README\.md\) \|.*\| \[.*\]\(\.\./(docs/results/\S+\.md)\) \|$"
+    row = r"^\| \[(\S+)\]\((\S+)/README\.md\) \|.*\| \[.*\]\(\.\./(docs/\S+?\.md)(?:#\S+)?\) \|$"
     rows = re.findall(row, (STUDIES / "README.md").read_text(), re.M)
     assert len(rows) == len([p for p in STUDIES.iterdir() if (p / "README.md").is_file()])
     for _, folder, page in rows:
-        own = re.search(r"\(\.\./\.\./(docs/results/\S+?\.md)\)", (STUDIES / folder / "README.md").read_text())
+        own = re.search(r"\(\.\./\.\./(docs/\S+?\.md)\)", (STUDIES / folder / "README.md").read_text())
         assert own and own.group(1) == page, f"studies/README.md gives {folder} {page}"

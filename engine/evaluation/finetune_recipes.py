@@ -32,8 +32,8 @@ FINETUNE_RECIPES: dict[str, dict] = {
         "cutmix": 1.0,
         "weight_decay": 0.05,
     },
-    # what docs/results/quality.md and docs/results/representation.md fine-tuned 4,068 images of 32 px with
-    # (benchmarks/quality.py, `pretexts compare`); 15 epochs: random init stops improving by epoch 12 there
+    # what docs/results/quality.md and docs/results/representation.md fine-tuned 4,068 images of 32 px with (their
+    # scripts and `pretexts compare`); 15 epochs: random init stops improving by epoch 12 there
     "small": {
         "epochs": 15,
         "warmup_epochs": 1.0,

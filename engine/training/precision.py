@@ -9,7 +9,7 @@ import torch
 
 def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
     """bf16 on CUDA by default (the paper trains with AMP); full precision on the CPU unless asked. `--amp bf16` on
-    the CPU kept the held-out restoration error (benchmarks/amp_quality.py) and is faster where the CPU has native
+    the CPU kept the held-out restoration error (docs/results/cpu-speed.md) and is faster where the CPU has native
     bf16 (AVX512-BF16, AMX), slower where it is emulated; "auto" stays off there so a CPU run's numbers do not
     depend on which CPU it ran (docs/results/cpu-speed.md)."""
     if amp == "auto":

@@ -1,6 +1,6 @@
 """Top-1 after fine-tuning: energy pretraining vs the autoencoder baseline vs from scratch, in one time budget.
 
-    python benchmarks/quality.py --budget 900 [--also-finite-difference]
+    python studies/quality/quality.py --budget 900 [--also-finite-difference]
 
 Pretrains with the energy method (one task), then fine-tunes; pretrains the autoencoder baseline on the
 same data, task and wall-clock budget, then the same fine-tune; fine-tunes from scratch with the same
@@ -28,7 +28,7 @@ from pretexts.engine.evaluation.finetune_recipes import FINETUNE_RECIPES
 
 SMALL = FINETUNE_RECIPES["small"]
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "cifar10-subset"
 
 
 def with_deadline(trainer_cls):

@@ -1,7 +1,8 @@
 """Optimiser steps from a random start until restored images beat the corrupted ones on held-out images.
 
-    python benchmarks/learning_speed.py --task random-mask --max-steps 200 --eval-every 50 --settings paper,fast
-    python benchmarks/learning_speed.py --task denoising --task-arg gamma_low=0.5 --settings lr10-alpha400
+    python studies/learning-speed/learning_speed.py --task random-mask --max-steps 200 --eval-every 50 \
+        --settings paper,fast
+    python studies/learning-speed/learning_speed.py --task denoising --task-arg gamma_low=0.5 --settings lr10-alpha400
 
 Each setting overrides the paper's recipe (Table A), or names another recipe (engine/training/recipes.py).
 Runs each setting for the same number of optimiser steps, no warm-up, lr all but constant (a cosine over 1000 epochs)

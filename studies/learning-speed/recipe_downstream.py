@@ -1,6 +1,7 @@
 """Does a recipe's faster start cost downstream accuracy? Equal optimiser steps, frozen-feature kNN and linear probe.
 
-    python benchmarks/recipe_downstream.py --data /path/to/cifar10-subset --task random-mask --steps 200 --seeds 0,1
+    python studies/learning-speed/recipe_downstream.py --data /path/to/cifar10-subset --task random-mask --steps 200 \
+        --seeds 0,1
 
 For each recipe (engine/training/recipes.py) and seed: pretrain for the same number of optimiser steps on the
 same data, then `engine.run_probe` on the frozen backbone (kNN top-1 with k=20, linear probe top-1).

@@ -1,6 +1,6 @@
 """Exact vs finite-difference gradients: held-out restoration error after the same optimiser steps.
 
-    python benchmarks/grad_mode_quality.py --backbone convnext_atto --steps 120 --batch-size 32
+    python studies/step-quality/grad_mode_quality.py --backbone convnext_atto --steps 120 --batch-size 32
 
 Both modes start from the same weights and see the same images and corruptions in the same order;
 the held-out error (seeded subset of the val split) is logged every --eval-every steps. A mode is
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pretexts.engine import PretrainConfig, Pretrainer
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-subset"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "cifar10-subset"
 MODES = ("exact", "finite-difference")
 
 

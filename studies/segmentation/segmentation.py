@@ -1,7 +1,8 @@
 """Dense transfer at a small budget: energy-pretrained vs AE/MAE-pretrained vs from-scratch backbones,
 same head and fine-tuning budget, on the generated shapes-on-CIFAR set. Prints an mIoU table.
 
-    PYTHONPATH=. python benchmarks/segmentation.py --backbone vit_tiny --pretrain-epochs 2 --steps 150 --seeds 0 1 2
+    PYTHONPATH=. python studies/segmentation/segmentation.py --backbone vit_tiny --pretrain-epochs 2 --steps 150 \
+        --seeds 0 1 2
 
 Each seed pretrains every method anew (on the embedded sample, `pretexts train`'s default data) and
 fine-tunes every initialisation with that seed; the table gives mean +- std over the seeds.

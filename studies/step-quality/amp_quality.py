@@ -1,6 +1,7 @@
 """bf16 autocast against float32 on the CPU: held-out restoration error after the same short pretraining.
 
-    python benchmarks/amp_quality.py --backbone convnext_atto --steps 200 --batch-size 16 --seeds 0 1 --threads 1
+    python studies/step-quality/amp_quality.py --backbone convnext_atto --steps 200 --batch-size 16 --seeds 0 1 \
+        --threads 1
 
 Each seed trains once per precision from the same weights on the same images and corruptions (the embedded
 sample, 32 px); runs alternate precision so load from other processes hits both alike. bf16 keeps the
