@@ -73,7 +73,7 @@ def test_parquet_without_val_gets_parquet_advice(tmp_path):
         finetune_stream_inputs(str(data), None, 100)
     message = str(caught.value)
     assert f"'{data}' has no val split" in message and "validation*.parquet files (or val*, test*)" in message
-    assert "pretexts shard" not in message
+    assert "pretexts shard" not in message and "val/ folder" not in message  # its files lie in no train/ folder
     result, error = run_cli([*ONE_STEP, "--data", data, "--out", tmp_path / "run", "--monitor-every", "0"])
     assert result.exit_code == 0 and not error, result.output
     assert f"'{data}' has no val split, so no held-out restoration error is measured; for it, add its held-out " in (
@@ -153,6 +153,10 @@ def test_finetune_into_a_folder_holding_a_run_is_refused_before_the_data_is_read
     assert result.exit_code == 2 and "already holds a run (checkpoint.pt)" in error, result.output
     assert "fine-tuning" not in result.output  # no start line
     assert (out / "checkpoint.pt").read_bytes() == b"a run's checkpoint"
+    config = tmp_path / "run.json"  # a file's force is not taken, and the refusal still says so
+    config.write_text(json.dumps({"from_scratch": True, "backbone": "test_convnext", "force": True}))
+    result, error = run_cli(["finetune", "--config", config, "--data", tmp_path / "no-such-data", "--out", out])
+    assert result.exit_code == 2 and "already holds a run" in error and "its force: true not taken" in result.output
 
 
 def test_probe_of_parquet_without_val_gets_parquet_advice(tmp_path):

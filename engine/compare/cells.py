@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 import pretexts
-from pretexts.engine.compare.point_measures import point_measures
+from pretexts.engine.compare.point_measures import PointMeasures
 from pretexts.engine.compare.report import budget_name
 from pretexts.engine.compare.scoring import Interrupted, finetune, probe, tuned_as_asked
 from pretexts.engine.data.streams import is_stream
@@ -362,12 +362,10 @@ def cell_results(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: boo
         if stop is not None and stop.requested:  # caught by the pretraining too late to stop it: stop here
             phase = "pretraining" if arm.method else "building the random-init start"
             raise Interrupted(stop.signal.name, stop.exit_code, phase)
+    measures = PointMeasures(pretrain_config(study, arm, seed, folder / "run")) if arm.method else None
     for key in missing:  # each point's held-out ratio and top share are its own snapshot's, cached or not
         scores = probe(study, snapshot[key], seed)
-        measured = (
-            point_measures(pretrain_config(study, arm, seed, folder / "run"), snapshot[key]) if arm.method else {}
-        )
-        cell["points"][key].update({**scores, **measured})
+        cell["points"][key].update({**scores, **(measures(snapshot[key]) if measures else {})})
         write_json(done_file, cell)
         if stop is not None and stop.requested:
             raise Interrupted(stop.signal.name, stop.exit_code, "scoring")

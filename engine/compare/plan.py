@@ -16,8 +16,8 @@ import torch
 # images the pretraining run forwards besides its steps: the monitor at its first and last measure (256 held-out
 # and 256 training images each) and the held-out error at the end (256 images, restored then scored)
 RUN_EXTRA_IMAGES = 2 * 512 + 2 * 256
-# and each pretrained point, as it is scored, rebuilds the run and measures its snapshot the same way (one monitor
-# measure and the held-out error: engine/compare/point_measures.py)
+# and each pretrained point, as it is scored, measures its snapshot the same way in the run rebuilt once a cell (one
+# monitor measure and the held-out error: engine/compare/point_measures.py)
 POINT_EXTRA_IMAGES = 512 + 256
 
 
@@ -72,8 +72,8 @@ def fixed_seconds(
     """A cell's modelled wall seconds besides its budget: the build, `points` probes, the pretraining run's
     own evaluations (`run`), a fine-tune."""
     probes = points * (train_images + val_images) * costs.forward
-    per_point = POINT_EXTRA_IMAGES * costs.forward + costs.build
-    extra = RUN_EXTRA_IMAGES * costs.forward + costs.build + points * per_point if run else 0.0
+    measures = points * POINT_EXTRA_IMAGES * costs.forward + costs.build  # the run rebuilt once to measure them
+    extra = RUN_EXTRA_IMAGES * costs.forward + costs.build + measures if run else 0.0
     tune = finetune_epochs * (train_images * costs.step + val_images * costs.forward)
     return costs.build + probes + extra + tune
 

@@ -18,17 +18,26 @@ def held_out_ratio(held: dict) -> float | None:
     return restored[-1] / baseline if restored and baseline else None
 
 
-def point_measures(cfg: PretrainConfig, checkpoint: Path) -> dict:
-    """`held_out_ratio` (where the data has held-out images and the ratio is defined) and `top_pc_share` (where the
-    run monitors) of the pretraining snapshot at `checkpoint`, which the run `cfg` wrote. The run is rebuilt eagerly
-    (a compiled forward would cost more to compile than to measure) with the snapshot's weights."""
-    trainer = Pretrainer(dataclasses.replace(cfg, compile=None, resume=None))
-    weights = load_checkpoint(checkpoint, kinds=("pretrain",))["model"]
-    load_weights(trainer.model, weights, checkpoint, f"a {cfg.backbone} {cfg.method} model", "was it edited?")
-    measures = {}
-    if trainer.val_set is not None:
-        ratio = held_out_ratio(trainer.held_out_error().to_dict())
-        measures |= {} if ratio is None else {"held_out_ratio": ratio}
-    if cfg.monitor_every:
-        measures["top_pc_share"] = trainer.build_monitor().measure_now()["top_pc_share"]
-    return measures
+class PointMeasures:
+    """`measures(checkpoint)`: `held_out_ratio` (where the data has held-out images and the ratio is defined) and
+    `top_pc_share` (where the run monitors) of a pretraining snapshot that the run `cfg` wrote. The run is rebuilt
+    once per cell, eagerly (a compiled forward would cost more to compile than to measure), on the first snapshot;
+    each snapshot's weights are then loaded into it."""
+
+    def __init__(self, cfg: PretrainConfig):
+        self.cfg, self.trainer, self.monitor = cfg, None, None
+
+    def __call__(self, checkpoint: Path) -> dict:
+        cfg = self.cfg
+        if self.trainer is None:  # reading the data, the model and the monitor's images once, not once a point
+            self.trainer = Pretrainer(dataclasses.replace(cfg, compile=None, resume=None))
+            self.monitor = self.trainer.build_monitor() if cfg.monitor_every else None
+        weights = load_checkpoint(checkpoint, kinds=("pretrain",))["model"]
+        load_weights(self.trainer.model, weights, checkpoint, f"a {cfg.backbone} {cfg.method} model", "was it edited?")
+        measures = {}
+        if self.trainer.val_set is not None:
+            ratio = held_out_ratio(self.trainer.held_out_error().to_dict())
+            measures |= {} if ratio is None else {"held_out_ratio": ratio}
+        if self.monitor is not None:
+            measures["top_pc_share"] = self.monitor.measure_now()["top_pc_share"]
+        return measures

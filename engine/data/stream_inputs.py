@@ -134,10 +134,10 @@ def missing_split_advice(spec: str, split: str) -> str:
     if is_parquet(spec):
         if split == "train":
             return "name its training files train*.parquet, or put them in a train/ folder"
-        return (
-            "add its held-out images as validation*.parquet files (or val*, test*) beside the train*.parquet ones, "
-            "or in a val/ folder beside train/"
-        )
+        advice = "add its held-out images as validation*.parquet files (or val*, test*) beside the train*.parquet ones"
+        if (Path(spec) / "train").is_dir():  # a folder per split
+            advice += ", or in a val/ folder beside train/"
+        return advice
     return (
         "shard again from a folder with train/ and val/ class folders (`pretexts shard` writes train-*.tar and "
         "val-*.tar; shards from other tools need those names too)"

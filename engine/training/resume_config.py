@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from pretexts.engine.data.shard_sets import is_stream
+from pretexts.engine.training.config_record import left_open
 from pretexts.engine.training.run_folder import same_path
 from pretexts.engine.training.settings import from_values
 from pretexts.errors import CheckpointError, ParameterError
@@ -59,12 +60,14 @@ def resumed_values(cls, values: dict, kind: str | None, may_change: frozenset, f
     if ckpt.get("kind") != kind or not isinstance(ckpt.get("config"), dict):
         return values
     merged = laid_over(cls, ckpt["config"], values)
+    # a change that would change the run is refused before the run says what it starts; what is left open (auto,
+    # None) is compared once the run has resolved it as the checkpoint records, and the arguments once the task and
+    # the method read them
+    settled = {k: v for k, v in values.items() if not left_open(v)}
     try:
-        resumed = cls(**merged)
+        resumed = cls(**laid_over(cls, ckpt["config"], settled))
     except ParameterError:
         return merged  # the run's own build says what is wrong with a value
-    # a change that would change the run is refused before the run says what it starts (the arguments are
-    # compared when it starts, as the task and the method read them)
     check_resumable(ckpt["config"], resumed, may_change, path, same=lambda *_: True)
     return merged
 
@@ -98,7 +101,8 @@ def resuming_config(cls, out, changes: dict, kind: str, may_change: frozenset, f
         )
     ckpt = load_checkpoint(path, kinds=(kind,))
     cfg = from_values(cls, laid_over(cls, ckpt["config"], values), f"{cls.__name__}.resuming")
-    check_resumable(ckpt["config"], cfg, may_change, path, same=lambda *_: True)
+    settled = {k: v for k, v in values.items() if not left_open(v)}  # auto is compared once the run resolves it
+    check_resumable(ckpt["config"], cls(**laid_over(cls, ckpt["config"], settled)), may_change, path, lambda *_: True)
     return cfg
 
 
