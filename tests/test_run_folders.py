@@ -119,20 +119,6 @@ def test_a_resume_naming_its_checkpoint_by_another_path_continues(tmp_path, monk
     assert "fine-tuning" not in result.output  # refused before a start line that would list the recipe as given
 
 
-def test_a_resume_that_asks_auto_again_continues(tmp_path):
-    """`auto` (asked again, or from the run's config.json) is what the checkpoint resolved it to, not a change."""
-    out, ft = tmp_path / "run", tmp_path / "ft"
-    once = [*TRAIN, "--max-steps-per-epoch", "1", "--workers", "0", "--schedule", "auto", "--out", out]
-    assert run_cli([*once, "--epochs", "1", "--monitor-every", "0"])[0].exit_code == 0
-    result, error = run_cli([*once, "--resume", "--epochs", "2"])
-    assert result.exit_code == 0, error or result.output
-    result, error = run_cli(["train", "--config", out / "config.json", "--resume", "--epochs", "3"])
-    assert result.exit_code == 0, error or result.output
-    assert run_cli(finetune_argv(out / "checkpoint.pt", ft))[0].exit_code == 0  # recipe auto resolved to small
-    result, error = run_cli(["finetune", "--config", ft / "config.json", "--resume", "--epochs", "2"])
-    assert result.exit_code == 0, error or result.output
-
-
 def test_a_finetune_started_with_relative_paths_resumes_from_another_folder(tmp_path, monkeypatch):
     write_checkpoint(tmp_path / "pretrain.pt")
     monkeypatch.chdir(tmp_path)
