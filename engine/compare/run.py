@@ -33,8 +33,8 @@ from pretexts.engine.compare.report import UNIT_WORDS, budget_name, plot, summar
 from pretexts.engine.compare.scoring import Interrupted, tuned_as_asked
 from pretexts.engine.compare.terminal import WIDTH, terminal_table
 from pretexts.engine.data.datasets import recorded_spec
-from pretexts.engine.data.labelled_data import describe_sizes, split_sizes
-from pretexts.engine.data.stream_inputs import SPLIT_WORDS, missing_split_advice, streamed_classes
+from pretexts.engine.data.labelled_data import describe_sizes, missing_split, split_sizes
+from pretexts.engine.data.stream_inputs import streamed_classes
 from pretexts.engine.data.streams import is_stream, stream_shards
 from pretexts.engine.evaluation.pretrained import GIVEN, downstream_splits
 from pretexts.engine.evaluation.probe_config import ProbeConfig
@@ -45,7 +45,7 @@ from pretexts.engine.training.progress import duration
 from pretexts.engine.training.resume_config import same_file
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
 from pretexts.engine.training.settings import expect_config
-from pretexts.errors import DataError, OutputError
+from pretexts.errors import OutputError
 from pretexts.registry import METHODS
 
 OUTPUTS = ("compare.json", "compare.md", "compare.csv", "compare.png")
@@ -142,18 +142,12 @@ def check_labelled_data(cfg: CompareConfig) -> None:
     if not is_stream(cfg.data):
         folder = cfg.data not in ("sample", "synthetic") and not (root / "cifar-10-batches-py").is_dir()
         if folder and (root / "train").is_dir() and not (root / "val").is_dir():
-            raise DataError(  # labelled_splits' words, said after the plan otherwise
-                f"data '{cfg.data}' has train/ but no val/ folder; accuracy is measured on val/. Add a val/ "
-                f"ImageFolder tree beside train/."
-            )
+            raise missing_split(cfg.data, "val")  # labelled_splits' refusal, said after the plan otherwise
         return
     splits = {split: stream_shards(cfg.data, split) for split in ("train", "val")}
     for split, shards in splits.items():
         if shards is None:
-            raise DataError(
-                f"shards '{cfg.data}' hold no {SPLIT_WORDS[split]} split; accuracy is measured on val: "
-                f"{missing_split_advice(cfg.data, split)}."
-            )
+            raise missing_split(cfg.data, split)
     if cfg.finetune_epochs:
         streamed_classes(cfg.data, splits["train"])
 

@@ -18,6 +18,23 @@ from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError
 
 
+def missing_split(data: str, split: str) -> DataError:
+    """The refusal of labelled data without its `split` (probes and fine-tunes score on val): of shards, in their
+    own format's words; of a folder, its missing val/."""
+    from pretexts.engine.data.stream_inputs import SPLIT_WORDS, missing_split_advice
+    from pretexts.engine.data.streams import is_stream
+
+    if is_stream(data):
+        return DataError(
+            f"shards '{data}' hold no {SPLIT_WORDS[split]} split; accuracy is measured on val: "
+            f"{missing_split_advice(data, split)}."
+        )
+    return DataError(
+        f"data '{data}' has train/ but no val/ folder; accuracy is measured on val/. Add a val/ ImageFolder tree "
+        f"beside train/."
+    )
+
+
 def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | None = None) -> tuple[Dataset, Dataset]:
     """(train, val) sources of (PIL image, label); val is required, accuracy is measured on it: a folder of class
     folders without val/ holds out 5 % of each class, the same whatever `seed` (`held_out_split`, which notes it in
@@ -25,22 +42,15 @@ def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | N
     the first `max_images` images of each split (None: `HEAD_IMAGES`); folders are read whole. A folder's
     unreadable files are left out and kept in its scan: probe and fine-tune report them in their run folder
     (`image_check.report_skipped`), so `compare`, which reads the data for every cell, prints nothing here."""
-    from pretexts.engine.data.stream_inputs import missing_split_advice
     from pretexts.engine.data.streams import is_stream
 
     train = build_source(data, "train", img_size, seed, labelled=True, max_images=max_images)
     val = build_source(data, "val", img_size, seed, labelled=True, max_images=max_images)
     streamed = is_stream(data)
-    if (train is None or val is None) and streamed:
-        raise DataError(
-            f"shards '{data}' hold no {'training' if train is None else 'val'} split; accuracy is measured on val: "
-            f"{missing_split_advice(data, 'train' if train is None else 'val')}."
-        )
+    if train is None and streamed:
+        raise missing_split(data, "train")
     if val is None:
-        raise DataError(
-            f"data '{data}' has train/ but no val/ folder; accuracy is measured on val/. "
-            f"Add a val/ ImageFolder tree beside train/."
-        )
+        raise missing_split(data, "val")
     if streamed and len(set(train.targets)) < 2:  # a probe of one class measures nothing
         raise DataError(
             f"the first {len(train)} training images of shards '{data}' all have one label; labels need a .cls "

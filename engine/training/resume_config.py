@@ -59,17 +59,19 @@ def resumed_values(cls, values: dict, kind: str | None, may_change: frozenset, f
     ckpt = load_checkpoint(path)
     if ckpt.get("kind") != kind or not isinstance(ckpt.get("config"), dict):
         return values
-    merged = laid_over(cls, ckpt["config"], values)
-    # a change that would change the run is refused before the run says what it starts; what is left open (auto,
-    # None) is compared once the run has resolved it as the checkpoint records, and the arguments once the task and
-    # the method read them
-    settled = {k: v for k, v in values.items() if not left_open(v)}
-    try:
-        resumed = cls(**laid_over(cls, ckpt["config"], settled))
+    try:  # a change that would change the run is refused before the run says what it starts
+        refuse_given_changes(cls, ckpt["config"], values, may_change, path)
     except ParameterError:
-        return merged  # the run's own build says what is wrong with a value
-    check_resumable(ckpt["config"], resumed, may_change, path, same=lambda *_: True)
-    return merged
+        pass  # the run's own build says what is wrong with a value
+    return laid_over(cls, ckpt["config"], values)
+
+
+def refuse_given_changes(cls, saved: dict, values: dict, may_change: frozenset, path) -> None:
+    """Refuse in one line a setting `values` give that differs from the checkpoint's `saved` config and would change
+    the run. What is left open (auto, None) is compared once the run has resolved it as the checkpoint records, and
+    the task and method arguments once the task and the method read them."""
+    settled = {k: v for k, v in values.items() if not left_open(v)}
+    check_resumable(saved, cls(**laid_over(cls, saved, settled)), may_change, path, same=lambda *_: True)
 
 
 def laid_over(cls, saved: dict, values: dict) -> dict:
@@ -101,8 +103,7 @@ def resuming_config(cls, out, changes: dict, kind: str, may_change: frozenset, f
         )
     ckpt = load_checkpoint(path, kinds=(kind,))
     cfg = from_values(cls, laid_over(cls, ckpt["config"], values), f"{cls.__name__}.resuming")
-    settled = {k: v for k, v in values.items() if not left_open(v)}  # auto is compared once the run resolves it
-    check_resumable(ckpt["config"], cls(**laid_over(cls, ckpt["config"], settled)), may_change, path, lambda *_: True)
+    refuse_given_changes(cls, ckpt["config"], values, may_change, path)
     return cfg
 
 

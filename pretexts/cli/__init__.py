@@ -1,5 +1,6 @@
 """The `pretexts` command: one click group; each subcommand lives in its own module."""
 
+import contextlib
 import errno
 import os
 import signal
@@ -201,6 +202,21 @@ def rank_zero_echo(rank: int):
     if rank != 0:
         return lambda *args, **kwargs: None
     return lambda message="", **kwargs: click.echo(printable(message), **kwargs)
+
+
+@contextlib.contextmanager
+def said_on_refusal(lines: list[str]):
+    """What --config left out (`lines`), said by rank 0 when the run's start refuses its --out (an OutputError
+    raised before the start line, after which these lines are said otherwise)."""
+    from ..engine.training import distributed
+    from ..errors import OutputError
+
+    try:
+        yield
+    except OutputError:
+        for line in lines:
+            rank_zero_echo(distributed.launched_rank())(line)
+        raise
 
 
 def exit_if_interrupted(results: dict, checkpoint: str, echo) -> None:

@@ -1,7 +1,6 @@
 """`pretexts finetune`: fine-tune a pretrained backbone (or one from scratch) with a named recipe."""
 
-from ..errors import OutputError
-from . import exit_if_interrupted, main, processes_note, rank_zero_echo, wrote_folder
+from . import exit_if_interrupted, main, processes_note, rank_zero_echo, said_on_refusal, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import SectionedCommand
 
@@ -40,12 +39,8 @@ def finetune_command(config, sets, **options) -> None:
         echo=from_file.append,
     )
     threads = use_available_cpus()
-    try:
+    with said_on_refusal(from_file):  # an --out holding a run is refused before the start line
         finetuner = Finetuner(cfg)  # its per-epoch lines go to stderr, flushed (as train's off a terminal)
-    except OutputError:  # an --out holding a run, refused before the start line: what --config left out still said
-        for line in from_file:
-            rank_zero_echo(distributed.launched_rank())(line)
-        raise
     cfg = finetuner.cfg  # the run's record: the recipe and the data as they resolved
     echo = rank_zero_echo(finetuner.rank)
     source = cfg.checkpoint or f"{cfg.backbone} from scratch{FROM_SCRATCH_POSITIONS.get(finetuner.start_positions, '')}"

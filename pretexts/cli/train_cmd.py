@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from ..errors import OutputError, ParameterError
-from . import main, parse_task_args, processes_note, rank_zero_echo, wrote_folder
+from ..errors import ParameterError
+from . import main, parse_task_args, processes_note, rank_zero_echo, said_on_refusal, wrote_folder
 from .config_file import build_config, config_options, options_from
 from .help_sections import option
 from .method_options import method_option_values, with_method_options
@@ -74,12 +74,8 @@ def train_command(task_args, method_args, preset, config, sets, **options) -> No
         echo=from_file.append,
     )
     threads = use_available_cpus()
-    try:
+    with said_on_refusal(from_file):  # an --out holding a run is refused before the start line
         trainer = Pretrainer(cfg)
-    except OutputError:  # an --out holding a run, refused before the start line: what --config left out still said
-        for line in from_file:
-            rank_zero_echo(distributed.launched_rank())(line)
-        raise
     echo = rank_zero_echo(trainer.rank)
     echo(
         f"pretraining {cfg.backbone} on {trainer.method.corruption()} with method '{cfg.method}', data "
