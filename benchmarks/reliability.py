@@ -3,15 +3,15 @@ SIGKILLs survived and resumes equal to the run never stopped. Prints one table (
 
     python benchmarks/reliability.py                 # all, about 10 minutes on 2 CPU cores
     python benchmarks/reliability.py --kills 3 --resumes 3
-    python benchmarks/reliability.py --audit-only     # the audit's 12 cases (issue 37), about 3 minutes
+    python benchmarks/reliability.py --audit-only     # the audit's 12 cases, about 3 minutes
 
 A bad input counts as refused cleanly when the command exits 2 with exactly one `Error:` line and no traceback.
 A payload checkpoint is a real one with an object whose unpickling would write a marker file: it counts as
 refused when the command exits 2 and the marker was never written. A kill is a SIGKILL at a random moment of
 `pretexts train`, then `--resume` until done; a resume is a SIGTERM at a random moment, then `--resume`; each
 counts as equal when the final weights are bit-identical to an uninterrupted run of the same command. The
-audit's cases are the 12 failures an independent audit found (issue 37): each counts as handled when the command
-answers as the issue asks (one `Error:` line and exit 2, or a run that goes on), within 5 minutes, losing no file.
+audit's cases are the 12 failures an independent audit found: each counts as handled when the command
+answers as the project asks (one `Error:` line and exit 2, or a run that goes on), within 5 minutes, losing no file.
 """
 
 import argparse
@@ -176,7 +176,7 @@ def main_() -> None:
     rows = [
         ("bad inputs refused in one line (exit 2, no traceback)", sum(refused), len(refused)),
         ("payload checkpoints refused before running, per command", sum(ok for ok, _ in payloads), len(payloads)),
-        ("the audit's 12 failures (issue 37), each handled", sum(ok for ok, _ in audit), len(audit)),
+        ("the audit's 12 failures, each handled", sum(ok for ok, _ in audit), len(audit)),
         ("SIGKILLs survived (--resume finished)", sum(done for done, _ in killed), len(killed)),
         ("SIGKILL + --resume equal to the uninterrupted weights", sum(eq for _, eq in killed), len(killed)),
         ("SIGTERM + --resume equal to the uninterrupted weights", sum(eq for _, eq in stopped), len(stopped)),

@@ -1,6 +1,6 @@
-"""The 12 failures of the independent audit behind issue 37, each re-run by benchmarks/reliability.py: handled when
-the command answers as the issue asks (one `Error:` line and exit 2, or a run that goes on), within 5 minutes,
-losing no file."""
+"""The 12 failures an independent audit of about 310 inputs found (docs/reliability.md), each re-run by
+benchmarks/reliability.py: handled when the command answers as the project asks (one `Error:` line and exit 2, or a
+run that goes on), within 5 minutes, losing no file."""
 
 import json
 import os
@@ -100,7 +100,7 @@ def python_m_with_yaml_py(w: Path) -> tuple[bool, str]:
 
 
 def audit_cases(f: dict) -> list[tuple[bool, str]]:
-    """The 12 failures of the independent audit behind issue 37, each re-run: (handled, what happened)."""
+    """The 12 failures of the independent audit, each re-run: (handled, what happened)."""
     w = f["work"]
     train = [*ONE_STEP, "--data", f["data"]]
     (w / "laughs.yaml").write_text("task: mixed\ntask_args:\n" + laughs("tasks", "  "))
