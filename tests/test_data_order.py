@@ -3,6 +3,8 @@ by class, so an unshuffled epoch feeds one class per batch: a fine-tune from ran
 did, through a seed passed in the sampler's `shuffle` place)."""
 
 import pytest
+import torch
+from tiny_trainers import tiny_trainer
 
 from pretexts.engine import FinetuneConfig, Finetuner
 from pretexts.engine.data.labelled_data import labels_of
@@ -47,3 +49,26 @@ def test_a_fine_tunes_first_batch_mixes_classes(tmp_path):
 def test_the_sampler_takes_shuffle_and_seed_by_keyword_only():
     with pytest.raises(TypeError):
         EpochSampler(list(range(8)), 1, 0, 0)
+
+
+def test_consecutive_steps_draw_new_corruptions_for_the_same_images(tmp_path, real_images):
+    """Each optimiser step seeds its own corruption (masks, noise, permutations): the same images seen at two
+    consecutive steps are corrupted differently, and a step taken again at the same count draws the same ones (what a
+    resumed run relies on)."""
+    trainer = tiny_trainer(tmp_path, backbone="test_convnext", img_size=32, task="random-mask")
+    drawn = []
+    corrupt = trainer.method.corrupt
+
+    def recorded(images, generator):
+        sample = corrupt(images, generator)
+        drawn.append(sample.state.detach().clone())
+        return sample
+
+    trainer.method.corrupt = recorded
+    images = real_images[:4]
+    trainer.train_step(images)
+    trainer.train_step(images)
+    assert not torch.equal(drawn[0], drawn[1]), "two steps drew the same corruption of the same images"
+    trainer.global_step = 0
+    trainer.train_step(images)
+    assert torch.equal(drawn[2], drawn[0])

@@ -47,6 +47,34 @@ def test_restore_returns_n_states_with_stop_gradient_between_steps(real_images):
         assert not any(s.requires_grad for s in restore(model, task, sample, steps=2))
 
 
+def energy_descent_step(model, state: torch.Tensor) -> torch.Tensor:
+    """One step down the energy, by hand: x - alpha * dE/dx(x), at a detached x (eq. 5)."""
+    state = state.detach().requires_grad_(True)
+    (grad,) = torch.autograd.grad(model.energy(state).sum(), state)
+    return (state - model.alpha * grad).detach()
+
+
+def test_each_restoration_step_descends_the_energy_from_the_previous_state(real_images):
+    """x_1 = x_0 - alpha dE/dx(x_0) and x_2 = x_1 - alpha dE/dx(x_1), as the paper's eq. 5 writes them: each step
+    goes down the energy (a small step lowers every image's energy) and starts where the step before it ended."""
+    torch.manual_seed(0)
+    model = create_energy_model("test_convnext", img_size=32).train()
+    task = pretexts.prepare_task(pretexts.create_pretext("denoising"), model)
+    sample = task(real_images[:4], torch.Generator().manual_seed(0))
+    states = restore(model, task, sample, steps=2)
+
+    first = energy_descent_step(model, sample.state)
+    second = energy_descent_step(model, first)
+    torch.testing.assert_close(states[0].detach(), first)
+    torch.testing.assert_close(states[1].detach(), second)
+    assert (states[1] - states[0]).abs().amax() > 1e-3, "the second step moves on from the first"
+    with torch.no_grad():
+        energies = [model.energy(x) for x in (sample.state, *states)]
+    assert (energies[1] < energies[0]).all() and (energies[2] < energies[1]).all(), energies
+    # stop-gradient between steps: the second state does not depend on the first through autograd
+    assert torch.autograd.grad(states[1].sum(), states[0], allow_unused=True) == (None,)
+
+
 def test_alpha_stays_positive_when_pushed_below_zero():
     model = create_energy_model("resnet18")
     opt = torch.optim.SGD([model.log_alpha], lr=10.0)

@@ -104,6 +104,26 @@ def test_restoration_error_and_figure_columns_prepare_the_task_they_corrupt_with
     assert all(torch.equal(columns[name], expected_columns[name]) for name in expected_columns)
 
 
+def test_the_reported_restored_error_is_the_restored_images_own_mse():
+    """`restored_mse` (the terminal's, results.json's and the figure's number) is the error of each restored step,
+    measured on the same seeded corruption under eval mode; not the corrupted input's."""
+    images = cifar_batch(4)
+    torch.manual_seed(0)
+    model = create_energy_model("test_convnext", img_size=32, alpha=1.0).train()
+    report = restoration_error(model, create_pretext("colorization"), [images], 2, "cpu", seed=3)
+    assert model.training, "the model's own mode comes back"
+
+    task = prepare_task(create_pretext("colorization"), model)
+    sample = task(images, gen(3))
+    with torch.no_grad():
+        states = restore(model.eval(), task, sample, steps=2)
+    by_hand = [torch.nn.functional.mse_loss(state, sample.target).item() for state in states]
+    corrupted = torch.nn.functional.mse_loss(sample.state, sample.target).item()
+    assert report.corrupted_mse == pytest.approx(corrupted)
+    assert report.restored_mse == pytest.approx(by_hand, rel=1e-5)
+    assert all(abs(step - corrupted) > 0.1 * corrupted for step in report.restored_mse), (by_hand, corrupted)
+
+
 def test_patch_sorting_restores_through_the_public_api_as_the_trainer_does():
     images = cifar_batch(4)
 

@@ -60,3 +60,28 @@ def test_seeded_gradients_reach_encoder_and_loss_falls(real_images):
 def test_non_vit_backbone_is_rejected():
     with pytest.raises(ParameterError, match="ViT"):
         MAEModel(create_backbone("convnext_atto", img_size=32), "convnext_atto")
+
+
+@pytest.mark.parametrize("ratio,hidden", [(0.5, 32), (0.9, 58)])  # MAE keeps int(64 * (1 - ratio)) patches
+def test_the_models_mask_hides_its_mask_ratio_of_the_patches(real_images, ratio, hidden):
+    """`mask_ratio` (`--method-arg mask_ratio`) is the share of the 64 patches each image hides, not MAE's 0.75."""
+    loss, pred, mask = make(mask_ratio=ratio)(real_images[:4], torch.Generator().manual_seed(0))
+    assert mask.shape == (4, 64) and (mask.sum(1) == hidden).all()
+    assert pred.shape == (4, 64, 48) and torch.isfinite(loss)
+
+
+def test_the_decoder_puts_each_token_back_at_its_patch_and_mask_tokens_at_the_hidden_ones():
+    """With the decoder's layers made identities, decoded token i is what the encoder said about patch i: the visible
+    tokens (sent in shuffled order) land at their own patches, the mask token at every hidden patch."""
+    model = make(decoder_dim=192)  # the encoder's width: an identity embedding fits
+    for name in ("decoder_embed", "decoder_blocks", "decoder_norm", "decoder_pred"):
+        setattr(model, name, torch.nn.Identity())
+    model.decoder_pos = torch.zeros_like(model.decoder_pos)
+    with torch.no_grad():
+        model.mask_token.fill_(-1.0)
+    ids_keep, mask, ids_restore = random_masking(2, 64, 0.75, torch.Generator().manual_seed(0))
+    latent = torch.zeros(2, model.prefix + ids_keep.shape[1], 192)
+    latent[:, model.prefix :] = ids_keep.unsqueeze(-1).float()  # each visible token carries its patch's index
+    decoded = model.decode(latent, ids_restore)[..., 0]
+    patches = torch.arange(64).float().expand(2, -1)
+    assert torch.equal(decoded, torch.where(mask.bool(), -1.0, patches))

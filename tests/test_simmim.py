@@ -8,7 +8,10 @@ import pytest
 import timm
 import torch
 
+from pretexts import create_pretext
 from pretexts.backbones import create_backbone
+from pretexts.engine import PretrainConfig
+from pretexts.engine.methods.simmim import SimMIMMethod
 from pretexts.engine.methods.simmim_model import SimMIMModel, mask_patch_size, random_mask
 
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
@@ -119,10 +122,20 @@ def test_a_wrong_family_is_refused_by_name():
 
 
 def test_the_simmim_recipe_is_the_official_pretraining_config():
-    from pretexts.engine import PretrainConfig
-
     cfg = PretrainConfig(method="simmim", recipe="simmim", batch_size=512)
     assert cfg.peak_lr == pytest.approx(1e-4)  # BASE_LR 1e-4 at a total batch of 512
     assert cfg.betas == (0.9, 0.999) and cfg.weight_decay == 0.05 and cfg.clip_grad == 5.0
     assert PretrainConfig(method="simmim", recipe="simmim", clip_grad=1.0).clip_grad == 1.0  # explicit wins
     assert PretrainConfig(recipe="paper").clip_grad is None
+
+
+@pytest.mark.parametrize("ratio,masked", [(0.3, 20), (0.85, 55)])  # ceil(ratio * 64) of the 4-px patches at 32 px
+def test_the_methods_mask_ratio_is_the_share_of_patches_each_image_hides(ratio, masked):
+    """`--method-arg mask_ratio` reaches the masks the method trains on, not SimMIM's default 0.6."""
+    torch.manual_seed(0)
+    cfg = PretrainConfig(method="simmim", backbone="test_convnext", img_size=32, method_args={"mask_ratio": ratio})
+    method = SimMIMMethod(cfg, create_pretext(cfg.task), torch.device("cpu"))  # as a run builds it
+    method.setup()
+    sample = method.corrupt(torch.rand(4, 3, 32, 32), torch.Generator().manual_seed(0))
+    assert sample.mask.shape == (4, 8, 8) and (sample.mask.sum((1, 2)) == masked).all()
+    assert torch.isfinite(method.loss(sample))
