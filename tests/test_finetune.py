@@ -18,7 +18,7 @@ from pretexts.cli import main
 from pretexts.engine import FinetuneConfig, Finetuner
 from pretexts.engine.data.datasets import build_source
 from pretexts.engine.data.labelled_data import class_balanced_subset, labels_of
-from pretexts.engine.evaluation.finetune import build_finetune_optimizer
+from pretexts.engine.evaluation.finetune import build_finetune_optimizer, top1_accuracy
 from pretexts.engine.evaluation.pretrained import create_classifier
 from pretexts.errors import ParameterError
 
@@ -88,6 +88,24 @@ def test_layer_scales_hold_from_the_first_step_without_warm_up(tmp_path):
     trainer = Finetuner(cfg, echo=lambda line: None)
     lrs = sorted({round(g["lr"], 12) for g in trainer.optimizer.param_groups})
     assert len(lrs) > 3 and lrs[-1] == pytest.approx(cfg.peak_lr) and lrs[0] < cfg.peak_lr * 0.5**10
+
+
+def test_top1_counts_the_images_whose_highest_logit_is_their_label():
+    """Logits given as the images (an identity model): 3 of 4 right over two batches is 75 %, scored in eval mode
+    and the model's mode put back after."""
+
+    class Scored(torch.nn.Identity):
+        def forward(self, x):
+            self.modes.append(self.training)
+            return x
+
+    logits = torch.tensor([[3.0, 1.0, 2.0], [1.0, 3.0, 2.0], [2.0, 1.0, 3.0], [1.0, 3.0, 2.0]])
+    labels = torch.tensor([0, 1, 2, 0])  # the last image's highest logit is class 1: wrong
+    model = Scored()
+    model.modes = []
+    loader = [(logits[:2], labels[:2]), (logits[2:], labels[2:])]
+    assert top1_accuracy(model, loader, torch.device("cpu")) == 75.0
+    assert model.modes == [False, False] and model.training
 
 
 def test_the_callers_config_stays_as_asked_and_the_run_keeps_what_resolved(tmp_path):

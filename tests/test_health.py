@@ -3,7 +3,15 @@ definitions say on features whose answer is known."""
 
 import torch
 
-from pretexts.engine.measures.health import brightness, correlation, knn_top1, label_free, rankme, top_component_share
+from pretexts.engine.measures.health import (
+    brightness,
+    correlation,
+    knn_top1,
+    label_free,
+    rankme,
+    standardise,
+    top_component_share,
+)
 
 
 def test_rank_and_top_component_tell_a_collapse_from_a_spread():
@@ -32,3 +40,16 @@ def test_standardised_knn_sees_through_one_dominant_direction():
     features = torch.cat([signal, loud], dim=1)
     scores = knn_top1(features[:300], labels[:300], features[300:], labels[300:], k=20)
     assert scores["knn_standardised"] > 90 and scores["knn_cosine"] < 60
+
+
+def test_standardising_uses_the_banks_statistics_for_the_queries_too():
+    """The val features are moved and scaled as the training bank is: their own mean and spread never leak in.
+    A val set of one class sits on its class's side of the bank's mean; centred on itself, it would not."""
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(200) % 2
+    bank = torch.stack([4.0 * labels - 2.0 + torch.randn(200, generator=g), torch.randn(200, generator=g)], 1)
+    query = torch.stack([2.0 + 0.3 * torch.randn(50, generator=g), torch.randn(50, generator=g)], 1)  # class 1
+    bank_std, query_std = standardise(bank, query)
+    torch.testing.assert_close(query_std, (query - bank.mean(0)) / bank.std(0))
+    torch.testing.assert_close(bank_std, (bank - bank.mean(0)) / bank.std(0))
+    assert knn_top1(bank, labels, query, torch.ones(50, dtype=torch.long), k=20)["knn_standardised"] == 100.0

@@ -29,6 +29,19 @@ def test_miou_hand_computed_with_ignore():
     assert s == {"miou_percent": pytest.approx(100 * (1 / 3 + 2 / 3 + 0) / 3), "pixel_acc_percent": pytest.approx(60.0)}
 
 
+def test_miou_skips_classes_absent_from_both_truth_and_prediction():
+    """mmseg's nan-skipping: a class no pixel has and none is predicted as (ADE20K's many absent classes on a small
+    val set) is left out of the mean, not counted as IoU 0; one only predicted is a miss and counts."""
+    truth = torch.tensor([0, 0, 1, 1, 2, IGNORE])
+    pred = torch.tensor([0, 1, 1, 1, 0, 2])
+    three = scores(confusion(pred, truth, 3))
+    assert scores(confusion(pred, truth, 5)) == three  # classes 3 and 4: in neither
+    assert three["miou_percent"] == pytest.approx(100 * (1 / 3 + 2 / 3 + 0) / 3)
+    # the class-2 pixel predicted as 3, never true: class 0 now 1/2 (tp 1, union 2), class 3 counts with IoU 0
+    wrong = scores(confusion(torch.tensor([0, 1, 1, 1, 3, 2]), truth, 5))
+    assert wrong["miou_percent"] == pytest.approx(100 * (1 / 2 + 2 / 3 + 0 + 0) / 4)
+
+
 @pytest.mark.parametrize("name", ["vit_tiny", "convnext_atto", "resnet18"])
 @pytest.mark.parametrize("head", ["upernet", "linear"])
 def test_every_head_backbone_pair_gives_full_size_logits(name, head):
