@@ -78,7 +78,7 @@ def test_case_03_file_and_folder_names_that_are_not_utf8_are_written_escaped(tmp
     # the data folder, a class folder and an unreadable image, each named with a byte that is not UTF-8
     data = tmp_path / os.fsdecode(b"da\xffta")
     copy_sample_images(data / "train", 8, classes=("a", os.fsdecode(b"cl\xffass")))
-    copy_sample_images(data / "val", 1, split="val")
+    copy_sample_images(data / "val", 1, classes=("a", os.fsdecode(b"cl\xffass")), split="val")  # train/'s classes
     (data / "train" / "a" / os.fsdecode(b"bad\xff.png")).write_bytes(b"not an image")
     result, _ = run_cli(RUN + ["--epochs", "1", "--data", data, "--out", tmp_path / "out"])
     assert result.exit_code == 0, result.output

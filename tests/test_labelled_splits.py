@@ -1,6 +1,8 @@
 """The labelled splits of probe and fine-tune: val/ labelled by train/'s class names, data of one class refused,
 and the unreadable images left out, kept in their scan for the run to report."""
 
+import unicodedata
+
 import pytest
 from cli_runs import copy_sample_images, fails_cleanly
 
@@ -37,6 +39,16 @@ def test_a_val_subset_is_labelled_by_trains_index_of_the_same_name(tmp_path):
     by_folder = {path.split("/")[-2]: label for (path, _), label in zip(val.samples, labels_of(val))}
     assert by_folder == {"bird": 0, "dog": 2}  # ImageFolder alone numbers val's dog 1, train's cat
     assert val[len(val) - 1][1] == 2  # what the loaders read: the last sample is a dog
+
+
+def test_class_names_that_differ_only_in_unicode_normalisation_are_one_class(tmp_path):
+    """macOS writes a name decomposed (NFD), Linux and Windows as typed (NFC): the user sees one name."""
+    composed, decomposed = unicodedata.normalize("NFC", "Käfer"), unicodedata.normalize("NFD", "Käfer")
+    data = folders(tmp_path / "data", ("Ameise", composed), ("Ameise",))
+    (data / "val" / "Ameise").rename(data / "val" / decomposed)
+    train, val = labelled_splits(str(data), 32)
+    assert class_names(val) == class_names(train) == ["Ameise", composed]  # train/'s spelling
+    assert labels_of(val) == [1]
 
 
 def test_the_same_classes_keep_their_labels(tmp_path):

@@ -33,6 +33,8 @@ ACCEPTED_DATA = (
     "(a `pretexts shard` folder, a .tar file or brace pattern of them, or a folder of .tar or .parquet files), a "
     "CIFAR-10 folder, 'sample' or 'synthetic'"
 )
+# what macOS's Archive Utility adds to a zip: AppleDouble stubs ('._NAME'), never images; not read as a folder of them
+METADATA_FOLDERS = ("__MACOSX",)
 HELD_OUT_SEED = 0  # the held-out draw is fixed: --seed varies the initialisation, not the test set
 
 
@@ -133,8 +135,9 @@ def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datase
     a folder whose images lie directly in it is one class. Images lying directly in a folder that also has class
     folders are not used (ImageFolder's layout): `dataset.scan` counts them and notes it, as it notes class folders
     named like splits or holding their images only in subfolders (`class_layout_note`). Loose images beside
-    subfolders that hold no more and cannot be classes (one is empty) are named as the cause of the refusal
-    (`stray_folders_error`), as `held_out_split` names them where the subfolders are too small to hold an image out."""
+    subfolders that hold no more readable ones and cannot be classes (one holds none) are named as the cause of the
+    refusal (`keep_readable`), as `held_out_split` names them where the subfolders are too small to hold an image out.
+    A `__MACOSX` folder is not read (`METADATA_FOLDERS`)."""
     try:
         dataset = ImageTree(str(root), loader=load_rgb, allow_empty=True)
     except FileNotFoundError:  # no class folder at all
@@ -151,11 +154,8 @@ def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datase
             f"(the ImageNet layout)."
         ) from None
     loose = [path for path in image_files(str(root), recursive=False) if os.path.isfile(path)]
-    inside, filled = len(dataset.samples), len(set(dataset.targets))
-    if loose and len(loose) >= inside and filled < len(dataset.classes):  # an empty stray (thumbs/) beside the data
-        raise DataError(stray_folders_error(root, len(loose), dataset.classes, inside))
     layout = class_layout_note(root, dataset.classes, dataset.samples, labelled)  # before unreadable files drop out
-    dataset = keep_readable(dataset, root, img_size)
+    dataset = keep_readable(dataset, root, img_size, loose=len(loose))
     if loose:
         dataset.scan.loose = len(loose)
         dataset.scan.notes.append(loose_images_note(root, len(loose), dataset.classes))
@@ -166,11 +166,18 @@ def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datase
 
 class ImageTree(datasets.ImageFolder):
     """torchvision's ImageFolder whose walk follows links but visits each real folder and file once: a link
-    back up the tree (a loop) would list every image again at each of the 40 levels the OS follows."""
+    back up the tree (a loop) would list every image again at each of the 40 levels the OS follows. A `__MACOSX`
+    folder is no class."""
+
+    def find_classes(self, directory):
+        classes = [name for name in datasets.folder.find_classes(directory)[0] if name not in METADATA_FOLDERS]
+        if not classes:
+            raise FileNotFoundError(f"no class folder in {directory}")
+        return classes, {name: index for index, name in enumerate(classes)}
 
     def make_dataset(self, directory, class_to_idx=None, extensions=None, is_valid_file=None, allow_empty=False):
         if class_to_idx is None:
-            _, class_to_idx = datasets.folder.find_classes(directory)
+            _, class_to_idx = self.find_classes(directory)
         samples, self.unread = [], []  # unread: photos in formats the loader does not read (image_check)
         for name in sorted(class_to_idx):
             folder = os.path.join(directory, name)
@@ -183,7 +190,8 @@ def image_files(folder: str, recursive: bool = True, outside=(), unread: list | 
     """The image files under `folder` in ImageFolder's order (folders sorted by path, files by name), following
     links to folders and files, but each real folder and file once: a link to a folder already walked (a loop),
     to one of the `outside` folders (the data root), or to a file already listed is skipped. Files of the photo
-    formats the loader does not read (.heic, ...) are added to `unread`, to be reported rather than left out."""
+    formats the loader does not read (.heic, ...) are added to `unread`, to be reported rather than left out; a
+    `__MACOSX` folder is not walked."""
     seen_dirs, walked = set(outside), []
 
     def walk(path: str) -> None:
@@ -202,7 +210,8 @@ def image_files(folder: str, recursive: bool = True, outside=(), unread: list | 
                 is_dir = entry.is_dir()
             except OSError:
                 is_dir = False
-            (subdirs if is_dir else files).append(entry)
+            if not (is_dir and entry.name in METADATA_FOLDERS):
+                (subdirs if is_dir else files).append(entry)
         walked.append((path, real, files))
         if recursive:
             for entry in subdirs:

@@ -126,27 +126,64 @@ def scan_images(paths: list[str], min_side: int = 0, threads: int = 8) -> ImageS
     return scan
 
 
-def keep_readable(dataset, root: Path, min_side: int = 0):
-    """Drop an ImageFolder's unreadable files (kept in `dataset.scan`); DataError for an empty class
-    folder, or when no file can be read."""
-    counts = dict.fromkeys(dataset.classes, 0)
-    for _, label in dataset.samples:
-        counts[dataset.classes[label]] += 1
-    empty = [str(root / name) for name, count in counts.items() if count == 0]
-    if empty:
-        raise DataError(f"no images found in class folder {', '.join(empty)}; add images or remove the folder.")
+def keep_readable(dataset, root: Path, min_side: int = 0, loose: int = 0):
+    """Drop an ImageFolder's unreadable files (kept in `dataset.scan`). DataError for `loose` images (lying directly
+    in `root`) beside subfolders that hold no more readable ones and cannot be classes (one holds none), for a class
+    folder left without a readable image (`no_image_error`: a phantom class otherwise), or when no file can be read."""
     dataset.scan = scan_images([path for path, _ in dataset.samples], min_side)
     dataset.scan.root = str(root)
     dataset.scan.unread = list(getattr(dataset, "unread", []))
-    if not dataset.scan.good:
+    good = set(dataset.scan.good)
+    readable = [sample for sample in dataset.samples if sample[0] in good]
+    filled = {label for _, label in readable}
+    if loose and loose >= len(readable) and len(filled) < len(dataset.classes):  # a stray (thumbs/) beside the data
+        raise DataError(stray_folders_error(root, loose, dataset.classes, len(readable)))
+    if dataset.samples and not readable:
         shown = "; ".join(f"{os.path.relpath(p, root)}: {why}" for p, why in dataset.scan.bad[:3])
         raise DataError(
             f"none of the {len(dataset.scan.bad)} image files under '{root}' can be read ({shown}); check the files."
         )
-    good = set(dataset.scan.good)
-    dataset.samples = dataset.imgs = [s for s in dataset.samples if s[0] in good]
+    if len(filled) < len(dataset.classes):
+        raise DataError(no_image_error(dataset, root, [i for i in range(len(dataset.classes)) if i not in filled]))
+    dataset.samples = dataset.imgs = readable
     dataset.targets = [label for _, label in dataset.samples]
     return dataset
+
+
+def no_image_error(dataset, root: Path, empty: list[int]) -> str:
+    """The refusal of class folders left without a readable image (`empty`, their labels): those holding no image
+    file, all in one line; else why the first other one's files are not used (they cannot be read, or are of a
+    format the loader does not read), the rest named after it."""
+    why_of, folders = dict(dataset.scan.bad), {label: root / dataset.classes[label] for label in empty}
+    bad = {label: [(p, why_of[p]) for p, of in dataset.samples if of == label] for label in empty}
+    unread = {label: [p for p in dataset.scan.unread if p.startswith(f"{folders[label]}{os.sep}")] for label in empty}
+    first = next((label for label in empty if bad[label] or unread[label]), None)
+    if first is None:
+        return (
+            f"no images found in class folder {', '.join(map(str, folders.values()))}; add images or remove the folder."
+        )
+    folder, others = folders[first], [dataset.classes[label] for label in empty if label != first]
+    also = f" Also without a readable image: {listed_folders(others)}." if others else ""
+    if bad[first]:
+        files = bad[first]
+        shown = "; ".join(f"{os.path.relpath(p, folder)}: {why}" for p, why in files[:3])
+        more = f"; and {len(files) - 3} more" if len(files) > 3 else ""
+        return (
+            f"class folder '{folder}' holds no readable image: its {counted(len(files), 'image file')} cannot be read "
+            f"({shown}{more}); replace them, or remove the folder.{also}"
+        )
+    files = unread[first]
+    formats = sorted({Path(p).suffix.lower() for p in files})
+    return (
+        f"class folder '{folder}' holds no image that is read: its {counted(len(files), 'file')} "
+        f"{'is' if len(files) == 1 else 'are'} {', '.join(formats)}, and {not_read(formats)}; convert them to JPEG or "
+        f"PNG, or remove the folder.{also}"
+    )
+
+
+def listed_folders(names: list[str], most: int = 3) -> str:
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(f"{name}/" for name in names[:most]) + more
 
 
 def counted(n: int, noun: str) -> str:
@@ -154,8 +191,11 @@ def counted(n: int, noun: str) -> str:
 
 
 def unread_reason(path: str) -> str:
-    suffix = Path(path).suffix.lower()
-    return f"{suffix} files are not read (only {', '.join(IMG_EXTENSIONS)} are); convert it to JPEG or PNG"
+    return f"{not_read([Path(path).suffix.lower()])}; convert it to JPEG or PNG"
+
+
+def not_read(formats: list[str]) -> str:
+    return f"{', '.join(formats)} files are not read (only {', '.join(IMG_EXTENSIONS)} are)"
 
 
 def loose_images_note(root, count: int, classes: list[str]) -> str:

@@ -4,6 +4,7 @@ import random
 from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
+from unicodedata import normalize
 
 import numpy as np
 import torch
@@ -11,7 +12,7 @@ from timm.data import create_transform
 from torch.utils.data import Dataset, Subset
 from torchvision.datasets import DatasetFolder
 
-from pretexts.engine.data.datasets import build_source
+from pretexts.engine.data.datasets import FlatImageFolder, build_source
 from pretexts.engine.data.image_check import read_or_substitute
 from pretexts.engine.data.loader import image_seed
 from pretexts.engine.data.warn_once import WarnOnce
@@ -66,8 +67,7 @@ def labelled_splits(data: str, img_size: int, seed: int = 0, max_images: int | N
 
 def match_folder_classes(data: str, train, val) -> None:
     """Of class folders: DataError for one class (accuracy over one class measures nothing), or for a val/ class
-    train/ lacks; val/'s labels become train/'s index of the same name (ImageFolder numbers each split's own
-    sorted folders, so a val/ that leaves out a class of train/ would shift every label after it)."""
+    train/ lacks; val/'s labels become train/'s index of the same name (`match_val_classes`)."""
     folder = train.dataset if isinstance(train, Subset) else train
     if not isinstance(folder, DatasetFolder):
         return
@@ -76,21 +76,41 @@ def match_folder_classes(data: str, train, val) -> None:
             f"data '{data}' holds one class ('{folder.classes[0]}'); a probe or fine-tune needs at least 2 classes: "
             f"add class folders beside '{Path(folder.root) / folder.classes[0]}'."
         )
-    if not isinstance(val, DatasetFolder):  # a held-out share of train's own folder
+    match_val_classes(train, val)
+
+
+def match_val_classes(train, val, advice: str = "") -> None:
+    """val/'s labels numbered by train/'s class folder of the same name, as probes, fine-tunes and pretraining's kNN
+    monitor score them (ImageFolder numbers each split's own sorted folders, so a val/ that leaves out a class of
+    train/ would shift every label after it); names match whatever their Unicode normalisation (macOS writes NFD),
+    train/'s spelling kept. DataError, ending in `advice`, for a val/ class train/ lacks. Either split may come
+    wrapped (Subset, a dataset's `source`); a held-out share of train's own folder, or a folder without class
+    folders, is left as it is."""
+    folder, val = image_folder_of(train), image_folder_of(val)
+    if not isinstance(val, DatasetFolder) or val is folder or FlatImageFolder in (type(folder), type(val)):
         return
-    only_val = [name for name in val.classes if name not in folder.class_to_idx]
+    index_of = {normalize("NFC", name): index for name, index in folder.class_to_idx.items()}
+    only_val = [name for name in val.classes if normalize("NFC", name) not in index_of]
     if only_val:
-        only_train = [name for name in folder.classes if name not in val.class_to_idx]
+        in_val = {normalize("NFC", name) for name in val.classes}
+        only_train = [name for name in folder.classes if normalize("NFC", name) not in in_val]
         alone = f"; only in train/: {listed(only_train)}" if only_train else ""
         raise DataError(
             f"class folders of '{val.root}' and '{folder.root}' differ: only in val/: {listed(only_val)}{alone}. "
             f"Labels are matched by class folder name: give val/ the same class folders as train/ (val/ may leave "
-            f"some out)."
+            f"some out){advice}."
         )
-    index = [folder.class_to_idx[name] for name in val.classes]
+    index = [index_of[normalize("NFC", name)] for name in val.classes]
     val.samples = val.imgs = [(path, index[label]) for path, label in val.samples]
     val.targets = [label for _, label in val.samples]
     val.classes, val.class_to_idx = list(folder.classes), dict(folder.class_to_idx)
+
+
+def image_folder_of(dataset):
+    """The dataset under Subset and `source` wrappers (AugmentedImages, LabelledImages)."""
+    while isinstance(dataset, Subset) or isinstance(getattr(dataset, "source", None), Dataset):
+        dataset = dataset.dataset if isinstance(dataset, Subset) else dataset.source
+    return dataset
 
 
 def listed(names: list[str], most: int = 10) -> str:

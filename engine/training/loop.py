@@ -34,7 +34,7 @@ from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.config_record import DERIVED, carry_derived, derived_of, note_resolved, saved_settings
 from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
-from pretexts.engine.training.monitor import Monitor, monitor_figure
+from pretexts.engine.training.monitor import Monitor, match_monitor_labels, monitor_figure, same_images
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.precision import autocast
 from pretexts.engine.training.preflight import (
@@ -89,6 +89,8 @@ class Pretrainer(TrainingRun):
                 f"batch of {cfg.batch_size}; lower --batch-size."
             )
         self.val_set = self._dataset("val", unaugmented_transform(cfg.img_size))
+        if cfg.monitor_every:  # its kNN scores val/ by train/'s class numbers
+            match_monitor_labels(self.train_set, self.val_set)
         total = self.plan_epochs(self.train_set)
         torch.manual_seed(cfg.seed)  # the model's initialisation draws from here, whatever reading the data drew
         model = self.method.build()
@@ -151,6 +153,8 @@ class Pretrainer(TrainingRun):
     def _dataset(self, split: str, transform, streamed: bool = False) -> AugmentedImages | ImageStream | None:
         """The split's images; `streamed`: a shard's training images stream, the fixed ones are read from its first."""
         cfg = self.cfg
+        if split == "train" and isinstance(getattr(self, "train_set", None), AugmentedImages):
+            return same_images(self.train_set, transform)  # the folder scanned once, a bad file warned about once
         if streamed and not cfg.dataset and is_stream(cfg.data):
             per_rank = cfg.batch_size // self.world
             return training_stream(cfg.data, Augment(transform), cfg.seed, self.rank, self.world, cfg.workers, per_rank)
@@ -241,14 +245,8 @@ class Pretrainer(TrainingRun):
         """The monitor's fixed images: held-out ones, and training ones (unaugmented) as the kNN bank."""
         cfg = self.cfg
         train = self._dataset("train", unaugmented_transform(cfg.img_size))
-        monitor = Monitor(
-            self.method,
-            self.val_set or train,
-            train if self.val_set is not None else None,
-            cfg.monitor_images,
-            cfg.seed,
-            self.device,
-        )
+        bank = train if self.val_set is not None else None
+        monitor = Monitor(self.method, self.val_set or train, bank, cfg.monitor_images, cfg.seed, self.device)
         if cfg.keep_best and cfg.keep_best.startswith("knn") and not monitor.labelled:
             raise ParameterError(
                 f"--keep-best {cfg.keep_best} needs labelled data with held-out images; '{cfg.data}' "
@@ -312,13 +310,8 @@ class Pretrainer(TrainingRun):
         self.model.train()
         self.sampler.set_position(self.epoch, self.batch * (cfg.batch_size // self.world))
         loader = make_loader(self.train_set, cfg.batch_size // self.world, self.sampler, cfg.workers)
-        bar = progress(
-            self.steps_per_epoch,
-            f"epoch {self.epoch + 1}/{cfg.epochs}",
-            cfg.quiet,
-            self.batch,
-            enabled=self.rank == 0,
-        )
+        title = f"epoch {self.epoch + 1}/{cfg.epochs}"
+        bar = progress(self.steps_per_epoch, title, cfg.quiet, self.batch, enabled=self.rank == 0)
         self.lines.restart_clock()
         with (
             open_log(self.out / "log.jsonl") if self.rank == 0 else nullcontext() as log,

@@ -12,13 +12,31 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from pretexts.engine.data.loader import make_loader, to_device  # noqa: E402
+from pretexts.engine.data.labelled_data import match_val_classes  # noqa: E402
+from pretexts.engine.data.loader import AugmentedImages, make_loader, to_device  # noqa: E402
 from pretexts.engine.measures.health import knn_top1, label_free  # noqa: E402
 from pretexts.engine.modules.eval_mode import eval_mode  # noqa: E402
 from pretexts.engine.training.config import KEEP_BEST  # noqa: E402
 from pretexts.engine.training.run_folder import save_figure  # noqa: E402
 
 COLLAPSE_SHARE = 0.5  # above it one direction holds most of the variance: the warning fires
+
+
+def match_monitor_labels(train_set, val_set) -> None:
+    """val/'s labels as train/ numbers its class folders of the same name (`match_val_classes`, probe's and
+    finetune's rule): the kNN scores val images against a bank of training ones. A val/ class train/ lacks is
+    refused as they refuse it."""
+    match_val_classes(
+        train_set, val_set, "; or, where the folders are not classes, turn the monitor off: --monitor-every 0"
+    )
+
+
+def same_images(images: AugmentedImages, transform) -> AugmentedImages:
+    """`images`' source under another transform (the kNN bank, the figure's first images), reporting through its
+    WarnOnce: a file that fails to decode is warned about once in a run, however many of them read it."""
+    view = AugmentedImages(images.source, transform, images.seed)
+    view.warn = images.warn
+    return view
 
 
 def fixed_images(dataset, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
