@@ -24,6 +24,7 @@ from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.config import PretrainConfig, with_method_args
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.processes import process_alive
 from pretexts.engine.training.recipes import AUTO_SCHEDULE
 from pretexts.engine.training.run_folder import write_json
 from pretexts.errors import OutputError, ParameterError
@@ -248,11 +249,12 @@ def claim(folder: Path) -> bool:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "claim"
     try:
-        os.kill(int(path.read_text()), 0)
-        return False
-    except (FileNotFoundError, ValueError, ProcessLookupError):
-        path.write_text(str(os.getpid()))
-        return True
+        if process_alive(int(path.read_text())):
+            return False
+    except (FileNotFoundError, ValueError):
+        pass
+    path.write_text(str(os.getpid()))
+    return True
 
 
 def run_cell(study, arm: Arm, seed: int, folder: Path, keep_checkpoints: bool = False, stop=None) -> dict | None:

@@ -208,12 +208,12 @@ def pattern_shards(spec: str, split: str) -> ShardSet | None:
     return None
 
 
-def require(module: str, extra: str):
-    """Import an optional reader, or DataError saying which extra installs it."""
+def require(module: str, extra: str, doing: str = "reading these shards"):
+    """Import an optional reader (or writer), or DataError saying which extra installs it."""
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise DataError(f'reading these shards needs {module}: pip install "pretexts[{extra}]".') from None
+        raise DataError(f'{doing} needs {module}: pip install "pretexts[{extra}]".') from None
 
 
 MAX_PATTERN_SHARDS = 1_000_000

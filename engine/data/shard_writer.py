@@ -13,10 +13,10 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import webdataset as wds
-
 from pretexts.engine.data.datasets import SAMPLE_DIR, FlatImageFolder, image_folder
 from pretexts.engine.data.image_check import unread_reason
+from pretexts.engine.data.labelled_data import match_val_classes
+from pretexts.engine.data.shard_sets import require
 from pretexts.errors import DataError, OutputError
 
 FORMAT = "pretexts-shards/1"
@@ -99,9 +99,9 @@ def list_images(root: Path) -> FolderLayout:
         splits, read = {"train": readable(train, labelled)}, [train]
         if (root / "val").is_dir():
             val = image_folder(root / "val", labelled=labelled)
-            splits["val"], read = readable(val, labelled), [train, val]
             if labelled:  # val/ may lack a class: its labels are train/'s indices of the same names
-                splits["val"].samples = [(path, class_index(classes, val.classes[i], root)) for path, i in val.samples]
+                match_val_classes(train, val)
+            splits["val"], read = readable(val, labelled), [train, val]
         return with_loose(FolderLayout("imagenet", classes, splits), read)
     dataset = image_folder(root, labelled=False)
     if isinstance(dataset, FlatImageFolder):
@@ -114,15 +114,6 @@ def with_loose(layout: FolderLayout, folders) -> FolderLayout:
     layout.loose = sum(folder.scan.loose for folder in folders)
     layout.notes = [note for folder in folders for note in folder.scan.notes]
     return layout
-
-
-def class_index(classes: list[str], name: str, root: Path) -> int:
-    if name not in classes:
-        raise DataError(
-            f"class folder '{root / 'val' / name}' has no match in '{root / 'train'}'; val/ must use train/'s "
-            f"class names (rename or remove it)."
-        )
-    return classes.index(name)
 
 
 def check_out(out: Path, source: Path, force: bool) -> None:
@@ -156,6 +147,7 @@ def extension(path: str) -> str:
 def pack_split(out: Path, split: str, samples, shard_size: int, root: Path) -> dict:
     """Write one split's samples in order into shards of `shard_size`, each with its path relative to `root`; its
     manifest entry (skipped filled later)."""
+    wds = require("webdataset", "wds", "writing shards")
     names = []
     pattern = str(out / f"{split}-").replace("%", "%%") + "%06d.tar"
     # count-sized shards (no size cap), the bytes as given (no encoder), a fixed mtime: the same input packs the
@@ -189,6 +181,7 @@ def write_shards(
     flat folder of unlabelled images; "sample": the embedded images) into OUT's shards and manifest.json. With
     `shuffle` the images of each split are packed in an order seeded by `seed` (a shard then holds a mix of
     classes), else in the folder's order. `echo(line)` hears of each split as it starts."""
+    require("webdataset", "wds", "writing shards")  # before anything is checked or written
     root = source_folder(source)
     out = Path(out).expanduser()
     check_out(out, root, force)  # before the scan: a refused OUT costs no time
@@ -209,7 +202,7 @@ def write_shards(
         skipped = [f"{path}: {why}" for path, why in images.skipped]
         manifest["splits"][split] = {**pack_split(out, split, samples, shard_size, root), "skipped": skipped}
     temporary = out / f".{MANIFEST}.{os.getpid()}"
-    temporary.write_text(json.dumps(manifest, indent=2) + "\n")
+    temporary.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, out / MANIFEST)  # last and whole: a manifest always describes finished shards
     size = sum((out / name).stat().st_size for split in manifest["splits"].values() for name in split["shards"])
     skipped = [pair for images in layout.splits.values() for pair in images.skipped]

@@ -78,7 +78,7 @@ def exported_file(path: Path) -> bool:
 
 def read_json(path: Path) -> dict:
     try:
-        found = json.loads(path.read_text())
+        found = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}

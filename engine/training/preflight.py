@@ -29,22 +29,63 @@ def check_compile_backend(backend: str) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
-    """'auto' (CUDA when there is one), 'cpu', 'cuda', 'cuda:1', ...; ParameterError for a device
-    this machine lacks, instead of torch's error at the first tensor moved there."""
+    """'auto' (CUDA when there is one), 'cpu', 'cuda', 'cuda:1', 'mps', 'xpu', ...; ParameterError for a device
+    this machine lacks (and for 'meta', which holds no data), instead of torch's error at the first tensor moved
+    there."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         device = torch.device(name)
     except RuntimeError:
         raise ParameterError(f"unknown device '{name}'; use auto, cpu, cuda or cuda:N.") from None
+    here = " or ".join(machine_devices())
+    if device.type == "meta":
+        raise ParameterError(
+            f"device 'meta' holds no data (tensors without storage), so no run can use it; use --device {here}."
+        )
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ParameterError(f"device '{name}' asked, but no CUDA GPU is available; use --device cpu.")
-    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+    if not type_available(device.type):
         raise ParameterError(
-            f"device '{name}' asked, but there are {torch.cuda.device_count()} GPUs "
-            f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})."
+            f"device '{name}' asked, but this machine has no {device.type} device; use --device {here}."
         )
+    count = device_count(device.type)
+    if device.index is not None and count is not None and device.index >= count:
+        kind, some = device.type, "is 1" if count == 1 else f"are {count}"
+        names = f"{kind}:0" if count == 1 else f"{kind}:0 to {kind}:{count - 1}"
+        raise ParameterError(f"device '{name}' asked, but there {some} {kind} device{'s' * (count != 1)} ({names}).")
     return device
+
+
+def machine_devices() -> list[str]:
+    """The device types a run can use here: 'cpu' and the accelerator torch finds (`torch.accelerator`, torch 2.6
+    and later; CUDA's own check before it)."""
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None or not hasattr(accelerator, "current_accelerator"):
+        return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+    found = accelerator.current_accelerator() if accelerator.is_available() else None
+    return ["cpu", found.type] if found is not None and found.type != "cpu" else ["cpu"]
+
+
+def type_available(kind: str) -> bool:
+    """Whether a device of this type is here: its torch module's `is_available` (torch.cuda, torch.mps, torch.xpu,
+    a backend plugin's), else whether torch can make a tensor on it (a type whose plugin is not installed fails)."""
+    if kind == "cpu":
+        return True
+    check = getattr(getattr(torch, kind, None), "is_available", None)
+    try:
+        if callable(check):
+            return bool(check())
+        torch.empty(0, device=kind)
+        return True
+    except (RuntimeError, AssertionError, ImportError):  # as torch answers a backend it was built without
+        return False
+
+
+def device_count(kind: str) -> int | None:
+    """How many devices of this type there are; None where its torch module does not say."""
+    count = getattr(getattr(torch, kind, None), "device_count", None)
+    return count() if callable(count) and kind != "cpu" else None
 
 
 def check_backbone_fits(model: torch.nn.Module, name: str, img_size: int, device: torch.device, forward=None) -> None:

@@ -73,7 +73,7 @@ def check_continues(ckpt: dict, path: Path, epochs: int, out: Path) -> None:
 def truncate_log(log: Path, step: int) -> None:
     """Drop log lines of steps done after a checkpoint; the resumed run writes them again."""
     if log.exists():
-        lines = [line for line in log.read_text().splitlines() if logged_step(line) <= step]
+        lines = [line for line in log.read_text(encoding="utf-8").splitlines() if logged_step(line) <= step]
         write_text(log, "".join(line + "\n" for line in lines))  # by rename: a link in its place is replaced
 
 

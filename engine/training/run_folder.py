@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from pretexts.engine.training.processes import process_alive
 from pretexts.errors import OutputError, ParameterError
 
 # what a command leaves in its folder: a folder holding one of these holds a run (or an export)
@@ -161,7 +162,7 @@ def never_saved(out: Path, found: list[str]) -> bool:
     if not set(found) <= STARTUP_FILES or "config.json" not in found:
         return False
     try:
-        recorded = json.loads((out / "config.json").read_text()).get("out")
+        recorded = json.loads((out / "config.json").read_text(encoding="utf-8")).get("out")
     except (OSError, ValueError, AttributeError):
         return False
     return isinstance(recorded, str) and same_path(recorded, out)
@@ -206,16 +207,6 @@ def figure_path(out) -> Path:
 
 
 # ---- the lock ------------------------------------------------------------------------------------
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
-
-
 class RunLock:
     """OUT/.lock (pid, host, command, start) while a command writes OUT; a second writer is refused in one line
     naming the holder. A lock left by a killed process on this host (its pid is gone) is taken over."""
@@ -256,7 +247,7 @@ class RunLock:
                     file=sys.stderr,
                 )
                 continue
-            with os.fdopen(fd, "w") as fh:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(me, fh)
             self.held = True
             return self
@@ -278,7 +269,7 @@ class RunLock:
 
     def holder(self) -> dict | None:
         try:
-            holder = json.loads(self.path.read_text())
+            holder = json.loads(self.path.read_text(encoding="utf-8"))
             return holder if isinstance(holder, dict) else None
         except (OSError, ValueError):
             return None
@@ -395,4 +386,4 @@ def open_log(path, truncate: bool = False):
                 f"folder. Remove the link or choose another --out."
             ) from None
         raise
-    return os.fdopen(fd, "w", buffering=1)
+    return os.fdopen(fd, "w", buffering=1, encoding="utf-8")

@@ -3,13 +3,18 @@
 
 import click
 
+from .user_paths import UserPath
+
 
 def checkpoint_task_options(what: str):
     """Decorator: --checkpoint, --task, --task-arg, --preset, --data, --steps, --seed, --device, --out and --force,
     in that order; `what` is what the command does with the images ("restore", "score")."""
     options = [
         click.option(
-            "--checkpoint", required=True, help="A checkpoint.pt written by `pretexts train` (energy method)."
+            "--checkpoint",
+            type=UserPath(),
+            required=True,
+            help="A checkpoint.pt written by `pretexts train` (energy method).",
         ),
         click.option(
             "--task",
@@ -25,7 +30,12 @@ def checkpoint_task_options(what: str):
             help="A parameter of the task (`pretexts list -v`); repeatable.",
         ),
         click.option("--preset", default=None, help="A named preset of the task (`pretexts list -v`)."),
-        click.option("--data", default=None, help=f"Images to {what} (val/ split). Default: the checkpoint's data."),
+        click.option(
+            "--data",
+            type=UserPath(),
+            default=None,
+            help=f"Images to {what} (val/ split). Default: the checkpoint's data.",
+        ),
         click.option(
             "--steps",
             type=click.IntRange(1, 64),
@@ -34,7 +44,9 @@ def checkpoint_task_options(what: str):
         ),
         click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=0, show_default=True),
         click.option("--device", default="auto", show_default=True),
-        click.option("--out", required=True, help="The figure, a .png; its numbers go to the same name .json."),
+        click.option(
+            "--out", type=UserPath(), required=True, help="The figure, a .png; its numbers go to the same name .json."
+        ),
         click.option("--force", is_flag=True, help="Replace the figure and its .json if they exist."),
     ]
 

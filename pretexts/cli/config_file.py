@@ -23,6 +23,7 @@ from ..engine.training.config_record import DERIVED, PER_INVOCATION, given_value
 from ..errors import ParameterError, suggest
 from .config_reader import ValueLimitError, load_yaml, read_config_file
 from .help_sections import option, shown
+from .user_paths import with_user_paths
 
 YES, NO = ("true", "yes", "on"), ("false", "no", "off")  # YAML 1.1's booleans
 
@@ -132,7 +133,7 @@ def build_config(
         if value is None or value == () or value == {}:
             continue
         values[key] = {**values.get(key, {}), **value} if key in merge and isinstance(value, dict) else value
-    values = apply_sets(cls, values, sets, loose)
+    values = with_user_paths(apply_sets(cls, values, sets, loose))
     if resume and values.get("resume"):
         if values.get("force"):  # the two ask opposite things of the run in --out: neither is dropped silently
             raise ParameterError("--resume continues the run in --out and --force starts it over: give one of them.")

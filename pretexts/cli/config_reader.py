@@ -108,7 +108,7 @@ def load_json(text: str):
 def read_config_file(path: str) -> dict:
     """The mapping in a .yaml / .yml / .json file; one clear line for a missing, malformed or oversized file (see
     the limits above)."""
-    file = Path(path)
+    file = Path(path).expanduser()
     if not file.is_file():
         raise ParameterError(
             f"config file '{path}' does not exist; give a .yaml or .json file (a run's own OUT/config.json works)."
@@ -122,13 +122,17 @@ def read_config_file(path: str) -> dict:
     if file.suffix.lower() not in (".yaml", ".yml", ".json"):  # a TOML or INI file would read as one YAML string
         raise ParameterError(f"config file '{path}' is not YAML or JSON; give a .yaml, .yml or .json file.")
     try:
-        text = file.read_text()
+        text = file.read_text(encoding="utf-8-sig")  # YAML and JSON are UTF-8, whatever the locale (a BOM allowed)
         values = load_json(text) if file.suffix == ".json" else load_yaml(text)
     except ValueLimitError as err:
         raise ParameterError(f"config file '{path}' is refused: it {err}.") from None
+    except UnicodeDecodeError as err:
+        raise ParameterError(
+            f"config file '{path}' is not UTF-8 text (at byte offset {err.start}); save it as UTF-8."
+        ) from None
     except json.JSONDecodeError as err:
         raise ParameterError(f"config file '{path}' cannot be parsed at line {err.lineno}: {err.msg}.") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
+    except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         line = f" at line {where.line + 1}" if where else ""
         raise ParameterError(f"config file '{path}' cannot be parsed{line}: {getattr(err, 'problem', err)}.") from None

@@ -6,16 +6,19 @@ import click
 
 from ..errors import ParameterError
 from . import main, wrote_folder
+from .user_paths import UserPath
 
 
 @main.command("export")
 @click.option(
     "--checkpoint",
+    type=UserPath(),
     required=True,
     help="checkpoint.pt of `pretexts train`, or checkpoint.pt / finetuned.pt of `pretexts finetune`.",
 )
 @click.option(
     "--out",
+    type=UserPath(),
     required=True,
     help="A folder (Hub-ready: model.safetensors + config.json, loads with "
     "timm's local-dir:), or a single weights file ending in .safetensors or .pth.",

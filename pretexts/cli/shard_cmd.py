@@ -9,11 +9,12 @@ from pathlib import Path
 import click
 
 from . import main, printable
+from .user_paths import UserPath
 
 
 @main.command("shard")
-@click.argument("source")
-@click.argument("out")
+@click.argument("source", type=UserPath())
+@click.argument("out", type=UserPath())
 @click.option(
     "--shard-size",
     type=click.IntRange(1, 1_000_000),

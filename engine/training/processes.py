@@ -1,0 +1,40 @@
+"""Whether a process of this host still runs, on every platform: what a lock, a claim or a temporary file left by a
+killed process is judged by."""
+
+import os
+import sys
+
+PROCESS_QUERY_LIMITED_INFORMATION = 0x1000  # the least access that reads a process's exit code
+ERROR_ACCESS_DENIED = 5  # OpenProcess of another user's live process
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host. Not `os.kill(pid, 0)` on Windows, where signal 0 is CTRL_C_EVENT:
+    it would interrupt a process group on the console, or fail with WinError 87, rather than look the pid up."""
+    if pid <= 0:  # not a process: kill(0) and kill(-1) reach process groups
+        return False
+    if sys.platform == "win32":
+        return windows_process_alive(pid)
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def windows_process_alive(pid: int) -> bool:
+    """Open the process and read its exit code: STILL_ACTIVE while it runs."""
+    import _winapi
+
+    try:
+        handle = _winapi.OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
+    except OverflowError:
+        return False
+    except OSError as err:  # no such process: ERROR_INVALID_PARAMETER
+        return getattr(err, "winerror", None) == ERROR_ACCESS_DENIED
+    try:
+        return _winapi.GetExitCodeProcess(handle) == _winapi.STILL_ACTIVE
+    finally:
+        _winapi.CloseHandle(handle)
