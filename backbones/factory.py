@@ -107,14 +107,37 @@ def set_fused_attention(model: nn.Module, enabled: bool) -> nn.Module:
     return model
 
 
+def pooled_width(backbone: nn.Module) -> int:
+    """The width of the pooled features a backbone built with num_classes=0 returns: timm's `head_hidden_size`
+    (MobileNetV3/V4, GhostNet, MambaOut, HGNetV2 and EfficientViT add a pre-logits layer after the last stage),
+    else `num_features`, which is also the width of the unpooled `forward_features` map."""
+    return getattr(backbone, "head_hidden_size", None) or backbone.num_features
+
+
+def running_stat_norms(model: nn.Module) -> list[str]:
+    """Names of the norm layers that update running statistics in training mode (BatchNorm and timm's subclasses)."""
+    norms = nn.modules.batchnorm._NormBase
+    return [name for name, m in model.named_modules() if isinstance(m, norms) and m.track_running_stats]
+
+
 def set_grad_checkpointing(model: nn.Module, enabled: bool = True) -> nn.Module:
     """timm's activation checkpointing, non-reentrant: the reentrant kind breaks `torch.autograd.grad`.
 
     timm picks the kind from a process-wide flag (TIMM_REENTRANT_CKPT=1 turns reentrant on); it is
-    switched off here, with a warning, since no energy model can train with it.
+    switched off here, with a warning, since no energy model can train with it. A backbone with BatchNorm keeps
+    its activations, with a warning: the backward's recomputation of a BatchNorm in training mode updates its
+    running statistics again (twice per forward in the energy method's double backward), which would change the
+    statistics a memory option must leave alone.
     """
     if not hasattr(model, "set_grad_checkpointing"):
         raise ParameterError(f"backbone {type(model).__name__} has no gradient checkpointing; leave it off.")
+    if enabled and (norms := running_stat_norms(model)):
+        warnings.warn(
+            f"--grad-checkpointing is off for backbone {type(model).__name__}: recomputing its BatchNorm layers "
+            f"({norms[0]}, ...) in the backward would update their running statistics again.",
+            stacklevel=2,
+        )
+        return model
     if enabled and use_reentrant_ckpt():
         warnings.warn(
             "timm's reentrant checkpointing cannot take torch.autograd.grad; switched to non-reentrant.", stacklevel=2
@@ -125,7 +148,7 @@ def set_grad_checkpointing(model: nn.Module, enabled: bool = True) -> nn.Module:
 
 
 def create_backbone(name: str, img_size: int | None = None, **kwargs) -> nn.Module:
-    """A timm model that returns pooled features [B, num_features] (num_classes=0), never pretrained.
+    """A timm model that returns pooled features [B, pooled_width(model)] (num_classes=0), never pretrained.
 
     `img_size` reaches models that take it (ViT, Swin) and is ignored by those that do not (CNNs).
     None kwargs are dropped, so CLI defaults never override an alias's own.

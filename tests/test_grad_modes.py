@@ -9,7 +9,7 @@ import pretexts
 from pretexts.backbones.factory import set_grad_checkpointing
 from pretexts.engine import EnergyMethod, PretrainConfig, restoration_loss, restore
 from pretexts.engine.methods.energy.model import create_energy_model
-from pretexts.engine.methods.states import state_adapter
+from pretexts.engine.methods.states import prepare_task, state_adapter
 from pretexts.errors import ParameterError
 
 
@@ -37,7 +37,7 @@ def assert_same_direction(model, task, sample, **kwargs):
     exact, exact_alpha = gradients(model, task, sample, "exact", **kwargs)
     estimate, estimate_alpha = gradients(model, task, sample, "finite-difference", **kwargs)
     assert exact.norm() > 0
-    assert F.cosine_similarity(exact, estimate, dim=0) >= 0.99
+    assert F.cosine_similarity(exact, estimate, dim=0) >= 0.9999  # docs/performance.md's bound
     assert estimate.norm() / exact.norm() == pytest.approx(1.0, rel=0.05)
     torch.testing.assert_close(estimate_alpha, exact_alpha, rtol=1e-4, atol=1e-12)  # alpha's is exact
 
@@ -50,11 +50,14 @@ def test_finite_difference_gradient_matches_exact_on_a_vit(task_name, real_image
     assert_same_direction(model, task, task(real_images[:8], torch.Generator().manual_seed(0)))
 
 
-def test_finite_difference_gradient_matches_exact_on_convnext(real_images):
+@pytest.mark.parametrize("name", ["convnext_atto", "test_convnext"])
+@pytest.mark.parametrize("task_name", ["colorization", "random-mask"])
+def test_finite_difference_gradient_matches_exact_on_convnext(name, task_name, real_images):
+    """The default --fd-delta's O(delta^2) error is what ConvNeXt shows first (1e-2 gave test_convnext 0.966)."""
     torch.manual_seed(0)
-    model = create_energy_model("convnext_atto")
-    task = pretexts.create_pretext("colorization")
-    assert_same_direction(model, task, task(real_images[:8]))
+    model = create_energy_model(name, img_size=32)
+    task = prepare_task(pretexts.create_pretext(task_name), model)
+    assert_same_direction(model, task, task(real_images[:8], torch.Generator().manual_seed(0)))
 
 
 def test_an_images_estimate_does_not_depend_on_its_batch(real_images):

@@ -276,7 +276,8 @@ class Method:
 
         Shape:
             - images: `(B, 3, H, W)` float in [0, 1].
-            - Returns: `(B, D)`, D the backbone's `num_features`.
+            - Returns: `(B, D)`, D the backbone's pooled width (`pooled_width`: timm's `head_hidden_size` where
+              it has one, else `num_features`).
         """
         model = self.model
         mean, std = (

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pretexts.errors import ParameterError
+
 
 def stem_module(backbone: nn.Module) -> tuple[nn.Module, str]:
     """(the module whose output the mask token replaces, that output's layout: 'nlc', 'nhwc' or 'nchw')."""
@@ -30,9 +32,10 @@ def stem_module(backbone: nn.Module) -> tuple[nn.Module, str]:
         return backbone.stem, "nchw"
     if isinstance(getattr(backbone, "maxpool", None), nn.Module) and hasattr(backbone, "conv1"):  # ResNet
         return backbone.maxpool, "nchw"
-    raise ValueError(
-        f"SimMIM needs a ViT, Swin, ConvNeXt or ResNet (a patch_embed, stem or conv1+maxpool), "
-        f"not {type(backbone).__name__}."
+    raise ParameterError(
+        f"method simmim needs a ViT, Swin, ConvNeXt or ResNet backbone (a patch_embed, stem or conv1+maxpool), "
+        f"not {type(backbone).__name__}; use one (vit_tiny, convnext_atto, resnet18, ...), or --method ae or energy, "
+        f"which take any backbone."
     )
 
 
@@ -138,7 +141,7 @@ def random_mask(
     """[B, h, w] in stem cells: ceil(ratio x patches) random mask patches per image set to 1 (data_simmim.py's
     MaskGenerator, drawn from `generator` on `device`)."""
     if img_size % patch or patch % stem_stride:
-        raise ValueError(
+        raise ParameterError(
             f"the mask patch {patch} must divide the image ({img_size} px) and be a multiple of the "
             f"stem's stride {stem_stride}."
         )

@@ -12,9 +12,10 @@ order of the floating-point sums changes.
 
 import torch
 import torch.nn.functional as F
+from timm.layers import BatchNormAct2d
 from torch import nn
 
-from pretexts.engine.modules.second_order_norm import SecondOrderBatchNorm2d
+from pretexts.engine.modules.second_order_norm import SecondOrderBatchNorm2d, SecondOrderBatchNormAct2d
 
 # `--double-backward` (the energy method's parameter): "rewritten" swaps the layers in, "autograd" keeps torch's
 DOUBLE_BACKWARDS = ("auto", "rewritten", "autograd")
@@ -79,15 +80,36 @@ class SecondOrderConv2d(nn.Conv2d):
         return _Conv2d.apply(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-KIND = {SecondOrderConv2d: "conv", SecondOrderBatchNorm2d: "batchnorm"}
+class TwiceDifferentiableHardsigmoid(nn.Hardsigmoid):
+    """`nn.Hardsigmoid` as relu6(x + 3) / 6: the same values and gradient (zero outside -3 < x < 3, as torch's),
+    and a double backward, which torch's hardsigmoid has not (MobileNetV3's and GhostNet's squeeze-excitation)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu6(x + 3) / 6
+
+
+def make_twice_differentiable(model: nn.Module) -> int:
+    """Swap in, in place, the layers without any double backward for equal ones that have it; returns how many.
+    Always needed by the exact mode (unlike `rewrite_double_backward`, which only makes it cheaper)."""
+    count = 0
+    for module in model.modules():
+        if type(module) is nn.Hardsigmoid:
+            module.__class__ = TwiceDifferentiableHardsigmoid
+            count += 1
+    return count
+
+
+KIND = {SecondOrderConv2d: "conv", SecondOrderBatchNorm2d: "batchnorm", SecondOrderBatchNormAct2d: "batchnorm"}
+NORMS = {nn.BatchNorm2d: SecondOrderBatchNorm2d, BatchNormAct2d: SecondOrderBatchNormAct2d}
 
 
 def replaceable(module: nn.Module) -> type | None:
     """The rewritten class for `module`, or None: a plain 2-D convolution with numeric zero padding (timm's dynamic
-    'same' padding subclasses keep theirs), or a plain BatchNorm2d (SyncBatchNorm keeps its own)."""
+    'same' padding subclasses keep theirs), a plain BatchNorm2d or timm's BatchNormAct2d (SyncBatchNorm keeps its
+    own)."""
     if type(module) is nn.Conv2d and module.padding_mode == "zeros" and not isinstance(module.padding, str):
         return SecondOrderConv2d
-    return SecondOrderBatchNorm2d if type(module) is nn.BatchNorm2d else None
+    return NORMS.get(type(module))
 
 
 def rewrite_double_backward(model: nn.Module, layers: frozenset[str] = LAYERS) -> int:

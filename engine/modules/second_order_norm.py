@@ -1,5 +1,5 @@
-"""Training-mode BatchNorm with an analytic double backward, swapped in by module replacement like the convolutions
-of second_order.py.
+"""Training-mode BatchNorm (torch's, and timm's BatchNormAct2d) with an analytic double backward, swapped in by module
+replacement like the convolutions of second_order.py.
 
 Autograd differentiates batch norm's backward with a general double backward of some thirty full-size operations.
 `SecondOrderBatchNorm2d` keeps the forward and the first backward on torch's own kernels (`native_batch_norm`,
@@ -9,6 +9,7 @@ Gradients are exact (tests/test_second_order.py checks them, and their own deriv
 """
 
 import torch
+from timm.layers import BatchNormAct2d
 from torch import nn
 from torch.autograd.function import once_differentiable
 
@@ -97,6 +98,18 @@ class _BatchNorm(torch.autograd.Function):
         return grad_x, grad_w, grad_b if ctx.has_bias else None, None, None, None, None
 
 
+def batch_norm(module: nn.BatchNorm2d, x: torch.Tensor) -> torch.Tensor:
+    """`module`'s training-mode batch norm of `x` (or without running statistics) on `_BatchNorm`, counting and
+    updating the running statistics as `nn.BatchNorm2d` does."""
+    factor = 0.0 if module.momentum is None else module.momentum
+    if module.training and module.track_running_stats and module.num_batches_tracked is not None:
+        module.num_batches_tracked.add_(1)  # as nn.BatchNorm2d counts; momentum None averages over them
+        factor = 1.0 / float(module.num_batches_tracked) if module.momentum is None else module.momentum
+    keep = module.training and module.track_running_stats
+    running_mean, running_var = (module.running_mean, module.running_var) if keep else (None, None)
+    return _BatchNorm.apply(x, module.weight, module.bias, running_mean, running_var, factor, module.eps)[0]
+
+
 class SecondOrderBatchNorm2d(nn.BatchNorm2d):
     """An `nn.BatchNorm2d` (same parameters, buffers and state_dict keys) whose double backward is analytic while
     it normalises by batch statistics; with running statistics (eval) it is torch's own."""
@@ -105,10 +118,15 @@ class SecondOrderBatchNorm2d(nn.BatchNorm2d):
         if not self.training and self.track_running_stats:
             return super().forward(x)
         self._check_input_dim(x)
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked.add_(1)  # as nn.BatchNorm2d counts; momentum None averages over them
-            factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
-        keep = self.training and self.track_running_stats
-        running_mean, running_var = (self.running_mean, self.running_var) if keep else (None, None)
-        return _BatchNorm.apply(x, self.weight, self.bias, running_mean, running_var, factor, self.eps)[0]
+        return batch_norm(self, x)
+
+
+class SecondOrderBatchNormAct2d(BatchNormAct2d):
+    """timm's `BatchNormAct2d` (EfficientNet, RegNet, ByobNet, CoAtNet, MaxViT: batch norm, then its `drop` and
+    `act`) with `SecondOrderBatchNorm2d`'s batch norm; with running statistics (eval) it is timm's own."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training and self.track_running_stats:
+            return super().forward(x)
+        self._check_input_dim(x)
+        return self.act(self.drop(batch_norm(self, x)))

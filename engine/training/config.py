@@ -156,15 +156,19 @@ class PretrainConfig:
     compile: str | None = setting(
         "auto",
         "torch.compile (alone: backend inductor; off: eager): the energy method's restoration step (both grad "
-        "modes, exact gradients), other methods' backbone; what does not compile runs eagerly. auto: compiled where "
-        "measured faster and the run repays the compile time (the energy method's exact step on a ViT, on the CPU, "
-        "from about 350 steps of 64 images at 32 px), eager elsewhere; the start line says which.",
+        "modes, exact gradients; eager on BatchNorm backbones), other methods' backbone; what does not compile runs "
+        "eagerly. auto: compiled where measured faster and the run repays the compile time (the energy method's "
+        "exact step on a ViT, on the CPU, from about 350 steps of 64 images at 32 px), eager elsewhere; the start "
+        "line says which.",
         flag_value="inductor",
         metavar="[BACKEND]",
         section="speed",
     )
     grad_checkpointing: bool = setting(
-        False, "Recompute activations in the backward (non-reentrant): less memory, more time.", section="speed"
+        False,
+        "Recompute activations in the backward (non-reentrant): less memory, more time; off on BatchNorm backbones, "
+        "whose running statistics the recomputation would update again.",
+        section="speed",
     )
     channels_last: bool = setting(False, "NHWC memory format (convolutional backbones).", section="speed")
     tf32: bool = tf32_setting()

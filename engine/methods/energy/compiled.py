@@ -6,7 +6,8 @@ torch.compile has no double backward through a module's autograd graph, but a st
 ordinary ops, so AOTAutograd differentiates it once more for the outer backward: the exact mode keeps its
 exact gradient. The finite-difference mode compiles its two kinds of passes (dE/dx forward; the pair of
 dE/dtheta passes of its backward, engine/methods/energy/grad_modes.py) the same way. A step that does not
-compile says so in one line and the run goes on eagerly (`restore`).
+compile says so in one line and the run goes on eagerly (`restore`); so does a backbone with BatchNorm in training
+mode, before any trace: torch.func refuses its in-place running-statistic updates.
 """
 
 import sys
@@ -15,6 +16,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad
 
+from pretexts.backbones.factory import running_stat_norms
 from pretexts.engine.methods.base import first_line
 from pretexts.engine.methods.energy.grad_modes import per_image_eps
 from pretexts.engine.methods.states import state_adapter
@@ -51,6 +53,12 @@ class CompiledRestore:
             note(
                 f"--compile: backbone '{name}' has dropout, whose masks the compiled finite-difference passes "
                 f"cannot replay; the restoration step runs eagerly."
+            )
+        elif running_stat_norms(model):  # training steps only: a trace bound to fail, skipped
+            self.failed = True
+            note(
+                f"--compile: backbone '{name}' has BatchNorm, whose running-statistic updates torch.func refuses "
+                f"inside the restoration step's gradient; the restoration step runs eagerly."
             )
 
     def bind(self, task) -> None:

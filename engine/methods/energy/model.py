@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from pretexts.backbones.factory import create_backbone
+from pretexts.backbones.factory import create_backbone, pooled_width
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.vit_tokens import (
     AUTO_POSITIONS,
@@ -16,6 +16,7 @@ from pretexts.backbones.vit_tokens import (
     fix_sincos_positions,
     resolved_positions,
 )
+from pretexts.engine.modules.second_order import make_twice_differentiable
 from pretexts.errors import ParameterError
 
 
@@ -50,8 +51,9 @@ class EnergyModel(nn.Module):
             positive_number("head_init_std", head_init_std, "None keeps PyTorch's Linear init")
         own_mean, own_std = normalisation(backbone)
         mean, std = own_mean if mean is None else mean, own_std if std is None else std
+        make_twice_differentiable(backbone)  # the restoration's double backward runs through every layer
         self.backbone = backbone
-        self.head = energy_head(backbone.num_features, head_init_std)
+        self.head = energy_head(pooled_width(backbone), head_init_std)
         if name is not None:
             self.backbone_name = name
         self.log_alpha = nn.Parameter(torch.tensor(math.log(alpha)))
