@@ -63,6 +63,16 @@ def test_a_class_folder_of_unreadable_files_is_refused_naming_it(tmp_path):
     )
 
 
+def test_pretraining_skips_and_lists_a_subfolder_of_unreadable_files(tmp_path):
+    """Unlabelled, the subfolders are not classes: their unreadable files are skipped as any such file is."""
+    data = copy_sample_images(tmp_path / "data", 3, classes=("2019", "2020"))
+    (data / "2021").mkdir()
+    (data / "2021" / "one.png").write_bytes(b"")
+    train = build_source(str(data), "train")
+    assert len(train) + len(build_source(str(data), "val")) == 6
+    assert [Path(p).name for p, _ in train.dataset.scan.bad] == ["one.png"]
+
+
 def test_a_class_folder_of_heic_photos_is_refused_saying_to_convert_them(tmp_path):
     data = copy_sample_images(tmp_path / "data" / "train", 3, classes=("a", "b")).parent
     copy_sample_images(data / "val", 1, classes=("a", "b"), split="val")

@@ -1,8 +1,10 @@
 """`train`'s online kNN monitor scores val/ by train/'s class numbers, matched by folder name as `finetune` and `probe`
 match them: a val/ that leaves out one of train/'s classes keeps every other class's label, a val/ class train/ lacks
-is refused in the same line, and an image that cannot be decoded is warned about once in a run."""
+turns the kNN off (refused in their line where --keep-best asks for the kNN), and an image that cannot be decoded is
+warned about once in a run."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 from cli_runs import TRAIN, fails_cleanly, one_torch_thread, run_cli  # noqa: F401 (a fixture)
@@ -39,7 +41,7 @@ def test_the_monitor_scores_a_val_subset_by_trains_class_numbers(tmp_path):
     assert sorted(set(monitor.query_labels.tolist())) == [1, 2]  # bird and cat, as train/ numbers them
     assert sorted(set(monitor.bank[1].tolist())) == [0, 1, 2]
     by_folder = {
-        path.split("/")[-2]: label
+        Path(path).parent.name: label
         for (path, _), label in zip(trainer.val_set.source.samples, labels_of(trainer.val_set.source))
     }
     assert by_folder == {"bird": 1, "cat": 2}
@@ -49,13 +51,21 @@ def test_the_monitor_scores_a_val_subset_by_trains_class_numbers(tmp_path):
     assert [row["monitor"]["knn_cosine"] for row in rows if "monitor" in row] == [100.0]  # not 0 %
 
 
-def test_a_val_class_that_train_lacks_is_refused_as_finetune_refuses_it(tmp_path):
+def test_a_val_class_that_train_lacks_turns_the_knn_off_and_is_refused_for_keep_best_knn(tmp_path):
+    # pretraining needs no labels: train/2019 and val/2021 need not be classes, so the run goes on without the kNN
     data = colour_folders(tmp_path / "data", ("bird", "cat", "dog"))
-    error = fails_cleanly([*MONITORED, "--data", data, "--out", tmp_path / "run"], "only in val/: dog")
-    assert "only in train/: airplane" in error and "Labels are matched by class folder name" in error
-    assert not (tmp_path / "run").exists()  # refused before the run folder is made
-    result, error = run_cli([*RUN, "--monitor-every", "0", "--data", data, "--out", tmp_path / "off", "--quiet"])
-    assert result.exit_code == 0, error or result.output  # no monitor: val/'s labels are not read
+    result, error = run_cli([*MONITORED, "--data", data, "--keep-best", "rankme", "--out", tmp_path / "run"])
+    assert result.exit_code == 0, error or result.output
+    assert result.output.count("only in val/: dog") == 1 and "kNN is off for this run" in result.output
+    rows = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    monitored = [row["monitor"] for row in rows if "monitor" in row]
+    assert monitored and all("rankme" in row and "knn_cosine" not in row for row in monitored)
+    assert (tmp_path / "run" / "best.pt").exists()
+    error = fails_cleanly(
+        [*MONITORED, "--data", data, "--keep-best", "knn_cosine", "--out", tmp_path / "knn"], "only in val/: dog"
+    )
+    assert "only in train/: airplane" in error and "keep the best by rankme" in error
+    assert not (tmp_path / "knn").exists()  # refused before the run folder is made
 
 
 def test_an_image_cut_in_its_pixel_data_is_warned_about_once_in_a_train_run(tmp_path):

@@ -49,10 +49,8 @@ def windows_error(winerror: int) -> OSError:
 
 
 class FakeWinapi(types.SimpleNamespace):
-    """`_winapi` with processes by pid: an exit code each (259, STILL_ACTIVE, while it runs), or the OSError
+    """`_winapi` with processes by pid: None while it runs, its exit code once it has exited, or the OSError
     OpenProcess raises for it."""
-
-    STILL_ACTIVE = 259
 
     def __init__(self, processes: dict):
         super().__init__(processes=processes, closed=[])
@@ -63,8 +61,8 @@ class FakeWinapi(types.SimpleNamespace):
             raise found
         return ("handle", pid)
 
-    def GetExitCodeProcess(self, handle):  # noqa: N802
-        return self.processes[handle[1]]
+    def WaitForSingleObject(self, handle, milliseconds):  # noqa: N802
+        return 0x102 if self.processes[handle[1]] is None else 0  # WAIT_TIMEOUT while it runs, else WAIT_OBJECT_0
 
     def CloseHandle(self, handle):  # noqa: N802
         self.closed.append(handle)
@@ -73,7 +71,7 @@ class FakeWinapi(types.SimpleNamespace):
 @pytest.fixture
 def windows(monkeypatch):
     """sys.platform 'win32', a fake `_winapi`, and os.kill refusing signal 0, which on Windows is CTRL_C_EVENT."""
-    winapi = FakeWinapi({100: 259, 101: 0, 102: windows_error(5)})
+    winapi = FakeWinapi({100: None, 101: 0, 102: windows_error(5), 104: 259})
     monkeypatch.setattr(sys, "platform", "win32")
     monkeypatch.setitem(sys.modules, "_winapi", winapi)
 
@@ -89,7 +87,8 @@ def test_on_windows_a_process_is_opened_not_signalled(windows):
     assert not process_alive(101)  # ended, its handle still held somewhere
     assert process_alive(102)  # another user's: it exists
     assert not process_alive(103)  # no such process
-    assert windows.closed == [("handle", 100), ("handle", 101)]
+    assert not process_alive(104)  # exited with code 259, which reads as STILL_ACTIVE
+    assert windows.closed == [("handle", 100), ("handle", 101), ("handle", 104)]
 
 
 def test_a_compare_cell_claim_uses_the_same_check(tmp_path, windows):
@@ -100,6 +99,9 @@ def test_a_compare_cell_claim_uses_the_same_check(tmp_path, windows):
     (tmp_path / "left" / "claim").write_text("101")
     assert cells.claim(tmp_path / "left")  # left by an ended one: taken
     assert (tmp_path / "left" / "claim").read_text() == str(os.getpid())
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "claim").write_text(str(os.getpid()))  # a killed run's, whose pid this process now has
+    assert cells.claim(tmp_path / "mine")
 
 
 def test_a_claim_of_another_users_live_process_holds(tmp_path, monkeypatch):
@@ -152,7 +154,7 @@ def test_a_config_file_that_is_not_utf8_is_refused_in_one_line(tmp_path):
 # what a source distribution leaves out: CI's script and git's and pre-commit's settings (setuptools adds the
 # packages and pyproject.toml itself, MANIFEST.in the rest)
 LEFT_OUT = (".ci/", ".gitignore", ".pre-commit-config.yaml")
-PACKAGED = ("pretexts/", "engine/", "backbones/", "pyproject.toml")
+PACKAGED = ("pretexts/", "engine/", "backbones/", "pyproject.toml", "MANIFEST.in")  # setuptools adds these
 
 
 def test_the_manifest_puts_every_tracked_file_in_the_sdist(monkeypatch):

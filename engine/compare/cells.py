@@ -245,11 +245,13 @@ def recorded_auto(study, arm: Arm) -> dict:
 
 
 def claim(folder: Path) -> bool:
-    """Take the cell for this process; False if a live process has it (a claim left by a killed run is free)."""
+    """Take the cell for this process; False if another live process has it (a claim left by a killed run is free,
+    one holding this process's own pid too: a restarted container often gets its killed run's pid)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "claim"
     try:
-        if process_alive(int(path.read_text())):
+        pid = int(path.read_text())
+        if pid != os.getpid() and process_alive(pid):
             return False
     except (FileNotFoundError, ValueError):
         pass

@@ -155,7 +155,7 @@ def image_folder(root: Path, img_size: int = 0, labelled: bool = True) -> datase
         ) from None
     loose = [path for path in image_files(str(root), recursive=False) if os.path.isfile(path)]
     layout = class_layout_note(root, dataset.classes, dataset.samples, labelled)  # before unreadable files drop out
-    dataset = keep_readable(dataset, root, img_size, loose=len(loose))
+    dataset = keep_readable(dataset, root, img_size, loose=len(loose), labelled=labelled)
     if loose:
         dataset.scan.loose = len(loose)
         dataset.scan.notes.append(loose_images_note(root, len(loose), dataset.classes))

@@ -126,10 +126,12 @@ def scan_images(paths: list[str], min_side: int = 0, threads: int = 8) -> ImageS
     return scan
 
 
-def keep_readable(dataset, root: Path, min_side: int = 0, loose: int = 0):
+def keep_readable(dataset, root: Path, min_side: int = 0, loose: int = 0, labelled: bool = True):
     """Drop an ImageFolder's unreadable files (kept in `dataset.scan`). DataError for `loose` images (lying directly
     in `root`) beside subfolders that hold no more readable ones and cannot be classes (one holds none), for a class
-    folder left without a readable image (`no_image_error`: a phantom class otherwise), or when no file can be read."""
+    folder left without a readable image (`no_image_error`: a phantom class otherwise; unlabelled, only one holding
+    no image file, since pretraining reads no label and a folder of unreadable files is skipped and listed as any
+    such file is), or when no file can be read."""
     dataset.scan = scan_images([path for path, _ in dataset.samples], min_side)
     dataset.scan.root = str(root)
     dataset.scan.unread = list(getattr(dataset, "unread", []))
@@ -143,8 +145,9 @@ def keep_readable(dataset, root: Path, min_side: int = 0, loose: int = 0):
         raise DataError(
             f"none of the {len(dataset.scan.bad)} image files under '{root}' can be read ({shown}); check the files."
         )
-    if len(filled) < len(dataset.classes):
-        raise DataError(no_image_error(dataset, root, [i for i in range(len(dataset.classes)) if i not in filled]))
+    having = filled if labelled else {label for _, label in dataset.samples}
+    if len(having) < len(dataset.classes):
+        raise DataError(no_image_error(dataset, root, [i for i in range(len(dataset.classes)) if i not in having]))
     dataset.samples = dataset.imgs = readable
     dataset.targets = [label for _, label in dataset.samples]
     return dataset

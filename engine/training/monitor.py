@@ -18,17 +18,27 @@ from pretexts.engine.measures.health import knn_top1, label_free  # noqa: E402
 from pretexts.engine.modules.eval_mode import eval_mode  # noqa: E402
 from pretexts.engine.training.config import KEEP_BEST  # noqa: E402
 from pretexts.engine.training.run_folder import save_figure  # noqa: E402
+from pretexts.errors import DataError  # noqa: E402
 
 COLLAPSE_SHARE = 0.5  # above it one direction holds most of the variance: the warning fires
 
 
-def match_monitor_labels(train_set, val_set) -> None:
+def match_monitor_labels(train_set, val_set, keep_best: str | None) -> str | None:
     """val/'s labels as train/ numbers its class folders of the same name (`match_val_classes`, probe's and
-    finetune's rule): the kNN scores val images against a bank of training ones. A val/ class train/ lacks is
-    refused as they refuse it."""
-    match_val_classes(
-        train_set, val_set, "; or, where the folders are not classes, turn the monitor off: --monitor-every 0"
-    )
+    finetune's rule): the kNN scores val images against a bank of training ones. A val/ class train/ lacks turns
+    the kNN off, and the warning saying so is returned (pretraining needs no labels: folders such as train/2019 and
+    val/2021 need not be classes, and the label-free measures go on); it is refused where --keep-best asks for the
+    kNN."""
+    try:
+        match_val_classes(train_set, val_set)
+    except DataError as error:
+        if keep_best and keep_best.startswith("knn"):
+            raise DataError(
+                f"{error} --keep-best {keep_best} scores val/ by these labels; or keep the best by "
+                f"rankme or top_pc_share."
+            ) from None
+        return f"warning: {error} The monitor's kNN is off for this run; its label-free measures go on."
+    return None
 
 
 def same_images(images: AugmentedImages, transform) -> AugmentedImages:

@@ -4,7 +4,8 @@ killed process is judged by."""
 import os
 import sys
 
-PROCESS_QUERY_LIMITED_INFORMATION = 0x1000  # the least access that reads a process's exit code
+SYNCHRONIZE = 0x00100000  # the right to wait on a process: its handle is signalled once it has exited
+WAIT_TIMEOUT = 0x102  # a wait of 0 ms on a process that still runs
 ERROR_ACCESS_DENIED = 5  # OpenProcess of another user's live process
 
 
@@ -25,16 +26,17 @@ def process_alive(pid: int) -> bool:
 
 
 def windows_process_alive(pid: int) -> bool:
-    """Open the process and read its exit code: STILL_ACTIVE while it runs."""
+    """Open the process and wait 0 ms on it: it runs while the wait times out (not its exit code, STILL_ACTIVE,
+    which a process that exited with 259 would also read)."""
     import _winapi
 
     try:
-        handle = _winapi.OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, False, pid)
+        handle = _winapi.OpenProcess(SYNCHRONIZE, False, pid)
     except OverflowError:
         return False
     except OSError as err:  # no such process: ERROR_INVALID_PARAMETER
         return getattr(err, "winerror", None) == ERROR_ACCESS_DENIED
     try:
-        return _winapi.GetExitCodeProcess(handle) == _winapi.STILL_ACTIVE
+        return _winapi.WaitForSingleObject(handle, 0) == WAIT_TIMEOUT
     finally:
         _winapi.CloseHandle(handle)
