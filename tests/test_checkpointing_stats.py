@@ -59,3 +59,14 @@ def test_compile_skips_the_restoration_step_of_a_batchnorm_backbone_with_one_lin
     assert compiled(task, task(real_images[:2], torch.Generator().manual_seed(0)), steps=2) is None
     lines = [line for line in capsys.readouterr().err.splitlines() if "--compile" in line]
     assert len(lines) == 1 and "test_resnet" in lines[0] and "BatchNorm" in lines[0] and "eagerly" in lines[0]
+
+
+def test_the_clis_own_warnings_read_as_one_line_and_others_as_python_shows_them(tmp_path):
+    """The checkpointing warning pointed into engine/methods/base.py and printed its source line."""
+    import pretexts.engine.methods.base as base
+    from pretexts.cli import one_line_warning
+
+    ours = one_line_warning("--grad-checkpointing is off for backbone ResNet", UserWarning, base.__file__, 161)
+    assert ours == "warning: --grad-checkpointing is off for backbone ResNet\n"
+    theirs = one_line_warning("deprecated", UserWarning, str(tmp_path / "user_code.py"), 7, "x = 1")
+    assert theirs.startswith(f"{tmp_path / 'user_code.py'}:7: UserWarning: deprecated")

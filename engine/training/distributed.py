@@ -199,6 +199,15 @@ class LossInForward(nn.Module):
         return compute(*args)
 
 
+def to_sync_batchnorm(model: nn.Module) -> nn.Module:
+    """`model`'s BatchNorm layers as SyncBatchNorm, in place, with the same parameters. timm's conversion, not
+    torch's: torch's turns timm's BatchNormAct2d (EfficientNet, RegNet, ...) into a plain SyncBatchNorm whose
+    activation and drop never run; timm's keeps them (SyncBatchNormAct)."""
+    from timm.layers import convert_sync_batchnorm  # timm only where a run syncs its BatchNorm
+
+    return convert_sync_batchnorm(model)
+
+
 def replicate(model: nn.Module, device: torch.device, sync_batchnorm: bool = False) -> DistributedDataParallel:
     """DDP around `model` (rank 0's weights are broadcast). static_graph: the set of parameters the
     loss reaches is the same every step but not all of them (a final norm's bias has no dE/dx). `sync_batchnorm`
@@ -206,7 +215,7 @@ def replicate(model: nn.Module, device: torch.device, sync_batchnorm: bool = Fal
     still holds them): statistics over the global batch, as one process computes them (mmsegmentation's SyncBN).
     PyTorch's SyncBatchNorm runs on GPUs only: on the CPU (gloo) each rank normalises over its own share."""
     if sync_batchnorm and device.type != "cpu":
-        nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        to_sync_batchnorm(model)
     for param in model.parameters():  # only a dimension of size 1 lets a gradient's strides differ in the same memory
         if param.requires_grad and param.dim() > 1 and 1 in param.shape:
             param.register_hook(functools.partial(with_strides, param.stride()))

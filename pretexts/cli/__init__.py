@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from typing import NoReturn
 
 import click
@@ -135,16 +136,39 @@ def path_message(err: OSError) -> str:
 
 
 @click.group(cls=FriendlyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
+@click.option(
+    "--debug", is_flag=True, help="Show full tracebacks instead of one-line errors, and warnings as Python shows them."
+)
 @click.version_option(package_name="pretexts")
 def main(debug: bool) -> None:
     """Energy-inspired self-supervised pretraining (Wang et al., ICLR 2023): a zoo of pretext tasks."""
+    if not debug:
+        warnings.formatwarning = one_line_warning
     command = click.get_current_context().invoked_subcommand
     if command not in DATA_PARALLEL:
         single_process(command)
 
 
 DATA_PARALLEL = ("train", "finetune", "probe", "segment")  # the commands that run under torchrun
+SHOWN_WARNING = warnings.formatwarning
+
+
+def one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """The package's own warnings as `warning: ...` lines, as its other notes are, not Python's two lines pointing
+    into its code; a warning raised from elsewhere (a library's, or one pointing at the user's code) as Python
+    shows it."""
+    roots = [os.path.dirname(module.__file__) + os.sep for module in package_modules()]
+    if issubclass(category, UserWarning) and any(os.path.abspath(filename).startswith(root) for root in roots):
+        return f"warning: {message}\n"
+    return SHOWN_WARNING(message, category, filename, lineno, line)
+
+
+def package_modules() -> list:
+    import pretexts
+    import pretexts.backbones
+    import pretexts.engine
+
+    return [pretexts, pretexts.engine, pretexts.backbones]
 
 
 def parse_task_args(pairs: tuple[str, ...], option: str = "--task-arg") -> dict[str, str]:
