@@ -151,24 +151,25 @@ def main(debug: bool) -> None:
 
 DATA_PARALLEL = ("train", "finetune", "probe", "segment")  # the commands that run under torchrun
 SHOWN_WARNING = warnings.formatwarning
+PACKAGES = ("pretexts", "pretexts.engine", "pretexts.backbones")
 
 
 def one_line_warning(message, category, filename, lineno, line=None) -> str:
     """The package's own warnings as `warning: ...` lines, as its other notes are, not Python's two lines pointing
     into its code; a warning raised from elsewhere (a library's, or one pointing at the user's code) as Python
     shows it."""
-    roots = [os.path.dirname(module.__file__) + os.sep for module in package_modules()]
+    roots = [os.path.join(folder, "") for folder in package_folders()]
     if issubclass(category, UserWarning) and any(os.path.abspath(filename).startswith(root) for root in roots):
         return f"warning: {message}\n"
     return SHOWN_WARNING(message, category, filename, lineno, line)
 
 
-def package_modules() -> list:
-    import pretexts
-    import pretexts.backbones
-    import pretexts.engine
+def package_folders() -> list[str]:
+    """The folders of pretexts, pretexts.engine and pretexts.backbones, found without importing the last two (a
+    listing must not import torch)."""
+    from importlib.util import find_spec
 
-    return [pretexts, pretexts.engine, pretexts.backbones]
+    return [folder for name in PACKAGES for folder in find_spec(name).submodule_search_locations]
 
 
 def parse_task_args(pairs: tuple[str, ...], option: str = "--task-arg") -> dict[str, str]:
