@@ -79,11 +79,11 @@ def match_folder_classes(data: str, train, val) -> None:
     match_val_classes(train, val)
 
 
-def match_val_classes(train, val, advice: str = "") -> None:
+def match_val_classes(train, val) -> None:
     """val/'s labels numbered by train/'s class folder of the same name, as probes, fine-tunes and pretraining's kNN
     monitor score them (ImageFolder numbers each split's own sorted folders, so a val/ that leaves out a class of
     train/ would shift every label after it); names match whatever their Unicode normalisation (macOS writes NFD),
-    train/'s spelling kept. DataError, ending in `advice`, for a val/ class train/ lacks. Either split may come
+    train/'s spelling kept. DataError for a val/ class train/ lacks. Either split may come
     wrapped (Subset, a dataset's `source`); a held-out share of train's own folder, or a folder without class
     folders, is left as it is."""
     folder, val = image_folder_of(train), image_folder_of(val)
@@ -98,7 +98,7 @@ def match_val_classes(train, val, advice: str = "") -> None:
         raise DataError(
             f"class folders of '{val.root}' and '{folder.root}' differ: only in val/: {listed(only_val)}{alone}. "
             f"Labels are matched by class folder name: give val/ the same class folders as train/ (val/ may leave "
-            f"some out){advice}."
+            f"some out)."
         )
     index = [index_of[normalize("NFC", name)] for name in val.classes]
     val.samples = val.imgs = [(path, index[label]) for path, label in val.samples]

@@ -88,15 +88,12 @@ class TwiceDifferentiableHardsigmoid(nn.Hardsigmoid):
         return F.relu6(x + 3) / 6
 
 
-def make_twice_differentiable(model: nn.Module) -> int:
-    """Swap in, in place, the layers without any double backward for equal ones that have it; returns how many.
-    Always needed by the exact mode (unlike `rewrite_double_backward`, which only makes it cheaper)."""
-    count = 0
+def make_twice_differentiable(model: nn.Module) -> None:
+    """Swap in, in place, the layers without any double backward for equal ones that have it. Always needed by the
+    exact mode (unlike `rewrite_double_backward`, which only makes it cheaper)."""
     for module in model.modules():
         if type(module) is nn.Hardsigmoid:
             module.__class__ = TwiceDifferentiableHardsigmoid
-            count += 1
-    return count
 
 
 KIND = {SecondOrderConv2d: "conv", SecondOrderBatchNorm2d: "batchnorm", SecondOrderBatchNormAct2d: "batchnorm"}

@@ -90,7 +90,9 @@ class Pretrainer(TrainingRun):
             )
         self.val_set = self._dataset("val", unaugmented_transform(cfg.img_size))
         # the monitor's kNN scores val/ by train/'s class numbers, or is off where val/ has a class train/ lacks
-        self.knn_off = match_monitor_labels(self.train_set, self.val_set, cfg.keep_best) if cfg.monitor_every else None
+        self.knn_off_note = (
+            match_monitor_labels(self.train_set, self.val_set, cfg.keep_best) if cfg.monitor_every else None
+        )
         total = self.plan_epochs(self.train_set)
         torch.manual_seed(cfg.seed)  # the model's initialisation draws from here, whatever reading the data drew
         model = self.method.build()
@@ -193,7 +195,7 @@ class Pretrainer(TrainingRun):
             if self.rank == 0:
                 check_output_dir(self.out, checkpoint_bytes(self.model))
                 write_json(self.out / "config.json", saved_settings(self.record))
-                notes = [report_skipped([self.train_set, self.val_set], self.out, write_text), self.knn_off]
+                notes = [report_skipped([self.train_set, self.val_set], self.out, write_text), self.knn_off_note]
                 if self.val_set is None:  # else the run's held-out line would be missing unexplained
                     notes.append(no_val_note(cfg.data))
                 for note in filter(None, notes):
@@ -245,7 +247,7 @@ class Pretrainer(TrainingRun):
         """The monitor's fixed images: held-out ones, and training ones (unaugmented) as the kNN bank."""
         cfg = self.cfg
         train = self._dataset("train", unaugmented_transform(cfg.img_size))
-        bank = train if self.val_set is not None and not self.knn_off else None
+        bank = train if self.val_set is not None and not self.knn_off_note else None
         monitor = Monitor(self.method, self.val_set or train, bank, cfg.monitor_images, cfg.seed, self.device)
         if cfg.keep_best and cfg.keep_best.startswith("knn") and not monitor.labelled:
             raise ParameterError(
