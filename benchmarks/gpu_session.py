@@ -12,7 +12,8 @@ been measured once with TF32 on, docs/results/gpu-h100.md; compiled steps and at
    (`benchmarks/attention_second_order.py`: math, math compiled, a fused forward with a differentiable backward,
    math recomputed under checkpointing, FlexAttention), with each way's peak memory;
 3. the exact step compiled (inductor) beside it eager, batch 128, TF32 on: ViT-S/16, ConvNeXt-T, then ResNet-50
-   (whose eager exact step has BatchNorm's rewritten double backward since the last table), Swin-T, ViT-B/16; the
+   (whose restoration step the package runs eagerly, BatchNorm's statistics being refused by torch.func: its table
+   checks that on the GPU, at the cost of one eager table), Swin-T, ViT-B/16; the
    compile time and the steps that repay it printed. Only the exact step is compiled (not the supervised step):
    inductor's warm-up of it alone can take more than a minute and a half;
 4. the eager tables (supervised fp32 and bf16, the exact step, finite differences): batch 128 with TF32 on, then

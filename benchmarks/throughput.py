@@ -69,8 +69,9 @@ MIN_SLOPE_BYTES = 4 * 2**20
 def break_even(compiled: str, eager_s: float, compiled_s: float, warmup: dict) -> str:
     """The compile's price: the compiled row's two warm-up steps less two of its timed steps (the compile alone; the
     warm-up runs with the memory pass's allocator setting, which slows eager steps 2x, so it is not compared with
-    the eager row's), and the steps the compiled row takes to repay it."""
-    cost = warmup[compiled] - 2 * compiled_s
+    the eager row's), and the steps the compiled row takes to repay it. A row that compiled nothing (a BatchNorm
+    backbone's restoration step runs eagerly) costs noise, at most 0: no negative time, no negative steps."""
+    cost = max(warmup[compiled] - 2 * compiled_s, 0.0)
     line = f"  compile time {cost:.1f} s; "
     if compiled_s >= eager_s:
         return line + "never repaid (no faster per step)"

@@ -50,3 +50,17 @@ def test_items_that_find_no_time_left_are_listed_as_skipped(tmp_path):
     assert "| vit_small-128 | skipped: no time left | 0 |" in summary
     assert "| swin_t-32 | skipped: no time left | 0 |" in summary
     assert (tmp_path / "machine.txt").is_file()
+
+
+def test_a_compiled_row_that_compiled_nothing_costs_no_negative_time(monkeypatch):
+    """A BatchNorm backbone's restoration step runs eagerly under --compile: its warm-up can come out shorter than
+    two timed steps, which printed 'compile time -0.0 s; repaid after -3 steps' (a line the tables cannot read)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # the script's sibling modules
+    spec = importlib.util.spec_from_file_location("throughput", ROOT / "benchmarks" / "throughput.py")
+    throughput = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(throughput)
+    line = throughput.break_even("compiled", eager_s=0.050, compiled_s=0.045, warmup={"compiled": 0.080})
+    assert line == "  compile time 0.0 s; repaid after 0 steps"
+    assert gpu_tables.COMPILE_COST.match(line)
+    line = throughput.break_even("compiled", eager_s=0.050, compiled_s=0.040, warmup={"compiled": 2.080})
+    assert line == "  compile time 2.0 s; repaid after 200 steps"
