@@ -2,7 +2,7 @@
 state, paper eq. 6, enters the ViT in pretexts.engine.methods.states)."""
 
 import torch
-from timm.layers import build_sincos2d_pos_embed
+from timm.layers import build_sincos2d_pos_embed, resample_abs_pos_embed
 from torch import Tensor, nn
 
 from pretexts.errors import ParameterError
@@ -27,7 +27,7 @@ def fix_sincos_positions(backbone: nn.Module, name: str, who: str, frozen: bool 
     """Set a timm ViT's patch position embeddings to the fixed 2D sin-cos table (its prefix rows to 0) and, when
     `frozen`, stop their training, as MAE's and MoCo v3's encoders have them; fine-tuning trains them on from the
     table."""
-    grid = vit_geometry(backbone, name, who)["grid"]
+    grid = vit_geometry(backbone, name, who, tokens=False)["grid"]
     with torch.no_grad():
         own = backbone.pos_embed.shape[1] - grid[0] * grid[1]
         backbone.pos_embed[:, own:] = sincos_pos_embed(grid, backbone.embed_dim).to(backbone.pos_embed.dtype)
@@ -46,15 +46,25 @@ def resolved_positions(positions: str, backbone: nn.Module) -> str:
     return SINCOS_POSITIONS if has_patch_positions(backbone) else LEARNED_POSITIONS
 
 
+# set on a model whose position table was loaded resampled from a checkpoint's patch grid: that (rows, cols) grid
+RESAMPLED_FROM_GRID = "positions_resampled_from_grid"
+
+
 def starting_positions(backbone: nn.Module) -> str | None:
-    """What a ViT's patch positions hold: sincos where they are exactly the table (a pretraining that kept it fixed,
-    as the energy's default and MAE's do), else learned; None for a backbone without a ViT's positions."""
+    """What a ViT's patch positions hold: sincos where they are the table (a pretraining that kept it fixed, as the
+    energy's default and MAE's do), at this grid or resampled from the checkpoint's (`RESAMPLED_FROM_GRID`), else
+    learned; None for a backbone without a ViT's positions."""
     if not has_patch_positions(backbone):
         return None
-    grid = tuple(backbone.patch_embed.grid_size)
-    table = sincos_pos_embed(grid, backbone.pos_embed.shape[-1]).to(backbone.pos_embed)
+    grid, dim = tuple(backbone.patch_embed.grid_size), backbone.pos_embed.shape[-1]
+    tables = [sincos_pos_embed(grid, dim)]
+    source = getattr(backbone, RESAMPLED_FROM_GRID, None)
+    if source is not None:  # the table bicubically resampled as the checkpoint's positions were
+        table = sincos_pos_embed(source, dim)[None]
+        tables.append(resample_abs_pos_embed(table, list(grid), list(source), num_prefix_tokens=0)[0])
     rows = backbone.pos_embed.detach()[0, -grid[0] * grid[1] :]
-    return SINCOS_POSITIONS if torch.allclose(rows, table, atol=1e-6) else LEARNED_POSITIONS
+    same = any(torch.allclose(rows, table.to(rows), atol=1e-6) for table in tables)
+    return SINCOS_POSITIONS if same else LEARNED_POSITIONS
 
 
 def has_patch_positions(backbone: nn.Module) -> bool:
@@ -70,26 +80,51 @@ def has_patch_positions(backbone: nn.Module) -> bool:
     )
 
 
-def vit_geometry(backbone: nn.Module, name: str, task: str = "patch-sorting") -> dict:
-    """Patch size, grid, embed dim and prefix tokens of a timm VisionTransformer, or ParameterError."""
+def vit_geometry(backbone: nn.Module, name: str, task: str = "patch-sorting", tokens: bool = True) -> dict:
+    """Patch size, grid, embed dim and prefix tokens of a timm VisionTransformer, or ParameterError. `tokens`: the
+    caller rebuilds the token sequence (MAE, patch sorting), so every prefix token and its position row must be ones
+    `prefix_tokens` puts back; off for what touches only the patch rows (the sin-cos table: CaiT, ConViT)."""
     embed = getattr(backbone, "patch_embed", None)
     if not has_patch_positions(backbone):
         raise ParameterError(
             f"{task} needs a ViT backbone with absolute position embeddings (vit_tiny, vit_small, ...); got {name}."
         )
+    known = sum(t.shape[1] for t in known_prefix(backbone))
+    if tokens and known != backbone.num_prefix_tokens:  # a ViT variant with a token pretexts would drop: refuse it
+        raise ParameterError(
+            f"{task} cannot use {name}: it has {backbone.num_prefix_tokens} prefix tokens, of which {known} are "
+            f"{'/'.join(PREFIX_TOKEN_NAMES)}; use a timm VisionTransformer (vit_*, deit_*) backbone."
+        )
+    grid = tuple(embed.grid_size)
+    rows = grid[0] * grid[1] + (0 if getattr(backbone, "no_embed_class", False) else known)
+    if tokens and backbone.pos_embed.shape[1] != rows:  # CaiT: a class token without a position row
+        raise ParameterError(
+            f"{task} cannot use {name}: its position table has {backbone.pos_embed.shape[1]} rows where its "
+            f"{grid[0]}x{grid[1]} patches and prefix tokens need {rows}; use a timm VisionTransformer (vit_*, "
+            "deit_*) backbone."
+        )
     patch = embed.patch_size
     return {
         "patch": tuple(patch) if isinstance(patch, (tuple, list)) else (patch, patch),
-        "grid": tuple(embed.grid_size),
+        "grid": grid,
         "dim": backbone.embed_dim,
         "prefix": backbone.num_prefix_tokens,
     }
 
 
+# timm's `_pos_embed` order: class, distillation (DeiT's distilled models), register tokens
+PREFIX_TOKEN_NAMES = ("cls_token", "dist_token", "reg_token")
+
+
+def known_prefix(vit: nn.Module) -> list[Tensor]:
+    """The prefix token parameters [1, n, D] a ViT has, in timm's order."""
+    return [t for t in (getattr(vit, name, None) for name in PREFIX_TOKEN_NAMES) if t is not None]
+
+
 def prefix_tokens(vit: nn.Module, batch: int, positioned: bool = True) -> Tensor | None:
-    """Class and register tokens [B, prefix, D], None when the model has none; `positioned`: plus their own
-    position embeddings (where the model gives them any), which an encoder without positions leaves off."""
-    tokens = [t.expand(batch, -1, -1) for t in (vit.cls_token, getattr(vit, "reg_token", None)) if t is not None]
+    """Class, distillation and register tokens [B, prefix, D], None when the model has none; `positioned`: plus
+    their own position embeddings (where the model gives them any), which an encoder without positions leaves off."""
+    tokens = [t.expand(batch, -1, -1) for t in known_prefix(vit)]
     if not tokens:
         return None
     tokens = torch.cat(tokens, dim=1)
@@ -99,13 +134,13 @@ def prefix_tokens(vit: nn.Module, batch: int, positioned: bool = True) -> Tensor
 
 
 def with_prefix(vit: nn.Module, patches: Tensor, positioned: bool = True) -> Tensor:
-    """Patch tokens [B, L, D] with the class and register tokens put in front (`prefix_tokens`)."""
+    """Patch tokens [B, L, D] with the class, distillation and register tokens put in front (`prefix_tokens`)."""
     prefix = prefix_tokens(vit, patches.shape[0], positioned)
     return patches if prefix is None else torch.cat([prefix, patches], dim=1)
 
 
 def patch_tokens(vit: nn.Module, tokens: Tensor) -> Tensor:
-    """The patch tokens of a ViT's token sequence: the class and register tokens dropped."""
+    """The patch tokens of a ViT's token sequence: the prefix (class, distillation, register) tokens dropped."""
     return tokens[:, vit.num_prefix_tokens :]
 
 

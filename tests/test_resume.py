@@ -87,6 +87,8 @@ def test_runs_record_their_arithmetic_and_a_resume_on_other_arithmetic_says_it_i
         "processes": 1,
         "threads": threads,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "device": "cpu",
+        "precision": "fp32",
     }
     assert results["arithmetic"] == expected
     assert json.loads((tmp_path / "results.json").read_text())["arithmetic"] == expected

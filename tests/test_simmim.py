@@ -91,7 +91,7 @@ def test_the_loss_reads_masked_pixels_only(monkeypatch):
     assert model(images, mask)[1].item() > loss.item() + 1.0
 
 
-@pytest.mark.parametrize("img_size,expected", [(224, 32), (192, 28), (32, 4), (64, 8)])
+@pytest.mark.parametrize("img_size,expected", [(224, 32), (192, 24), (32, 4), (64, 8)])
 def test_mask_patches_are_32px_at_224_scaled_with_the_image(img_size, expected):
     assert mask_patch_size(img_size, 4) == expected
 

@@ -220,10 +220,8 @@ def plot(rows: list[dict], rank_by: str, path: Path, title: str, val_images: int
     the x axis zoomed to the data; random init grey, its level a dashed line. Arms sit on one row across the panels,
     named on the first; with `val_images` the name carries the table's rank, '=' for a tie. A row of one seed has
     no error bar, and is labelled so where other rows have them."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # imported here: the tables need no matplotlib
+    from matplotlib.figure import Figure
 
     order = ranked(rows, rank_by)
     last = [r for r, top in zip(order, latest(order)) if top]
@@ -235,9 +233,9 @@ def plot(rows: list[dict], rank_by: str, path: Path, title: str, val_images: int
     names = [(f"{rank} " if rank else "") + bar_label(r, mixed=mixed) for rank, r in zip(ranks, last)]
     spread_name = "one seed" if all(single) else "mean +- std" if not mixed else "mean +- std (2+ seeds)"
     xlabel = "top-1 on val/ (%), " + spread_name
-    fig, axes = plt.subplots(
-        1, len(scores), figsize=(2.4 + 3.0 * len(scores), 0.35 * len(last) + 1.5), squeeze=False, sharey=True
-    )
+    fig = Figure(figsize=(2.4 + 3.0 * len(scores), 0.35 * len(last) + 1.5))  # no pyplot: the caller's backend kept
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(scores), squeeze=False, sharey=True)
     position = {r["arm"]: len(last) - 1 - i for i, r in enumerate(last)}  # best at the top
     for ax, score in zip(axes[0], scores):
         shown = [r for r in last if r[score] is not None]
@@ -262,7 +260,6 @@ def plot(rows: list[dict], rank_by: str, path: Path, title: str, val_images: int
     fig.suptitle(plain_title(title) + tie_note, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)
 
 
 def bar_label(row: dict, mixed: bool) -> str:

@@ -3,23 +3,20 @@
 Paper, Appendix: "Histograms of energy scores"."""
 
 import matplotlib
+import torch
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from pretexts.engine.data.datasets import build_source  # noqa: E402
-from pretexts.engine.data.loader import AugmentedImages, held_out_batches, unaugmented_transform  # noqa: E402
-from pretexts.engine.evaluation.from_checkpoint import load_energy_model, task_for  # noqa: E402
-from pretexts.engine.methods.energy import EnergyMethod  # noqa: E402
-from pretexts.engine.methods.energy.restore import restore  # noqa: E402
-from pretexts.engine.methods.states import state_adapter  # noqa: E402
-from pretexts.engine.modules.eval_mode import eval_mode  # noqa: E402
-from pretexts.engine.training.figures import fit_axes_title  # noqa: E402
-from pretexts.engine.training.preflight import resolve_device  # noqa: E402
-from pretexts.engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json  # noqa: E402
-from pretexts.errors import DataError, ParameterError  # noqa: E402
+from pretexts.engine.data.datasets import build_source
+from pretexts.engine.data.loader import AugmentedImages, held_out_batches, unaugmented_transform
+from pretexts.engine.evaluation.from_checkpoint import load_energy_model, task_for
+from pretexts.engine.methods.energy import EnergyMethod
+from pretexts.engine.methods.energy.restore import restore
+from pretexts.engine.methods.states import state_adapter
+from pretexts.engine.modules.eval_mode import eval_mode
+from pretexts.engine.training.figures import fit_axes_title, new_figure
+from pretexts.engine.training.preflight import resolve_device
+from pretexts.engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json
+from pretexts.errors import DataError, ParameterError
 
 
 def energy_scores(model, task, batches, steps: int, device, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -63,8 +60,9 @@ def histogram_figure(scores: dict[str, torch.Tensor], path, title: str = "") -> 
     would hide each other and blend into colours the legend lacks), the legend outside the data."""
     values = torch.cat(list(scores.values()))
     bins = torch.linspace(values.min().item(), values.max().item(), 41).tolist()
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    colours = plt.get_cmap("tab10").colors
+    fig = new_figure(figsize=(7, 3.5))
+    ax = fig.subplots()
+    colours = matplotlib.colormaps["tab10"].colors
     for i, (name, v) in enumerate(scores.items()):
         ax.hist(v.numpy(), bins=bins, histtype="step", linewidth=1.6, color=colours[i % len(colours)], label=name)
     ax.set_xlabel("energy (lower: more image-like)")
@@ -74,7 +72,6 @@ def histogram_figure(scores: dict[str, torch.Tensor], path, title: str = "") -> 
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fit_axes_title(ax)
     save_figure(fig, path)  # by rename: never through a link, never half a file
-    plt.close(fig)
 
 
 def held_out_images(data: str, img_size: int, count: int, seed: int, device, workers: int = 2):

@@ -55,6 +55,7 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
                 "epoch": ckpt.get("epoch"),
                 "val_top1": ckpt.get("top1"),
                 "crop_pct": ckpt["config"].get("crop_pct"),  # the crop val_top1 was scored at
+                "img_size": finetuned_img_size(ckpt, spec["kwargs"]),
             },
             "classes": spec.get("classes"),
         }
@@ -101,9 +102,41 @@ def data_config(model: torch.nn.Module, img_size: int, crop_pct: float | None = 
     }
 
 
-def model_img_size(model: torch.nn.Module, kwargs: dict, checkpoint: dict | None = None) -> int:
-    size = kwargs.get("img_size") or (checkpoint or {}).get("img_size") or 32
+def finetuned_img_size(ckpt: dict, kwargs: dict) -> int:
+    """The size a fine-tuning checkpoint trained at, as `finetune` resolves it: its --img-size, else the size its
+    pretraining checkpoint was trained at (a ViT's kwargs carry it; a CNN's are read from that checkpoint), else 32.
+    """
+    config = ckpt.get("config") or {}
+    size = ckpt["timm"].get("img_size") or config.get("img_size") or kwargs.get("img_size")
+    if size is None and config.get("checkpoint") and not config.get("from_scratch"):
+        size = pretraining_img_size(config["checkpoint"])
+    return side(size or 32)
+
+
+def pretraining_img_size(checkpoint: str) -> int | None:
+    """The size the pretraining checkpoint a fine-tune started from was trained at; None where it is no longer
+    there to read (a note says the export falls back to 32 px)."""
+    try:
+        return (load_checkpoint(checkpoint, kinds=("pretrain",)).get("config") or {}).get("img_size")
+    except Exception as err:  # moved or deleted since: the fine-tune itself did not record the size
+        print(
+            f"note: the fine-tune's size is not recorded and its pretraining checkpoint {checkpoint} cannot be read "
+            f"({type(err).__name__}); recording 32 px, pretexts' default.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+
+
+def side(size) -> int:
     return size[0] if isinstance(size, (tuple, list)) else int(size)
+
+
+def model_img_size(kwargs: dict, provenance: dict) -> int:
+    """The side the weights were trained at: a fine-tune's size, a pretraining's, else a ViT's kwargs' (32 px for
+    a CNN that records none)."""
+    record = provenance.get("fine_tuned") or provenance.get("pretraining") or {}
+    return side(record.get("img_size") or kwargs.get("img_size") or 32)
 
 
 def load_line(timm_name: str, kwargs: dict, target: str, data: dict) -> str:
@@ -151,8 +184,8 @@ def export_backbone(
               `backbone`, `global_pool`, `img_size`, `data`, and how far it got (`epoch`, `global_step`,
               `planned_epochs`);
             - of a fine-tuning one, `fine_tuned` (its `checkpoint`, `data`, `epochs`, `protocol`: a fine-tune or
-              MAE's linear probe, as results.json says, the `epoch` saved and its `val_top1`) and `classes` (the
-              class names, in label order);
+              MAE's linear probe, as results.json says, the `epoch` saved and its `val_top1`, `crop_pct` and
+              `img_size`, the size it trained at) and `classes` (the class names, in label order);
             - with `push_to_hub`, `hub`: the upload's URL (returned only: `pretexts.json` is written before).
 
     Raises:
@@ -175,7 +208,7 @@ def export_backbone(
 def export_to(checkpoint: str, path: Path, push_to_hub: str | None, private: bool) -> dict:
     model, timm_name, kwargs, provenance = load_for_export(checkpoint)
     crop_pct = provenance.get("fine_tuned", {}).get("crop_pct")
-    data = data_config(model, model_img_size(model, kwargs, provenance.get("pretraining")), crop_pct)
+    data = data_config(model, model_img_size(kwargs, provenance), crop_pct)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     is_file = path.suffix in WEIGHT_SUFFIXES
     check_output_dir(path.parent if is_file else path, sum(t.numel() * t.element_size() for t in state.values()))

@@ -7,7 +7,6 @@ and validation is split over the ranks and summed; rank 0 alone writes. Each ima
 same steps as one process."""
 
 import dataclasses
-import json
 import math
 import random
 import time
@@ -55,8 +54,10 @@ from pretexts.engine.evaluation.pretrained import (
     timm_spec,
 )
 from pretexts.engine.training import distributed
+from pretexts.engine.training.caller_state import keeps_caller_state
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.config_record import DERIVED, carry_derived, derived_of, note_resolved, saved_settings
+from pretexts.engine.training.experiment_log import log_line
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.precision import autocast
 from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
@@ -230,10 +231,13 @@ class Finetuner(TrainingRun):
         )
 
     def compute_loss(self, micro_batch) -> torch.Tensor:
-        """The criterion on one micro-batch of (images, labels), under autocast when the run asks for it."""
+        """The criterion on one micro-batch of (images, labels), the model under autocast when the run asks for it,
+        the loss in float32 whatever its dtype (CPU autocast keeps label smoothing's log_softmax in bf16/fp16)."""
         images, labels = micro_batch
         with autocast(self.device, self.dtype):
-            return distributed.through(self.replicated, lambda x, y: self.criterion(self.model(x), y), images, labels)
+            return distributed.through(
+                self.replicated, lambda x, y: self.criterion(self.model(x).float(), y), images, labels
+            )
 
     def train_epoch(self) -> float:
         linear_probe.train_mode(self.model)  # a linear probe's frozen backbone stays in eval mode
@@ -297,7 +301,7 @@ class Finetuner(TrainingRun):
                 self.history.append(row)
                 check_finite_weights(self.model, self.global_step, self.out)
                 if writing:
-                    log.write(json.dumps(row) + "\n")
+                    log.write(log_line(row))
                     if top1 > max((r["top1"] for r in self.history[:-1]), default=-1.0):  # ties keep the earlier one
                         self.save(BEST)
                     self.save_checkpoint()
@@ -325,7 +329,8 @@ class Finetuner(TrainingRun):
         """How timm rebuilds this classifier: `pretexts export` reads it from either checkpoint."""
         pool = self.cfg.global_pool or self.pretraining.get("global_pool")
         timm_name, kwargs = timm_spec(self.backbone_name, self.img_size, self.model, pool)
-        return {"name": timm_name, "kwargs": {**kwargs, "num_classes": len(self.classes)}, "classes": self.classes}
+        kwargs = {**kwargs, "num_classes": len(self.classes)}
+        return {"name": timm_name, "kwargs": kwargs, "classes": self.classes, "img_size": self.img_size}
 
     def save(self, name: str = FINAL) -> Path:
         """OUT/finetuned.pt (the final weights) or OUT/best.pt (the best epoch's, by val top-1): timm state dict
@@ -349,6 +354,7 @@ class Finetuner(TrainingRun):
         return path
 
 
+@keeps_caller_state
 def finetune(cfg: FinetuneConfig, echo: Callable[[str], None] = stderr_line) -> dict:
     """Run the fine-tuning job `cfg` describes (`pretexts finetune`; under torchrun on every rank, rank 0 writing).
 

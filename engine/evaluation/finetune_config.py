@@ -1,6 +1,7 @@
 """The typed configuration of a fine-tuning run. The recipe fields default to a named recipe
 (engine/evaluation/finetune_recipes.py): `paper` (Appendix A, Table A), `small`, or `auto`, which picks by the data."""
 
+import os
 from dataclasses import asdict, dataclass
 
 from pretexts.engine.evaluation.finetune_recipes import (
@@ -95,7 +96,8 @@ class FinetuneConfig:
     img_size: int | None = setting(
         None,
         "Default: a checkpoint's own, 32 with --from-scratch. Another size than the checkpoint's rebuilds the "
-        "backbone there, a ViT's position table resampled (as MAE fine-tunes at 384 px).",
+        "backbone there, a ViT's position table resampled, a Swin's relative position tables resized (as MAE "
+        "fine-tunes at 384 px).",
         section="data",
         range=IMG_SIZE_RANGE,
     )
@@ -268,14 +270,21 @@ class FinetuneConfig:
 
         return resuming_config(cls, out, changes, "finetune", FINETUNE_MAY_CHANGE)
 
-    def check_resolved(self) -> None:
-        """The checks that need the recipe's values filled in."""
+    def check_resolved(self, world: int | None = None) -> None:
+        """The checks that need the recipe's values filled in; mixup/cutmix's on each of the `world` processes'
+        share of the batch (under torchrun by default, WORLD_SIZE)."""
         check_optimizer(self)
         self.check_linear_probe()
         self.check_randaug()
-        if self.mixing and self.batch_size % 2:
+        world = world or int(os.environ.get("WORLD_SIZE", "1"))
+        fitting = self.batch_size + 2 * world - self.batch_size % (2 * world)  # the next batch that splits in pairs
+        if self.mixing and self.batch_size % (2 * world):
             raise ParameterError(
                 f"mixup/cutmix mix pairs of images and need an even batch size, got {self.batch_size}."
+                if world == 1
+                else f"mixup/cutmix mix pairs of images within each process's share of --batch-size "
+                f"{self.batch_size}, which must be even: over {world} processes it is {self.batch_size / world:g}; "
+                f"give --batch-size a multiple of {2 * world} (e.g. {fitting})."
             )
 
     def check_linear_probe(self) -> None:

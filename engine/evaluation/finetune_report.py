@@ -11,6 +11,7 @@ from pretexts.engine.evaluation.linear_probe_protocol import protocol
 from pretexts.engine.evaluation.pretrained import pretraining_record
 from pretexts.engine.measures.reference import Reference, random_init_note
 from pretexts.engine.training.arithmetic import arithmetic
+from pretexts.engine.training.precision import precision_name
 
 if TYPE_CHECKING:
     from pretexts.engine.evaluation.finetune import Finetuner
@@ -39,7 +40,7 @@ def finetune_results(tuner: "Finetuner", seconds: float) -> dict:
         "classes": len(tuner.classes),
         "reference": finetune_reference(tuner, history[-1]["top1"], best["top1"]),
         "processes": tuner.world,
-        "arithmetic": arithmetic(tuner.device, tuner.world),
+        "arithmetic": arithmetic(tuner.device, tuner.world, precision_name(tuner.dtype)),
         "backbone": tuner.backbone_name,
         "checkpoint": cfg.checkpoint,
         "pretraining": pretraining_record(tuner.pretraining, ("method", "task", "task_args"))

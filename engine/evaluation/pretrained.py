@@ -1,12 +1,18 @@
 """A pretraining checkpoint's backbone as a plain timm model: for fine-tuning, probing and export."""
 
+import math
+import warnings
+
 from timm.layers import resample_abs_pos_embed
+from timm.models.swin_transformer import SwinTransformer
+from timm.models.swin_transformer import checkpoint_filter_fn as swin_checkpoint_filter
 from torch import nn
 
 from pretexts import backbones
 from pretexts.backbones.factory import set_fused_attention
 from pretexts.backbones.vit_tokens import (
     LEARNED_POSITIONS,
+    RESAMPLED_FROM_GRID,
     SINCOS_POSITIONS,
     fix_sincos_positions,
     resolved_positions,
@@ -17,6 +23,7 @@ from pretexts.errors import CheckpointError, DataError, ParameterError, UnknownN
 from pretexts.registry import METHODS, get_pretext_class
 
 PREFIX = "backbone."
+SWIN_TABLES_RESIZED = "relative_tables_resized"  # set on a Swin whose tables were resized for its new windows
 
 
 def timm_spec(
@@ -54,6 +61,8 @@ def backbone_weights(ckpt: dict, backbone: nn.Module) -> dict:
     if "pos_embed" in state and task_state_kind(saved.get("task")) == "positions":
         method = METHODS.get(saved.get("method", "energy"))
         state["pos_embed"] = method.fine_tuning_positions(state["pos_embed"].clone(), backbone)
+        if hasattr(backbone, RESAMPLED_FROM_GRID):  # built for this grid: nothing of the resample is left
+            delattr(backbone, RESAMPLED_FROM_GRID)
     return state
 
 
@@ -65,18 +74,49 @@ def position_prefix(model: nn.Module) -> int:
 def resample_positions(state: dict, model: nn.Module) -> dict:
     """`state`'s absolute position table resampled (bicubic) to `model`'s patch grid when their sizes differ, as
     timm's ViT checkpoint filter and MAE's `interpolate_pos_embed` do for fine-tuning at another resolution; the
-    prefix tokens' rows are kept. Anything without such a table is left as it is."""
+    prefix tokens' rows are kept, and the model records the grid they came from (`RESAMPLED_FROM_GRID`). A Swin's
+    relative position bias tables go through timm's Swin checkpoint filter, as timm's own loading at another
+    img_size does. Anything without such tables is left as it is."""
+    if isinstance(model, SwinTransformer):
+        return resized_swin_tables(state, model)
     table, own = state.get("pos_embed"), getattr(model, "pos_embed", None)
     if table is None or not hasattr(own, "shape") or table.shape == own.shape or not hasattr(model, "patch_embed"):
         return state
-    grid = list(model.patch_embed.grid_size)
-    state["pos_embed"] = resample_abs_pos_embed(table, new_size=grid, num_prefix_tokens=position_prefix(model))
+    grid, prefix = list(model.patch_embed.grid_size), position_prefix(model)
+    side = math.isqrt(table.shape[1] - prefix)  # timm's filter takes a checkpoint's grid as square too
+    state["pos_embed"] = resample_abs_pos_embed(table, new_size=grid, num_prefix_tokens=prefix)
+    setattr(model, RESAMPLED_FROM_GRID, (side, side))
+    return state
+
+
+def resized_swin_tables(state: dict, model: nn.Module) -> dict:
+    """A Swin's `relative_position_bias_table`s resized to `model`'s windows by timm's Swin `checkpoint_filter_fn`
+    (BEiT's interpolation), where the image size changed them."""
+    tables = {k: v for k, v in state.items() if k.endswith("relative_position_bias_table")}
+    own = model.state_dict()
+    if all(k in own and own[k].shape == v.shape for k, v in tables.items()):
+        return state
+    with warnings.catch_warnings():  # torch's notes on timm's interpolator's indexing say nothing to the user
+        warnings.simplefilter("ignore", UserWarning)
+        state.update(swin_checkpoint_filter(tables, model))
+    setattr(model, SWIN_TABLES_RESIZED, True)
     return state
 
 
 def resampled_positions_note(model: nn.Module, from_size: int, to_size: int) -> str | None:
-    """The line telling that a ViT's position table was resampled from the checkpoint's size; None if it was not."""
-    if not from_size or from_size == to_size or not hasattr(getattr(model, "pos_embed", None), "shape"):
+    """The line telling that a ViT's position table or a Swin's relative position tables were resampled from the
+    checkpoint's size; None if they were not (a size kept, a CNN, patch sorting's table built for the new grid)."""
+    if not from_size or from_size == to_size:
+        return None
+    if isinstance(model, SwinTransformer):
+        if not getattr(model, SWIN_TABLES_RESIZED, False):  # the windows, and so the tables, kept their size
+            return None
+        windows = "/".join(str(stage.blocks[0].window_size[0]) for stage in model.layers)
+        return (
+            f"relative position bias tables resized from {from_size} to {to_size} px (windows {windows}, "
+            f"as timm's Swin checkpoint filter)"
+        )
+    if getattr(model, RESAMPLED_FROM_GRID, None) is None:
         return None
     patch = model.patch_embed.patch_size[0]
     return (

@@ -35,8 +35,9 @@ from pretexts.engine.measures.knn import knn_accuracy
 from pretexts.engine.measures.reference import Reference, random_init_note
 from pretexts.engine.modules.features import BlockFeatures
 from pretexts.engine.training import distributed
+from pretexts.engine.training.caller_state import keeps_caller_state
 from pretexts.engine.training.config_record import note_resolved, saved_settings
-from pretexts.engine.training.preflight import check_output_dir, resolve_device
+from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, resolve_device
 from pretexts.engine.training.progress import progress
 from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
 from pretexts.engine.training.settings import expect_config
@@ -172,6 +173,7 @@ def train_head(
     return 100.0 * correct / max(val[1].numel(), 1)  # in float64: 8 of 50 reads 16.0, not 15.999999642
 
 
+@keeps_caller_state
 def run_probe(cfg: ProbeConfig, echo: Callable[[str], None] = print) -> dict:
     """Extract features once, then evaluate every probe in `cfg.probes`; writes OUT/results.json. OUT is locked and
     claimed first: never over another run's results or the checkpoint probed.
@@ -229,6 +231,7 @@ def probe_features(
     backbone = weights.model.to(device)
     if cfg.block is not None:
         backbone = BlockFeatures(backbone, cfg.block, weights.backbone)
+    check_backbone_fits(backbone, weights.backbone, weights.img_size, device)  # one line, not a traceback mid-run
     check_output_dir(Path(cfg.out), 1 << 20)  # before the features are extracted, not after
     cfg.data, origin = downstream_data(cfg.data, weights.data)
     train_source, val_source = downstream_splits(cfg.data, origin, weights.img_size, cfg.seed, cfg.max_images)

@@ -17,10 +17,11 @@ from pretexts.params import Param
 
 @dataclass
 class MaskingSample:
-    """The clean images and the step's seeded generator, from which MAE draws its mask."""
+    """The clean images and the noise MAE's mask is the argsort of, drawn for the whole batch from the step's
+    seeded generator (so `--accum-iter`'s micro-batches mask as the whole batch would)."""
 
     images: torch.Tensor
-    generator: torch.Generator
+    noise: torch.Tensor
 
 
 @register_method("mae")
@@ -73,10 +74,11 @@ class MAEMethod(Method):
         return f"MAE masking ({self.args['mask_ratio']:.0%} of patches; --task unused)"
 
     def corrupt(self, images: torch.Tensor, generator: torch.Generator) -> MaskingSample:
-        return MaskingSample(images, generator)
+        length = self.model.grid[0] * self.model.grid[1]
+        return MaskingSample(images, torch.rand(len(images), length, generator=generator, device=images.device))
 
     def loss(self, sample: MaskingSample) -> torch.Tensor:
-        loss, _, _ = self.model(sample.images, sample.generator)
+        loss, _, _ = self.model(sample.images, noise=sample.noise)
         return loss
 
     def held_out_error(self, batches) -> HeldOut:

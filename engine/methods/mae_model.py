@@ -54,10 +54,12 @@ def decoder_sizes(embed_dim: int, dim: int | None, depth: int | None, heads: int
     return width, depth, count
 
 
-def random_masking(batch: int, length: int, mask_ratio: float, generator=None, device=None):
-    """MAE's per-sample masking by argsort of noise: (ids_keep [B,K], mask [B,L] 1=masked, ids_restore [B,L])."""
+def random_masking(batch: int, length: int, mask_ratio: float, generator=None, device=None, noise=None):
+    """MAE's per-sample masking by argsort of noise: (ids_keep [B,K], mask [B,L] 1=masked, ids_restore [B,L]);
+    `noise` [B,L], drawn beforehand (a whole batch's, split into micro-batches), or drawn here from `generator`."""
     keep = int(length * (1 - mask_ratio))
-    noise = torch.rand(batch, length, generator=generator, device=device)
+    if noise is None:
+        noise = torch.rand(batch, length, generator=generator, device=device)
     ids_shuffle = torch.argsort(noise, dim=1)
     ids_restore = torch.argsort(ids_shuffle, dim=1)
     mask = torch.ones(batch, length, device=device)
@@ -124,10 +126,11 @@ class MAEModel(nn.Module):
         per_patch = ((pred - self.target(images)) ** 2).mean(-1)
         return (per_patch * mask).sum() / mask.sum()
 
-    def forward(self, images: Tensor, generator=None):
-        """images [B,3,H,W] in [0,1] -> (loss, pred [B,L,p*p*3], mask [B,L])."""
+    def forward(self, images: Tensor, generator=None, noise=None):
+        """images [B,3,H,W] in [0,1] -> (loss, pred [B,L,p*p*3], mask [B,L]); the mask from `noise` [B,L] where
+        given (a whole batch's, split into micro-batches), else drawn from `generator`."""
         b = images.shape[0]
         length = self.grid[0] * self.grid[1]
-        ids_keep, mask, ids_restore = random_masking(b, length, self.mask_ratio, generator, images.device)
+        ids_keep, mask, ids_restore = random_masking(b, length, self.mask_ratio, generator, images.device, noise)
         pred = self.decode(self.encode(images, ids_keep), ids_restore)
         return self.masked_loss(pred, images, mask), pred, mask

@@ -7,6 +7,9 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+# a baseline error at or below this is float rounding of 0: an input that equals its target (errors of [0, 1] pixels)
+NOTHING_TO_RESTORE = 1e-12
+
 
 @dataclass
 class HeldOut:
@@ -72,12 +75,21 @@ class HeldOut:
         """'held-out restoration MSE on 80 images: corrupted 0.15630 -> step 1 0.09 -> step 2 0.07 (0.45x the
         corrupted input's error; a trivial restorer ... gets 0.19x: the model is not better than it)'."""
         outputs = " -> ".join(f"{name} {e:.5f}" for name, e in zip(self.outputs, self.restored_mse))
-        ratio = self.restored_mse[-1] / self.corrupted_mse if self.corrupted_mse else math.nan
+        ratio = self.ratio()
         images = f"{self.images} image{'' if self.images == 1 else 's'}"
-        return (
-            f"held-out {self.measure} on {images}: {self.baseline} {self.corrupted_mse:.5f} -> "
-            f"{outputs} ({ratio:.2f}x {self.against}'s error{self.versus_trivial()})"
+        verdict = (
+            f"{self.against} already equals the target: nothing to restore"
+            if ratio is None
+            else f"{ratio:.2f}x {self.against}'s error{self.versus_trivial()}"
         )
+        return f"held-out {self.measure} on {images}: {self.baseline} {self.corrupted_mse:.5f} -> {outputs} ({verdict})"
+
+    def ratio(self) -> float | None:
+        """The last output's error over the baseline's; None where the baseline's is 0 to float rounding (a
+        colorization of grayscale images: the input already is the target), where a ratio would be noise."""
+        if abs(self.corrupted_mse) <= NOTHING_TO_RESTORE:
+            return None
+        return self.restored_mse[-1] / self.corrupted_mse if self.restored_mse else math.nan
 
     def versus_trivial(self, as_ratio: bool = True) -> str:
         """'; a trivial restorer (visible-mean fill) gets 0.15x: the model is not better than it', for the end of a
@@ -86,7 +98,7 @@ class HeldOut:
         trivial, corrupted = self.trivial_mse, self.corrupted_mse
         if trivial is None or not self.restored_mse or self.trivial_restorer == self.baseline:
             return ""
-        ratio = f"{trivial / corrupted:.2f}x" if as_ratio and corrupted else f"MSE {trivial:.5f}"
+        ratio = f"{trivial / corrupted:.2f}x" if as_ratio and corrupted > NOTHING_TO_RESTORE else f"MSE {trivial:.5f}"
         restored = self.restored_mse[-1]
         verdict = (
             f"the model beats it ({restored / trivial:.2f}x its error)"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from timm.optim import param_groups_weight_decay
 
 from pretexts.backbones import create_backbone
 from pretexts.backbones.normalisation import normalisation
@@ -37,7 +38,8 @@ class SimMIMMethod(Method):
     only. Where the last feature map is 1x1 (a hierarchical backbone at 32 px) a `PyramidDecoder` predicts instead.
 
     It draws its own masks, so `--task` is not used. Options (`--method-arg`): `mask_ratio` (0.6), `mask_patch`
-    (the mask's patch side in px; 0: SimMIM's 32 px at 224 px, scaled with the image to whole stem cells).
+    (the mask's patch side in px; 0: SimMIM's 32 px at 224 px, scaled with the image to the nearest multiple of
+    the stem's stride that divides it, `mask_patch_size`).
     """
 
     summary = (
@@ -51,8 +53,8 @@ class SimMIMMethod(Method):
             int,
             0,
             4096,
-            help="mask patch side in px; 0: SimMIM's 32 px at 224, scaled with "
-            "the image and rounded to whole stem cells (4 px at 32 px)",
+            help="mask patch side in px; 0: SimMIM's 32 px at 224, scaled with the image to the nearest "
+            "multiple of the stem's stride that divides it (4 px at 32 px, 24 at 192)",
         ),
     }
     figure_name = "reconstruction"
@@ -74,9 +76,20 @@ class SimMIMMethod(Method):
             raise ParameterError(
                 f"method simmim: mask_patch {self.patch} must divide the image ({cfg.img_size} px) and "
                 f"be a multiple of the stem's stride {model.stem_stride}; e.g. mask_patch="
-                f"{mask_patch_size(cfg.img_size, model.stem_stride)}."
+                f"{mask_patch_size(cfg.img_size, model.stem_stride)}, or 0 to choose one."
             )
         return model
+
+    def param_groups(self) -> list:
+        """SimMIM's `build_pretrain_optimizer` split: no weight decay on norms, biases, the mask token and what the
+        backbone names in `no_weight_decay()` / `no_weight_decay_keywords()` (a ViT's cls_token and pos_embed,
+        Swin's relative position tables)."""
+        backbone = self.model.backbone
+        exempt = {f"backbone.{name}" for name in getattr(backbone, "no_weight_decay", set)()}
+        exempt |= {f"backbone.*{word}*" for word in getattr(backbone, "no_weight_decay_keywords", set)()}
+        return param_groups_weight_decay(
+            self.model, self.cfg.weight_decay, no_weight_decay_list={"mask_token", *exempt}
+        )
 
     def corruption(self) -> str:
         return f"SimMIM masking ({self.args['mask_ratio']:.0%} of {self.patch}-px patches; --task unused)"

@@ -131,8 +131,18 @@ class SimMIMModel(nn.Module):
 
 
 def mask_patch_size(img_size: int, stem_stride: int) -> int:
-    """SimMIM's 32-px mask patches at 224 px, scaled with the image and rounded to whole stem cells."""
-    return stem_stride * max(1, round(32 * img_size / 224 / stem_stride))
+    """SimMIM's 32-px mask patches at 224 px, scaled with the image: of the multiples of the stem's stride that
+    divide the image, the nearest to 32 x img_size / 224 (the smaller of two as near), so the mask tiles the image
+    in whole stem cells. ParameterError where the stride does not divide the image."""
+    if img_size % stem_stride:
+        lower = max(stem_stride, img_size - img_size % stem_stride)
+        raise ParameterError(
+            f"SimMIM draws its mask in the stem's {stem_stride}-px cells, which do not tile a {img_size}-px image; "
+            f"use an --img-size that is a multiple of {stem_stride} (e.g. {lower} or {lower + stem_stride})."
+        )
+    target = 32 * img_size / 224
+    fitting = [p for p in range(stem_stride, img_size + 1, stem_stride) if img_size % p == 0]
+    return min(fitting, key=lambda patch: (abs(patch - target), patch))
 
 
 def random_mask(

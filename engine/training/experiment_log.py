@@ -5,6 +5,7 @@ and each epoch's restoration figure as an image.
 """
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -20,6 +21,15 @@ def check_logger(name: str) -> None:
         raise ParameterError(f"logger must be one of {', '.join(LOGGERS)}; got {name!r}.")
     if name != "jsonl" and importlib.util.find_spec(name) is None:
         raise ParameterError(f"--logger {name} needs the {name} package; install it with {INSTALL[name]}.")
+
+
+def log_line(row: dict) -> str:
+    """One line of log.jsonl, strict JSON as jq and JSON.parse read it: a non-finite number (a skipped step's NaN
+    loss, an inf gradient norm) is written as null, which json's bare NaN token is not."""
+    # imported here: the config imports this module (for `check_logger`) and stays light
+    from pretexts.engine.training.run_folder import finite_or_null
+
+    return json.dumps(finite_or_null(row), allow_nan=False) + "\n"
 
 
 def flat_scalars(stats: dict, prefix: str = "") -> dict[str, float]:

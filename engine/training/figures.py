@@ -7,15 +7,21 @@ for display, written under the figure), so a state that is not an image in [0, 1
 import math
 import textwrap
 
-import matplotlib
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+from torchvision.utils import make_grid
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
-from torchvision.utils import make_grid  # noqa: E402
+from pretexts.engine.training.run_folder import save_figure
 
-from pretexts.engine.training.run_folder import save_figure  # noqa: E402
+
+def new_figure(**options) -> Figure:
+    """A figure drawn by Agg without pyplot: the caller's backend (a notebook's inline one) is never switched, and
+    pyplot's open figures never hold it (nothing to close)."""
+    fig = Figure(**options)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") -> None:
@@ -25,7 +31,8 @@ def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") 
     written under the images."""
     names = list(columns)
     rows = columns[names[0]].shape[0]
-    fig, axes = plt.subplots(1, len(names), figsize=(1.6 * len(names), 1.6 * rows), squeeze=False, layout="constrained")
+    fig = new_figure(figsize=(1.6 * len(names), 1.6 * rows), layout="constrained")
+    axes = fig.subplots(1, len(names), squeeze=False)
     for ax, name in zip(axes[0], names):
         ax.imshow(stacked(columns[name]), interpolation="nearest")
         ax.set_xticks([])
@@ -44,7 +51,6 @@ def restoration_figure(columns: dict[str, torch.Tensor], path, title: str = "") 
     lines = fit_width(fig.suptitle(title, fontsize=10), fig.bbox.width) if title else 0
     fig.set_figheight(1.6 * rows + 0.2 * lines + 0.18 * footer)  # each text line its own height: the images keep theirs
     save_figure(fig, path)  # by rename: never through a link, never half a file
-    plt.close(fig)
 
 
 def fit_width(text, width: float, along: str = "width") -> int:
@@ -89,12 +95,12 @@ def loss_curve(
     """The loss per logged step (and its running mean from 20 steps), on a log axis only where the losses span more
     than a decade; ticks in plain decimals, steps as integers. The y axis is `loss_name` (the method's
     `Method.loss_name`: each method trains on its own loss), wrapped to the axes' height."""
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig = new_figure(figsize=(6, 3.5))
+    ax = fig.subplots()
     ax.plot(steps, losses, lw=0.8, label="loss")
     if len(losses) >= 20:
         k = max(5, len(losses) // 20)
-        smooth = torch.tensor(losses).unfold(0, k, 1).mean(1).tolist()
-        ax.plot(steps[k - 1 :], smooth, lw=1.8, label=f"mean of {k}")
+        ax.plot(steps[k - 1 :], running_mean(losses, k), lw=1.8, label=f"mean of {k}")
     ax.set_xlabel("optimiser step")
     label, height = ax.set_ylabel(loss_name), ax.get_window_extent().height
     if fit_width(label, height, along="height") > 1:  # too long for one line: its words in brackets on their own
@@ -110,7 +116,14 @@ def loss_curve(
     ax.legend()
     fit_axes_title(ax)
     save_figure(fig, path)  # by rename: never through a link, never half a file
-    plt.close(fig)
+
+
+def running_mean(values: list[float], k: int) -> list[float]:
+    """The mean of each `k` consecutive values (len(values) - k + 1 of them), from one cumulative sum: linear in the
+    run's length, where a window's own sum each is k times the work (k grows with the run). float64: the sum of a
+    long run's losses keeps its last digits."""
+    total = torch.tensor([0.0, *values], dtype=torch.float64).cumsum(0)
+    return ((total[k:] - total[:-k]) / k).tolist()
 
 
 def leading_digit(value: float) -> int:

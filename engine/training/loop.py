@@ -1,7 +1,6 @@
 """The pretraining loop. It knows neither the task nor the method: corrupt, loss, step, log, checkpoint."""
 
 import dataclasses
-import json
 import sys
 import time
 from contextlib import nullcontext
@@ -28,15 +27,17 @@ from pretexts.engine.data.streams import ImageStream, is_stream
 from pretexts.engine.methods.base import HeldOut, Method
 from pretexts.engine.training import distributed
 from pretexts.engine.training.arithmetic import arithmetic
+from pretexts.engine.training.caller_state import keeps_caller_state
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.compile_choice import run_compile_choice
 from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.config_record import DERIVED, carry_derived, derived_of, note_resolved, saved_settings
-from pretexts.engine.training.experiment_log import NoLog, open_experiment_log
+from pretexts.engine.training.experiment_log import NoLog, log_line, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
 from pretexts.engine.training.monitor import Monitor, match_monitor_labels, monitor_figure, same_images
 from pretexts.engine.training.nonfinite import check_finite_weights
-from pretexts.engine.training.precision import autocast
+from pretexts.engine.training.optimizer_step import split_sample
+from pretexts.engine.training.precision import autocast, precision_name
 from pretexts.engine.training.preflight import (
     check_backbone_fits,
     check_output_dir,
@@ -118,6 +119,7 @@ class Pretrainer(TrainingRun):
         check_task_fits(self.task, cfg.img_size, self.device)
         self.schedule(build_optimizer(self.method, cfg), cfg.peak_lr if schedule == "constant" else cfg.min_lr, total)
         self.guard_steps(self.model, cfg.img_size, self.method.probe_forward)
+        self.nonfinite.initial_hint = getattr(self.method, "nonfinite_hint", None) or self.nonfinite.initial_hint
         self.progress_lines(total)
         self.batch = 0  # the next batch of the epoch (a stop part-way through saves it)
         self.experiment = NoLog()
@@ -175,13 +177,14 @@ class Pretrainer(TrainingRun):
             step_seed(self.cfg.seed, self.global_step, self.rank)
         )
 
-        def loss_of(chunk: torch.Tensor) -> torch.Tensor:
-            # corrupted in order, chunk by chunk, so the step draws the same corruptions however it is split;
-            # under DDP the loss runs inside the wrapper's forward, which arms the gradient all-reduce
-            sample = self.method.corrupt(chunk, generator)
-            return distributed.through(self.replicated, self.compute_loss, sample)
+        # the whole batch corrupted once, then split: the micro-batches hold the whole batch's corruptions
+        samples = split_sample(self.method.corrupt(images, generator), len(images), self.cfg.accum_iter)
+        micro_batches = list(zip(images.chunk(self.cfg.accum_iter), samples))
 
-        stats = self.optimizer_step(loss_of, images.chunk(self.cfg.accum_iter), self.global_step + 1)
+        def loss_of(micro: tuple) -> torch.Tensor:  # under DDP inside the wrapper's forward: it arms the all-reduce
+            return distributed.through(self.replicated, self.compute_loss, micro[1])
+
+        stats = self.optimizer_step(loss_of, micro_batches, self.global_step + 1)
         self.global_step += 1
         if stats.skipped:
             return {"loss": stats.loss, "skipped": True}
@@ -228,7 +231,7 @@ class Pretrainer(TrainingRun):
             "optimizer_steps": self.global_step,
             "seconds": self.trained_seconds(),
             "skipped_nonfinite_steps": self.nonfinite.skipped,
-            "arithmetic": arithmetic(self.device, self.world),
+            "arithmetic": arithmetic(self.device, self.world, precision_name(self.dtype)),
         }
         if self.stop_requested() and self.epoch < cfg.epochs:
             if self.rank == 0:
@@ -341,7 +344,7 @@ class Pretrainer(TrainingRun):
                         self.epoch == cfg.epochs - 1,
                     ):
                         stats["monitor"] = self.monitor_now()
-                    log.write(json.dumps({"step": self.global_step, "epoch": self.epoch, **stats}) + "\n")
+                    log.write(log_line({"step": self.global_step, "epoch": self.epoch, **stats}))
                     self.experiment.scalars({k: v for k, v in stats.items() if k != "held_out"}, self.global_step)
                     if self.lines.step_due(self.global_step) and self.batch < self.steps_per_epoch:
                         self.progress_line(self.epoch + 1, end_of_epoch=False, stats=stats)
@@ -378,6 +381,7 @@ class Pretrainer(TrainingRun):
         write_json(self.out / "results.json", results)
 
 
+@keeps_caller_state
 def pretrain(cfg: PretrainConfig) -> dict:
     """Run the pretraining job `cfg` describes (`pretexts train`; under torchrun on every rank, rank 0 writing).
 

@@ -5,20 +5,17 @@ correlation with brightness) and, where the data has labels, online kNN against 
 import sys
 import time
 
-import matplotlib
+import torch
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from pretexts.engine.data.labelled_data import match_val_classes  # noqa: E402
-from pretexts.engine.data.loader import AugmentedImages, make_loader, to_device  # noqa: E402
-from pretexts.engine.measures.health import knn_top1, label_free  # noqa: E402
-from pretexts.engine.modules.eval_mode import eval_mode  # noqa: E402
-from pretexts.engine.training.config import KEEP_BEST  # noqa: E402
-from pretexts.engine.training.run_folder import save_figure  # noqa: E402
-from pretexts.errors import DataError  # noqa: E402
+from pretexts.engine.data.labelled_data import match_val_classes
+from pretexts.engine.data.loader import AugmentedImages, make_loader, to_device
+from pretexts.engine.measures.health import knn_top1, label_free
+from pretexts.engine.modules.eval_mode import eval_mode
+from pretexts.engine.training.config import KEEP_BEST
+from pretexts.engine.training.figures import new_figure
+from pretexts.engine.training.run_folder import save_figure
+from pretexts.errors import DataError
 
 COLLAPSE_SHARE = 0.5  # above it one direction holds most of the variance: the warning fires
 
@@ -188,7 +185,8 @@ def monitor_figure(history: list[dict], path, title: str) -> None:
         if k not in ("rankme", "top_pc_share") and not k.startswith("knn")
     ]
     panels = [(k, label) for k, label in panels if k == "knn" and any(n.startswith("knn") for n in names) or k in names]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3), squeeze=False)
+    fig = new_figure(figsize=(3.4 * len(panels), 3))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     steps = [row["step"] for row in history]
     for ax, (key, label) in zip(axes[0], panels):
         for name in [n for n in names if n.startswith("knn")] if key == "knn" else [key]:
@@ -204,4 +202,3 @@ def monitor_figure(history: list[dict], path, title: str) -> None:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)

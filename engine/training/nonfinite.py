@@ -12,25 +12,40 @@ class NonFiniteGuard:
     """Raises NonFiniteLossError naming the step, before the optimiser step, so the weights and the
     last checkpoint stay good. With `skip`, the step is counted and skipped instead; `patience`
     skipped steps in a row still stop the run, since then the weights themselves have diverged. `checkpoint`
-    names the file in `out` that keeps the last good state (pretraining and fine-tuning: checkpoint.pt)."""
+    names the file in `out` that keeps the last good state (pretraining and fine-tuning: checkpoint.pt).
+
+    A non-finite value before any update (step 1, or every step since skipped) comes from the starting weights and
+    the model's settings, not the lr: the error then names `initial_hint`, which a method may set to its own
+    settings (the energy's scale, head init, alpha and steps)."""
+
+    initial_hint = "check the model's settings and the starting weights"
 
     def __init__(self, skip: bool, out: Path, patience: int = 10, checkpoint: str = "checkpoint.pt"):
         self.skip, self.out, self.patience, self.checkpoint = skip, out, patience, checkpoint
         self.skipped = 0
         self.in_a_row = 0
+        self.last_bad_step = None  # in_a_row counts steps, so a finite loss then an infinite norm is one bad step
 
     def should_skip(self, loss: float, step: int, what: str = "loss") -> bool:
         """False for a finite loss (or gradient norm, `what`); True to skip this step; raises to stop the run."""
         if math.isfinite(loss):
-            self.in_a_row = 0
             return False
-        hint = f"{last_good(self.out, self.checkpoint)}. Lower --lr or set --clip-grad"
+        if self.last_bad_step != step:
+            self.in_a_row = self.in_a_row + 1 if self.last_bad_step == step - 1 else 1
+            self.last_bad_step = step
+        saved = last_good(self.out, self.checkpoint)
+        stop = None  # the message when no update came yet: every step since the first was bad, not the lr's doing
+        if self.in_a_row == step:
+            stop = f"{what} is {loss} at step {step}, before any update, so the lr is not the cause; {saved}. "
+            stop += f"{self.initial_hint[:1].upper()}{self.initial_hint[1:]}."
+        hint = f"{saved}. Lower --lr or set --clip-grad"
         if not self.skip:
-            raise NonFiniteLossError(f"{what} is {loss} at step {step}; {hint}, or pass --skip-nonfinite.")
+            raise NonFiniteLossError(stop or f"{what} is {loss} at step {step}; {hint}, or pass --skip-nonfinite.")
         self.skipped += 1
-        self.in_a_row += 1
         if self.in_a_row >= self.patience:
-            raise NonFiniteLossError(f"{what} is {loss} at {self.in_a_row} steps in a row (up to step {step}); {hint}.")
+            raise NonFiniteLossError(
+                stop or f"{what} is {loss} at {self.in_a_row} steps in a row (up to step {step}); {hint}."
+            )
         return True
 
     def overflowed(self, scale: float, step: int) -> None:

@@ -7,7 +7,9 @@ logs it), the non-finite policy (`NonFiniteGuard`: stop with a clear message, or
 part of it.
 """
 
+import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +17,7 @@ import torch
 
 from pretexts.engine.training import distributed
 from pretexts.engine.training.nonfinite import NonFiniteGuard
+from pretexts.errors import ParameterError
 
 
 @dataclass
@@ -35,7 +38,8 @@ class OptimizerStep:
     arms the gradient all-reduce. Each micro-batch's gradient is weighted by its share of the batch, so K
     micro-batches give the whole batch's step. Every call moves the schedule one step, a skipped one too, so
     the lr follows the step count. `scaler` is the run's `GradScaler` (`precision.grad_scaler`; checkpoints
-    carry its state), `nonfinite` the run's guard (its count is saved too).
+    carry its state), `nonfinite` the run's guard (its count is saved too). A gradient that is exactly 0 (every
+    value finite, nothing learnt: the energy's vanished alpha) is warned about once.
     """
 
     def __init__(
@@ -50,6 +54,7 @@ class OptimizerStep:
     ):
         self.model, self.optimizer, self.scheduler, self.scaler = model, optimizer, scheduler, scaler
         self.nonfinite, self.clip_grad, self.world = nonfinite, clip_grad, world
+        self.warned_zero_gradient = False  # warned once a run
 
     def __call__(self, loss_of: Callable[..., torch.Tensor], micro_batches: Sequence, number: int) -> StepStats:
         self.optimizer.zero_grad(set_to_none=True)
@@ -73,6 +78,13 @@ class OptimizerStep:
             and self.nonfinite.should_skip(norm, number, "gradient norm")
         ):
             return self.skip(value, number, norm)
+        if norm == 0.0 and not self.warned_zero_gradient and distributed.launched_rank() == 0:
+            self.warned_zero_gradient = True  # every value finite, so the non-finite guard would not tell
+            warnings.warn(
+                f"the gradient is exactly 0 at step {number}: no weight changes, so the run has stopped learning; "
+                "check --lr and the model's settings (the energy method warns when its step size alpha vanishes).",
+                stacklevel=2,
+            )
         scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
         self.scaler.step(self.optimizer)  # under fp16 the scaler itself skips a step with inf gradients
         self.scaler.update()
@@ -110,3 +122,49 @@ def scheduled_lr(optimizer: torch.optim.Optimizer) -> float:
 def images_in(micro) -> int:
     """The images of one micro-batch: a tensor's first dimension, or that of a tuple's first tensor."""
     return (micro[0] if isinstance(micro, (tuple, list)) else micro).shape[0]
+
+
+def split_sample(sample, batch: int, parts: int) -> list:
+    """One corrupted batch as `parts` micro-batch samples, split as `images.chunk(parts)` splits its images: every
+    tensor whose first dimension is `batch` is chunked, inside a dataclass, dict, list or tuple; anything else (a
+    generator, a count, a sub-task's own info) is shared by every part. Corrupting the whole batch once and then
+    splitting it gives each image the corruption it gets in the whole batch, whatever order a task draws in. A
+    sample with no such tensor is refused: each part would be the whole batch, K times its memory."""
+    if parts == 1:
+        return [sample]
+    if not holds_batch(sample, batch):
+        raise ParameterError(
+            f"--accum-iter {parts}: the method's sample ({type(sample).__name__}) holds no tensor whose first "
+            f"dimension is the batch's ({batch}), so it cannot be split into micro-batches; return the images' "
+            "corruption as batch-first tensors (in a dataclass, dict, list or tuple) from `corrupt`, or leave "
+            "--accum-iter at 1."
+        )
+    return split_parts(sample, batch, parts)
+
+
+def holds_batch(sample, batch: int) -> bool:
+    """Whether a tensor whose first dimension is `batch` is in `sample` (a dataclass, dict, list or tuple)."""
+    if isinstance(sample, torch.Tensor):
+        return sample.ndim > 0 and sample.shape[0] == batch
+    if dataclasses.is_dataclass(sample) and not isinstance(sample, type):
+        return any(holds_batch(getattr(sample, f.name), batch) for f in dataclasses.fields(sample) if f.init)
+    values = sample.values() if isinstance(sample, dict) else sample if isinstance(sample, (list, tuple)) else ()
+    return any(holds_batch(value, batch) for value in values)
+
+
+def split_parts(sample, batch: int, parts: int) -> list:
+    count = math.ceil(batch / math.ceil(batch / parts))  # how many parts torch.chunk makes
+    if isinstance(sample, torch.Tensor):
+        return list(sample.chunk(parts)) if sample.ndim and sample.shape[0] == batch else [sample] * count
+    if dataclasses.is_dataclass(sample) and not isinstance(sample, type):
+        fields = [f.name for f in dataclasses.fields(sample) if f.init]
+        split = {name: split_parts(getattr(sample, name), batch, parts) for name in fields}
+        return [dataclasses.replace(sample, **{name: split[name][i] for name in fields}) for i in range(count)]
+    if isinstance(sample, dict):
+        split = {key: split_parts(value, batch, parts) for key, value in sample.items()}
+        return [{key: split[key][i] for key in sample} for i in range(count)]
+    if isinstance(sample, (list, tuple)):
+        split = [split_parts(value, batch, parts) for value in sample]
+        rows = [[values[i] for values in split] for i in range(count)]
+        return [type(sample)(*row) if hasattr(sample, "_fields") else type(sample)(row) for row in rows]
+    return [sample] * count

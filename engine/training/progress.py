@@ -121,6 +121,5 @@ class ProgressLines:
 
 def held_out_ratio(held) -> str:
     """'held-out 0.68x corrupted': a `HeldOut`'s last output's error over its baseline's (engine/methods/report.py)."""
-    if not held.restored_mse or not held.corrupted_mse:
-        return ""
-    return f"held-out {held.restored_mse[-1] / held.corrupted_mse:.2f}x {held.baseline}"
+    ratio = held.ratio() if held.restored_mse else None
+    return "" if ratio is None else f"held-out {ratio:.2f}x {held.baseline}"

@@ -24,7 +24,7 @@ from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_n
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.nonfinite import NonFiniteGuard
 from pretexts.engine.training.optimizer_step import OptimizerStep
-from pretexts.engine.training.precision import amp_dtype, grad_scaler
+from pretexts.engine.training.precision import amp_dtype, grad_scaler, precision_name
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.progress import ProgressLines
 from pretexts.engine.training.resume import (
@@ -129,9 +129,9 @@ class TrainingRun:
             **training_state(self.model, self.optimizer, self.scheduler, self.scaler),
             "epoch": self.epoch,
             "global_step": self.global_step,
-            "history": self.history,
+            "history": packed_history(self.history),
             "nonfinite_skipped": self.nonfinite.skipped,
-            "arithmetic": arithmetic(self.device, self.world),
+            "arithmetic": arithmetic(self.device, self.world, precision_name(self.dtype)),
         }
 
     def resume_epochs(self, path: Path, kind: str, may_change: frozenset, same=None, check=None, resolved=None) -> dict:
@@ -145,9 +145,11 @@ class TrainingRun:
             check(ckpt)
         restore_training_state(ckpt, path, self.epochs, self.model, self.optimizer, self.scheduler, self.scaler)
         self.epoch, self.global_step = ckpt["epoch"], ckpt["global_step"]
-        self.history = list(ckpt.get("history", []))
+        self.history = unpacked_history(ckpt.get("history", []))
         self.nonfinite.skipped = ckpt.get("nonfinite_skipped", 0)
-        note = resumed_arithmetic_note(ckpt.get("arithmetic"), arithmetic(self.device, self.world), path)
+        note = resumed_arithmetic_note(
+            ckpt.get("arithmetic"), arithmetic(self.device, self.world, precision_name(self.dtype)), path
+        )
         if note and self.rank == 0:
             self.echo(note)
         if self.epoch >= self.epochs:  # a requeued job of a finished run ends well; a user is told, once it goes on
@@ -190,3 +192,20 @@ class TrainingRun:
         passed but that failed when decoded (`image_check.list_decode_failures`); a command's start listed the rest."""
         datasets = [getattr(self, "train_set", None), getattr(self, "val_set", None)]
         list_decode_failures([d for d in datasets if d is not None], self.out, write_text)
+
+
+def packed_history(history: list):
+    """The checkpoint's form of a run's history: pretraining's (step, loss) of every step as two tensors, which the
+    checksum hashes and torch saves as bytes (a million steps in milliseconds, not a hashed repr per number); the
+    per-epoch rows of finetune and segment as they are."""
+    if not history or not isinstance(history[0], tuple):
+        return history
+    steps = torch.tensor([step for step, _ in history], dtype=torch.int64)  # not zip(*history): slow at 1M steps
+    return {"step": steps, "loss": torch.tensor([loss for _, loss in history], dtype=torch.float64)}
+
+
+def unpacked_history(saved) -> list:
+    """The history as the run keeps it (`packed_history` undone: the same ints and floats, bit for bit)."""
+    if isinstance(saved, dict):
+        return list(zip(saved["step"].tolist(), saved["loss"].tolist()))
+    return list(saved)

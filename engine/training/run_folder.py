@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from pretexts.engine.training.processes import process_alive
+from pretexts.engine.training.processes import earlier_start_of_this_job, process_alive, scheduler_job
 from pretexts.errors import OutputError, ParameterError
 
 # what a command leaves in its folder: a folder holding one of these holds a run (or an export)
@@ -208,8 +208,9 @@ def figure_path(out) -> Path:
 
 # ---- the lock ------------------------------------------------------------------------------------
 class RunLock:
-    """OUT/.lock (pid, host, command, start) while a command writes OUT; a second writer is refused in one line
-    naming the holder. A lock left by a killed process on this host (its pid is gone) is taken over."""
+    """OUT/.lock (pid, host, command, start, scheduler job) while a command writes OUT; a second writer is refused in
+    one line naming the holder. A lock left by a killed process on this host (its pid is gone) is taken over, and one
+    left on another host by an earlier start of this SLURM job or torchrun run (a requeue on another node)."""
 
     def __init__(self, folder, command: str):
         self.path = Path(folder) / LOCK_FILE
@@ -232,6 +233,7 @@ class RunLock:
             "host": socket.gethostname(),
             "command": self.command,
             "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "job": scheduler_job(),
         }
         for _ in range(3):
             try:
@@ -279,8 +281,8 @@ class RunLock:
             with contextlib.suppress(OSError):
                 return time.time() - self.path.lstat().st_mtime > NEW_LOCK_GRACE_S
             return True
-        if holder.get("host") != socket.gethostname():
-            return False  # cannot tell whether a process on another host lives
+        if holder.get("host") != socket.gethostname():  # whether its process lives cannot be looked up from here
+            return earlier_start_of_this_job(holder.get("job"), scheduler_job())
         pid = holder.get("pid")
         return not isinstance(pid, int) or pid == os.getpid() or not process_alive(pid)
 

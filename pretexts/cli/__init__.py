@@ -183,13 +183,18 @@ def parse_task_args(pairs: tuple[str, ...], option: str = "--task-arg") -> dict[
     return args
 
 
+LONG_SERIES = 100  # a numbered series of more files than this is shown with its count
+
+
 def wrote_folder(out) -> str:
     """'wrote OUT/: its files' (one slash, however OUT was typed)."""
     return f"wrote {os.path.normpath(out)}/: {written_files(out)}"
 
 
 def written_files(out) -> str:
-    """Every file and folder in OUT, a numbered series shown once: 'checkpoint.pt, restoration_epoch001-020.png'."""
+    """Every file and folder in OUT, a numbered series shown once, in number order (epoch 1000 after 999):
+    'checkpoint.pt, restoration_epoch001-020.png'; counted when it has gaps or is long (`LONG_SERIES`):
+    'restoration_epoch050-400.png (8 files)'."""
     import re
     from pathlib import Path
 
@@ -204,8 +209,12 @@ def written_files(out) -> str:
     for key, numbers in series.items():
         if len(key) == 1:
             names.append(key[0])
-        else:
-            names.append(key[0] + (numbers[0] if len(numbers) == 1 else f"{numbers[0]}-{numbers[-1]}") + key[1])
+            continue
+        numbers.sort(key=lambda number: (int(number), number))
+        first, last = numbers[0], numbers[-1]
+        shown = key[0] + (first if len(numbers) == 1 else f"{first}-{last}") + key[1]
+        gaps = int(last) - int(first) + 1 != len(numbers)
+        names.append(shown + (f" ({len(numbers)} files)" if gaps or len(numbers) > LONG_SERIES else ""))
     return ", ".join(names)
 
 

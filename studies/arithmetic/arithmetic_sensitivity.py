@@ -22,9 +22,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def losses(log: Path, steps: int) -> list[float]:
-    """The first `steps` losses of a log.jsonl, in step order."""
+    """The first `steps` losses of a log.jsonl, in step order (a skipped step's null as NaN)."""
     rows = [json.loads(line) for line in log.read_text().splitlines()]
-    by_step = {r["step"]: r["loss"] for r in rows if "loss" in r and "step" in r}
+    by_step = {r["step"]: float("nan") if r["loss"] is None else r["loss"] for r in rows if "loss" in r and "step" in r}
     return [by_step[s] for s in range(1, steps + 1)]
 
 

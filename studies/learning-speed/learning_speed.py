@@ -89,7 +89,14 @@ def measure(name: str, overrides: dict, args) -> dict:
         trainer.run()
         rows = [json.loads(line) for line in Path(out, "log.jsonl").read_text().splitlines()]
     evals = [(r["step"], r["held_out"]) for r in rows if "held_out" in r]
-    first = next((s for s, h in evals if h["restored_mse"][-1] < h["corrupted_mse"]), None)
+    first = next(
+        (
+            s
+            for s, h in evals
+            if None not in (h["restored_mse"][-1], h["corrupted_mse"]) and h["restored_mse"][-1] < h["corrupted_mse"]
+        ),
+        None,
+    )  # null: a non-finite error
     last = evals[-1][1] if evals else None
     return {
         "setting": name,

@@ -8,7 +8,7 @@ import torch
 from PIL import Image
 
 from pretexts.backbones.normalisation import IMAGENET_MEAN, IMAGENET_STD
-from pretexts.engine.data.image_check import reason, to_rgb
+from pretexts.engine.data.image_check import reason, to_rgb, upright
 from pretexts.engine.data.loader import image_seed
 from pretexts.errors import DataError
 
@@ -71,11 +71,12 @@ def pairs(images: Path, masks: Path, split: str) -> list[tuple[Path, Path]]:
 
 
 def read_image(path: Path) -> Image.Image:
-    """The image as 8-bit RGB as pretraining reads it (`to_rgb`: 16-bit scaled, not clipped to white; transparency
-    over white), or a DataError naming it: a bad file ends the run in one line, as a bad mask does."""
+    """The image as 8-bit RGB as pretraining reads it (`upright`: turned as its EXIF Orientation says; `to_rgb`:
+    16-bit scaled, not clipped to white; transparency over white), or a DataError naming it: a bad file ends the run
+    in one line, as a bad mask does. Masks are read as stored (PNG, no EXIF), as mmsegmentation reads them."""
     try:
         with Image.open(path) as image:
-            return to_rgb(image)
+            return to_rgb(upright(image))
     except Exception as err:  # noqa: BLE001 - PIL raises many types (OSError, SyntaxError, ValueError) for bad files
         raise DataError(
             f"image '{path}' is unreadable ({reason(err)}); replace it with a readable image, or remove it."
@@ -108,7 +109,8 @@ def read_mask(path: Path, size: tuple[int, int], kind: str, num_classes: int | N
             f"mask '{path}' has label {int(mask[mask != IGNORE].max())}, out of range 0..{num_classes - 1}"
             f"; pass the right --num-classes."
         )
-    return mask.astype(np.uint8)
+    # int32, not uint8: a 16-bit PNG's labels above 255 stay themselves (albumentations' crop keeps int32)
+    return mask.astype(np.int32)
 
 
 def infer_classes(items: list[tuple[Path, Path]]) -> int:

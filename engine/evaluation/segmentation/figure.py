@@ -5,17 +5,15 @@ size (the image the model saw resized to it), as it is scored."""
 import colorsys
 
 import matplotlib
+import numpy as np
+import torch
+import torch.nn.functional as F
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+from pretexts.engine.training.figures import new_figure
+from pretexts.engine.training.run_folder import save_figure as replace_figure
 
-from pretexts.engine.training.run_folder import save_figure as replace_figure  # noqa: E402
-
-from .metrics import IGNORE, MIOU, confusion, scores  # noqa: E402
+from .metrics import IGNORE, MIOU, confusion, scores
 
 IGNORED_COLOUR = (224, 224, 224)  # light gray: ignored pixels, apart from every class
 KEY_ENTRIES = 12  # the most classes the key names; the rest are counted
@@ -25,7 +23,7 @@ def class_palette(size: int = 256) -> np.ndarray:
     """(size, 3) uint8: tab20's strong colours then its light ones, without its grays (distinct, none near black),
     then hues spaced by the golden angle at fixed saturation and brightness; ignore (255) light gray."""
     order = [*range(0, 20, 2), *range(1, 20, 2)]  # strong before light: neighbouring classes differ in hue
-    tab20 = [plt.get_cmap("tab20").colors[i] for i in order if i not in (14, 15)]  # 14, 15: the grays
+    tab20 = [matplotlib.colormaps["tab20"].colors[i] for i in order if i not in (14, 15)]  # 14, 15: the grays
     colours = [tuple(round(255 * x) for x in c) for c in tab20]
     hue = 0.0
     while len(colours) < size:
@@ -49,7 +47,9 @@ def save_figure(images: torch.Tensor, pred, truth, path, rows: int = 4, title: s
     known = flat_truth[flat_truth != IGNORE]
     classes = int(max(flat_pred.max().item(), known.max().item() if known.numel() else 0)) + 1
     miou = scores(confusion(flat_pred, flat_truth, classes))[MIOU]
-    fig, axes = plt.subplots(rows, 3, figsize=(6, 2 * rows + 0.9), squeeze=False)
+    palette = PALETTE if classes <= len(PALETTE) else class_palette(classes)  # 16-bit masks: labels above 255
+    fig = new_figure(figsize=(6, 2 * rows + 0.9))
+    axes = fig.subplots(rows, 3, squeeze=False)
     for i in range(rows):
         image = images[i].float()[None]
         if image.shape[-2:] != truth[i].shape:
@@ -57,7 +57,7 @@ def save_figure(images: torch.Tensor, pred, truth, path, rows: int = 4, title: s
         img = image[0].permute(1, 2, 0).numpy()
         for ax, panel, name in zip(
             axes[i],
-            (img.clip(0, 1), PALETTE[truth[i].clamp(0, 255).numpy()], PALETTE[pred[i].clamp(0, 255).numpy()]),
+            (img.clip(0, 1), palette[truth[i].numpy()], palette[pred[i].numpy()]),
             ("image", "ground truth", "prediction"),
         ):
             ax.imshow(panel, interpolation="nearest")
@@ -66,7 +66,7 @@ def save_figure(images: torch.Tensor, pred, truth, path, rows: int = 4, title: s
                 ax.set_title(name, fontsize=10)
     shown = sorted({*flat_truth.unique().tolist(), *flat_pred.unique().tolist()})
     named = [c for c in shown if c != IGNORE]
-    key = [Patch(color=PALETTE[c] / 255, label=f"class {c}") for c in named[:KEY_ENTRIES]]
+    key = [Patch(color=palette[c] / 255, label=f"class {c}") for c in named[:KEY_ENTRIES]]
     if len(named) > KEY_ENTRIES:
         key.append(Patch(color="white", label=f"+{len(named) - KEY_ENTRIES} more"))
     if IGNORE in shown:
@@ -76,4 +76,3 @@ def save_figure(images: torch.Tensor, pred, truth, path, rows: int = 4, title: s
     fig.suptitle(f"{title}\n{line}" if title else line, fontsize=10)
     fig.tight_layout(rect=(0, 0.3 / fig.get_figheight() * (1 + (len(key) - 1) // 5), 1, 1))
     replace_figure(fig, path)  # by rename: never through a link, never half a file
-    plt.close(fig)

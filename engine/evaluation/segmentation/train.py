@@ -6,7 +6,6 @@ OUT/segmenter.pt, written after each epoch, holds the model and all a `--resume`
 stopped."""
 
 import dataclasses
-import json
 import math
 import tempfile
 from collections.abc import Callable
@@ -24,10 +23,13 @@ from pretexts.engine.data.datasets import recorded_spec
 from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.evaluation.pretrained import create_classifier, resampled_positions_note
 from pretexts.engine.training import distributed
+from pretexts.engine.training.caller_state import keeps_caller_state
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.config_record import saved_settings
+from pretexts.engine.training.experiment_log import log_line
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.precision import autocast
+from pretexts.engine.training.preflight import check_backbone_fits
 from pretexts.engine.training.progress import stderr_line
 from pretexts.engine.training.resume_config import SEGMENT_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
@@ -43,11 +45,34 @@ from .heads import Segmenter
 from .metrics import IGNORE, MIOU, PIXEL_ACC, confusion, scores
 
 
+class LayerDecayView:
+    """The segmenter as timm's layer-decay grouping sees a classifier: the backbone's parameters under their own
+    names (its `group_matcher` and `no_weight_decay()` apply to them), the pyramid and head under `decode.`, which
+    no matcher claims, so they take the classifier's slot: scale 1, the top block layer_decay ** 1, the embeddings
+    layer_decay ** (depth + 1), as BEiT's and MAE's ADE20K LayerDecayOptimizerConstructor."""
+
+    prefix = "features.backbone."
+
+    def __init__(self, model: Segmenter):
+        self.model, backbone = model, model.features.backbone
+        if hasattr(backbone, "group_matcher"):
+            self.group_matcher = backbone.group_matcher
+        self.pretrained_cfg = {"classifier": "decode."}  # timm's fallback grouping, for a backbone without a matcher
+
+    def named_parameters(self):
+        for name, param in self.model.named_parameters():
+            yield (name[len(self.prefix) :] if name.startswith(self.prefix) else f"decode.{name}"), param
+
+
 def optimizer_for(model: Segmenter, cfg: SegmentConfig) -> torch.optim.Optimizer:
-    """AdamW; backbone layers scaled by layer_decay ** depth (timm's groups), head and pyramid at full lr."""
-    groups = param_groups_layer_decay(model.features.backbone, cfg.weight_decay, layer_decay=cfg.layer_decay)
-    rest = [p for n, p in model.named_parameters() if not n.startswith("features.backbone.")]
-    groups.append({"params": rest, "weight_decay": cfg.weight_decay, "lr_scale": 1.0})
+    """AdamW over timm's layer-decay groups of the whole segmenter (`LayerDecayView`); no weight decay on 1-D
+    parameters and biases (the decode head's included) nor on the backbone's `no_weight_decay()` names, as
+    `finetune` and BEiT's constructor exempt them."""
+    backbone = model.features.backbone
+    skip = backbone.no_weight_decay() if hasattr(backbone, "no_weight_decay") else ()
+    groups = param_groups_layer_decay(
+        LayerDecayView(model), cfg.weight_decay, no_weight_decay_list=skip, layer_decay=cfg.layer_decay
+    )
     return create_optimizer_v2(groups, "adamw", lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
@@ -123,6 +148,8 @@ class Segmentation(TrainingRun):
             drop_path_rate=cfg.drop_path,
         )
         self.size = cfg.img_size or saved.get("img_size") or 32
+        # on the CPU, where the pyramid's probe below runs: a size the backbone cannot take is one line, as in train
+        check_backbone_fits(backbone, cfg.backbone or saved.get("backbone"), self.size, torch.device("cpu"))
         note = resampled_positions_note(backbone, saved.get("img_size"), self.size) if saved else None
         if note and self.rank == 0:
             echo(note)
@@ -260,7 +287,7 @@ class Segmentation(TrainingRun):
                 result = f"val mIoU {metrics[MIOU]:.2f}%, pixel acc {metrics[PIXEL_ACC]:.2f}%"
                 self.lines.epoch_line(self.epoch, self.global_step, lr, result=result)
                 if writing:
-                    log.write(json.dumps(row) + "\n")
+                    log.write(log_line(row))
                     self.save_checkpoint()
         results = {
             "config": cfg.to_dict(),
@@ -301,6 +328,7 @@ class Segmentation(TrainingRun):
             self.logged_step = self.epoch * self.steps_per_epoch
 
 
+@keeps_caller_state
 def run(cfg: SegmentConfig, log: Callable[[str], None] = stderr_line) -> dict:
     """Train a segmenter (`Segmentation(cfg).run()`): lock and claim OUT (never over another run or the inputs),
     or continue the run in it with --resume."""

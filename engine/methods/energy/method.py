@@ -2,6 +2,8 @@
 corrupted state is restored by N gradient steps down it (restore.py, double backward or finite
 differences) and the restoration error is the loss (eq. 5). With N = 0 the corrupted images are negatives."""
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
@@ -17,7 +19,7 @@ from pretexts.backbones.vit_tokens import (
 from pretexts.engine.measures.health import brightness, correlation
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
-from pretexts.engine.methods.energy.grad_modes import unsupported_layers
+from pretexts.engine.methods.energy.grad_modes import refuse_cpu_fp16_double_backward, unsupported_layers
 from pretexts.engine.methods.energy.report import RestorationHeldOut, restoration_loss_name, restoration_report
 from pretexts.engine.methods.energy.restore import (
     PATCH_CENTRED,
@@ -38,6 +40,8 @@ from .params import AUTO_LOSS, ENERGY_PARAMS
 # compiled / eager time of the exact step on vit_tiny, random-mask, batch 64 (benchmarks/throughput.py --compile
 # inductor on a quiet CPU, docs/performance.md)
 COMPILED_VIT_GAIN = 0.85
+# alpha below the smallest initial value --alpha allows (1e-6) by orders of magnitude: the step has vanished
+VANISHED_ALPHA = 1e-9
 
 
 @register_method("energy")
@@ -63,6 +67,7 @@ class EnergyMethod(Method):
         "(docs/results/mask-fills.md); --task-arg fill=gray removed that shortcut there",
     }
     compiled: CompiledRestore | None = None  # --compile's restoration step (compiled.py)
+    alpha_warned = False  # the vanished-alpha warning is printed once a run
     loss_patch: int | None = None  # the patch-centred loss's patch, set in resolve
 
     @property
@@ -110,6 +115,7 @@ class EnergyMethod(Method):
             set_fused_attention(model.backbone, True)
             model.math_attention = False
         elif args["steps"]:
+            refuse_cpu_fp16_double_backward(model.backbone, self.cfg.amp, self.device, self.cfg.backbone)
             layers = rewritten_layers(args["double_backward"], self.device, self.compile_backend)
             rewrite_double_backward(model.backbone, layers)
         return super().apply_speedups(model)
@@ -156,8 +162,28 @@ class EnergyMethod(Method):
             group["params"] = [p for p in group["params"] if p is not alpha]
         return [*groups, {"params": [alpha], "weight_decay": 0.0, "lr_scale": self.args["alpha_lr_scale"]}]
 
+    @property
+    def nonfinite_hint(self) -> str:
+        """What gives a NaN or inf before any update: the energy's own settings, which scale dE/dx and the step."""
+        args = self.args
+        head = "PyTorch's init" if args["head_init_std"] is None else f"{args['head_init_std']:g}"
+        return (
+            f"the energy's settings give it (--energy-scale {args['energy_scale']:g}, --head-init-std {head}, "
+            f"--alpha {args['alpha']:g}, --steps {args['steps']}): lower them (defaults: 1, PyTorch's init, 0.1, 2)"
+        )
+
     def step_stats(self) -> dict:
-        return {"alpha": self.model.alpha.item()}
+        alpha = self.model.alpha.item()
+        # every value stays finite, so no other check would tell
+        if alpha < VANISHED_ALPHA and not self.alpha_warned:
+            self.alpha_warned = True
+            warnings.warn(
+                f"alpha, the restoration step size, fell to {alpha:.3g} (below {VANISHED_ALPHA:g}): the restoration "
+                "no longer moves the image, so the run learns nothing; lower --lr or --alpha-lr-scale (alpha's lr is "
+                f"{self.args['alpha_lr_scale']:g} x --lr).",
+                stacklevel=2,
+            )
+        return {"alpha": alpha}
 
     def monitor_scalars(self, images: torch.Tensor, features: torch.Tensor) -> dict:
         """The energy's correlation with mean brightness: near -1 when it has learnt "how dark is the image"."""
