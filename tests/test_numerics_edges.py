@@ -35,6 +35,12 @@ def test_fp16_on_the_cpu_is_refused_before_the_run_for_the_energy_on_layernorm(t
     assert not (tmp_path / "run" / "log.jsonl").exists()
 
 
+def test_fp16_on_the_cpu_trains_a_vit_whose_token_layernorms_stay_finite(tmp_path):
+    run = Pretrainer(PretrainConfig(**{**TINY, "backbone": "test_vit"}, amp="fp16", out=str(tmp_path)))
+    stats = run.train_step(torch.rand(8, 3, 32, 32, generator=torch.Generator().manual_seed(0)))
+    assert not stats.get("skipped") and math.isfinite(stats["loss"])
+
+
 def test_a_nan_at_step_1_names_the_energys_settings_not_the_lr(tmp_path):
     error = fails_cleanly(
         [*ONE_STEP, "--device", "cpu", "--energy-scale", "1e20", "--out", tmp_path / "run"], "at step 1"

@@ -30,8 +30,8 @@ def set_cuda_flags(flags: tuple | None) -> None:
 
 @contextmanager
 def caller_state_kept():
-    """Within: anything. After, however it ends: the global generators' states and the CUDA arithmetic flags are
-    the caller's again."""
+    """Within: anything. After, however it ends: the global generators' states (torch's CPU and CUDA ones, Python's,
+    numpy's; not MPS's or XPU's) and the CUDA arithmetic flags are the caller's again."""
     cpu, python, numpy_state, flags = torch.get_rng_state(), random.getstate(), np.random.get_state(), cuda_flags()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     seed = torch.initial_seed()  # what CUDA's generators start from when CUDA starts later (torch.manual_seed's)

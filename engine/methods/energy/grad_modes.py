@@ -22,6 +22,7 @@ import math
 from contextlib import contextmanager
 
 import torch
+from timm.layers import LayerNorm2d
 from torch import Tensor, nn
 
 from pretexts.errors import ParameterError
@@ -127,15 +128,16 @@ def replayed_rng(saved: tuple, device: torch.device):
 
 
 def refuse_cpu_fp16_double_backward(backbone: torch.nn.Module, amp: str, device: torch.device, name: str) -> None:
-    """CPU autocast runs LayerNorm in float16 (CUDA's keeps it in float32), and LayerNorm's second derivative
-    overflows float16 there (NaN on ConvNeXt on every batch tried), so a loss through dE/dx would skip every step.
-    Refused before the run, where the backbone has a LayerNorm and `amp` asks for fp16 on the CPU."""
+    """CPU autocast runs LayerNorm in float16 (CUDA's keeps it in float32), and the second derivative of timm's
+    channels-first LayerNorm2d (ConvNeXt's) overflows float16 there: NaN on every batch tried, so a loss through
+    dE/dx would skip every step. ViT's and Swin's token LayerNorms train in fp16 on the CPU (measured), so only a
+    backbone with a LayerNorm2d is refused, before the run, where `amp` asks for fp16 on the CPU."""
     if amp != "fp16" or device.type != "cpu":
         return
-    norm = next((layer for layer, module in backbone.named_modules() if isinstance(module, torch.nn.LayerNorm)), None)
+    norm = next((layer for layer, module in backbone.named_modules() if isinstance(module, LayerNorm2d)), None)
     if norm is not None:
         raise ParameterError(
-            f"--amp fp16 on the CPU cannot train the energy method on {name}: CPU autocast runs its LayerNorm "
-            f"({norm}) in float16, whose second derivative overflows to NaN; on the CPU use --amp bf16 or --amp off "
-            "(or --grad-mode finite-difference)."
+            f"--amp fp16 on the CPU cannot train the energy method on {name}: CPU autocast runs its channels-first "
+            f"LayerNorm ({norm}) in float16, whose second derivative overflows to NaN; on the CPU use --amp bf16 or "
+            "--amp off (or --grad-mode finite-difference)."
         )
