@@ -28,21 +28,15 @@ def test_mixup_needs_an_even_share_of_the_batch_on_each_process(monkeypatch):
         FinetuneConfig(**MIXING, batch_size=7)
 
 
+def small_finetune(out, **changes) -> FinetuneConfig:
+    """A from-scratch fine-tune on the sample; the small recipe smooths labels (timm's log_softmax)."""
+    common = dict(from_scratch=True, backbone="test_convnext", data="sample", recipe="small", epochs=1)
+    return FinetuneConfig(**common, batch_size=8, workers=0, quiet=True, out=str(out), **changes)
+
+
 def test_the_loss_under_bf16_autocast_is_the_float32_criterion_of_the_logits(tmp_path):
-    cfg = FinetuneConfig(
-        from_scratch=True,
-        backbone="test_convnext",
-        data="sample",
-        recipe="small",  # label smoothing: timm's log_softmax, which CPU autocast leaves in bf16
-        amp="bf16",
-        device="cpu",
-        epochs=1,
-        max_steps_per_epoch=2,
-        batch_size=8,
-        workers=0,
-        quiet=True,
-        out=str(tmp_path / "run"),
-    )
+    # CPU autocast leaves the smoothed loss's log_softmax in bf16
+    cfg = small_finetune(tmp_path / "run", amp="bf16", device="cpu", max_steps_per_epoch=2)
     tuner = Finetuner(cfg, echo=lambda line: None)
     images, labels = torch.randn(8, 3, 32, 32), torch.arange(8) % 10
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -61,19 +55,7 @@ class EveryLossNan(Finetuner):
 
 
 def test_an_epoch_whose_steps_were_all_skipped_logs_null_not_a_bare_nan(tmp_path):
-    cfg = FinetuneConfig(
-        from_scratch=True,
-        backbone="test_convnext",
-        data="sample",
-        recipe="small",
-        epochs=1,
-        max_steps_per_epoch=1,
-        batch_size=8,
-        workers=0,
-        quiet=True,
-        skip_nonfinite=True,
-        out=str(tmp_path / "run"),
-    )
+    cfg = small_finetune(tmp_path / "run", max_steps_per_epoch=1, skip_nonfinite=True)
     assert EveryLossNan(cfg, echo=lambda line: None).run()["skipped_nonfinite_steps"] == 1
     refuse = lambda constant: pytest.fail(f"log.jsonl holds {constant}, which is not JSON")  # noqa: E731
     rows = [
