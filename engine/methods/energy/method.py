@@ -174,8 +174,10 @@ class EnergyMethod(Method):
 
     def step_stats(self) -> dict:
         alpha = self.model.alpha.item()
-        # every value stays finite, so no other check would tell
-        if alpha < VANISHED_ALPHA and not self.alpha_warned:
+        # every value stays finite, so no other check would tell; rank 0 alone under torchrun (alpha is replicated)
+        dist = torch.distributed
+        lead = not (dist.is_available() and dist.is_initialized() and dist.get_rank())
+        if alpha < VANISHED_ALPHA and not self.alpha_warned and lead:
             self.alpha_warned = True
             warnings.warn(
                 f"alpha, the restoration step size, fell to {alpha:.3g} (below {VANISHED_ALPHA:g}): the restoration "
