@@ -55,7 +55,7 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
                 "epoch": ckpt.get("epoch"),
                 "val_top1": ckpt.get("top1"),
                 "crop_pct": ckpt["config"].get("crop_pct"),  # the crop val_top1 was scored at
-                "img_size": finetuned_img_size(ckpt, spec["kwargs"]),
+                "img_size": ckpt["timm"]["img_size"],  # the size it trained at, as `finetune` resolved it
             },
             "classes": spec.get("classes"),
         }
@@ -100,32 +100,6 @@ def data_config(model: torch.nn.Module, img_size: int, crop_pct: float | None = 
         "std": std,
         "crop_pct": crop_pct or model.pretrained_cfg.get("crop_pct", 0.875),
     }
-
-
-def finetuned_img_size(ckpt: dict, kwargs: dict) -> int:
-    """The size a fine-tuning checkpoint trained at, as `finetune` resolves it: its --img-size, else the size its
-    pretraining checkpoint was trained at (a ViT's kwargs carry it; a CNN's are read from that checkpoint), else 32.
-    """
-    config = ckpt.get("config") or {}
-    size = ckpt["timm"].get("img_size") or config.get("img_size") or kwargs.get("img_size")
-    if size is None and config.get("checkpoint") and not config.get("from_scratch"):
-        size = pretraining_img_size(config["checkpoint"])
-    return side(size or 32)
-
-
-def pretraining_img_size(checkpoint: str) -> int | None:
-    """The size the pretraining checkpoint a fine-tune started from was trained at; None where it is no longer
-    there to read (a note says the export falls back to 32 px)."""
-    try:
-        return (load_checkpoint(checkpoint, kinds=("pretrain",)).get("config") or {}).get("img_size")
-    except Exception as err:  # moved or deleted since: the fine-tune itself did not record the size
-        print(
-            f"note: the fine-tune's size is not recorded and its pretraining checkpoint {checkpoint} cannot be read "
-            f"({type(err).__name__}); recording 32 px, pretexts' default.",
-            file=sys.stderr,
-            flush=True,
-        )
-        return None
 
 
 def side(size) -> int:

@@ -77,6 +77,7 @@ class Method:
     uses_task = True  # False: it corrupts its own way (MAE's, SimMIM's masks) and ignores --task
     shortcut_advice: dict = {}  # "ARG=VALUE" of the task (or "*") -> a known shortcut and the way out
     compile_backend: str | None = None  # torch.compile's backend the loop chose (`prepare`); None: eager
+    nonfinite_hint: str | None = None  # what gives a NaN before any update (the model's own settings); None: generic
 
     def __init__(self, cfg, task, device: torch.device):
         self.cfg, self.task, self.device = cfg, task, device

@@ -9,7 +9,7 @@ which a call of the Python API sets back as the caller had them when it returns 
 import torch
 
 
-def arithmetic(device: torch.device, processes: int, precision: str | None = None) -> dict:
+def arithmetic(device: torch.device, processes: int, precision: str) -> dict:
     """The torch build, processes, CPU threads and instruction set, the device type and the precision the run
     computes in as `--amp` resolved there (`precision.precision_name`: fp32, bf16 or fp16; `--amp auto` is bf16 on
     CUDA, fp32 elsewhere), and on CUDA the GPU, cuDNN and its flags."""
@@ -19,7 +19,7 @@ def arithmetic(device: torch.device, processes: int, precision: str | None = Non
         "threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "device": device.type,
-        **({"precision": precision} if precision else {}),
+        "precision": precision,
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)

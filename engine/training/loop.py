@@ -119,7 +119,7 @@ class Pretrainer(TrainingRun):
         check_task_fits(self.task, cfg.img_size, self.device)
         self.schedule(build_optimizer(self.method, cfg), cfg.peak_lr if schedule == "constant" else cfg.min_lr, total)
         self.guard_steps(self.model, cfg.img_size, self.method.probe_forward)
-        self.nonfinite.initial_hint = getattr(self.method, "nonfinite_hint", None) or self.nonfinite.initial_hint
+        self.nonfinite.initial_hint = self.method.nonfinite_hint or self.nonfinite.initial_hint
         self.progress_lines(total)
         self.batch = 0  # the next batch of the epoch (a stop part-way through saves it)
         self.experiment = NoLog()
