@@ -62,6 +62,10 @@ def test_bad_checkpoints(trained, tmp_path):
     model = {k: v for k, v in ckpt["model"].items() if "head" not in k}
     save_checkpoint({**ckpt, "model": model}, tmp_path / "mismatch.pt")
     fails_cleanly(resume + [str(tmp_path / "mismatch.pt")], "does not fit this model", "head.weight")
+    optimizer = ckpt["optimizer"]  # another version's grouping of the same parameters
+    merged = [{**optimizer["param_groups"][0], "params": sum((g["params"] for g in optimizer["param_groups"]), [])}]
+    save_checkpoint({**ckpt, "optimizer": {**optimizer, "param_groups": merged}}, tmp_path / "regrouped.pt")
+    fails_cleanly(resume + [str(tmp_path / "regrouped.pt")], "groups its optimizer's parameters as [", "--force")
 
 
 # ---- the other commands: the same machinery, their own bad inputs ------------------------------

@@ -70,3 +70,18 @@ def test_the_clis_own_warnings_read_as_one_line_and_others_as_python_shows_them(
     assert ours == "warning: --grad-checkpointing is off for backbone ResNet\n"
     theirs = one_line_warning("deprecated", UserWarning, str(tmp_path / "user_code.py"), 7, "x = 1")
     assert theirs.startswith(f"{tmp_path / 'user_code.py'}:7: UserWarning: deprecated")
+
+
+def test_the_run_records_checkpointing_as_it_ran(tmp_path):
+    """config.json said `grad_checkpointing: true` for a BatchNorm backbone that kept its activations."""
+    from pretexts.engine import Pretrainer
+    from pretexts.engine.training.config_record import saved_settings
+
+    def recorded(backbone: str) -> bool:
+        cfg = PretrainConfig(backbone=backbone, grad_checkpointing=True, workers=0, out=str(tmp_path / backbone))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return saved_settings(Pretrainer(cfg).record)["grad_checkpointing"]
+
+    assert recorded("test_resnet") is False
+    assert recorded("test_vit") is True

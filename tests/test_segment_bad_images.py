@@ -112,3 +112,17 @@ def test_segment_says_what_it_reads_and_where_its_class_count_comes_from(tmp_pat
     assert result.exit_code == 0, result.output
     line = next(line for line in result.output.splitlines() if line.startswith("segmenting"))
     assert "training, " in line and "validation images" in line and "255 ignored; --num-classes to set it" in line
+
+
+def test_a_16_bit_mask_with_65535_as_ignore_is_refused_naming_it(root):
+    """65535 as a 16-bit mask's "ignore" asked for 65,536 classes: a 4e9-cell confusion matrix, then out of memory."""
+    bad = root / "masks/training/00001.png"
+    labels = np.asarray(Image.open(bad)).astype(np.uint16) % 3
+    labels[0, :] = 65535
+    Image.fromarray(labels).save(bad)
+    with pytest.raises(DataError) as caught:
+        SegmentationFolder(root, "training", 16, False)
+    message = str(caught.value)
+    assert f"mask '{bad}' has label 65535" in message and "65536 classes" in message
+    assert "write them as 255" in message and "--num-classes" in message
+    assert SegmentationFolder(root, "training", 16, False, num_classes=65536).num_classes == 65536  # as asked

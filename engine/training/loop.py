@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 import pretexts
+from pretexts.backbones.factory import running_stat_norms
 from pretexts.engine.data.datasets import build_source, recorded_spec
 from pretexts.engine.data.image_check import report_skipped
 from pretexts.engine.data.loader import (
@@ -38,12 +39,7 @@ from pretexts.engine.training.monitor import Monitor, match_monitor_labels, moni
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.optimizer_step import split_sample
 from pretexts.engine.training.precision import autocast, precision_name
-from pretexts.engine.training.preflight import (
-    check_backbone_fits,
-    check_output_dir,
-    check_task_fits,
-    checkpoint_bytes,
-)
+from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, check_task_fits, checkpoint_bytes
 from pretexts.engine.training.pretrain_checkpoint import check_resumed_inputs, pretrain_entries, same_arguments
 from pretexts.engine.training.progress import held_out_ratio, progress, stderr_line
 from pretexts.engine.training.recipes import AUTO_SCHEDULE, resolved_schedule, schedule_line
@@ -109,6 +105,7 @@ class Pretrainer(TrainingRun):
             cfg,
             compile=self.compile_choice.backend,
             schedule=schedule,
+            grad_checkpointing=cfg.grad_checkpointing and not running_stat_norms(getattr(model, "backbone", model)),
             method_args=dict(self.method.args),
             data=recorded_spec(cfg.data),
         )

@@ -46,6 +46,7 @@ def restore_training_state(ckpt: dict, path: Path, epochs: int, model, optimizer
             f"{epochs} asked; raise --epochs to continue it."
         )
     check_shapes(model, ckpt["model"], path, "resume with the settings it was trained with.")
+    check_parameter_groups(ckpt["optimizer"], optimizer, path)
     try:
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -57,6 +58,20 @@ def restore_training_state(ckpt: dict, path: Path, epochs: int, model, optimizer
     scheduler.step_update(num_updates=ckpt["global_step"])  # re-planned, so --epochs may grow
     scaler.load_state_dict(ckpt["scaler"])
     set_rng_states(ckpt["rng"])
+
+
+def check_parameter_groups(saved: dict, optimizer, path: Path) -> None:
+    """The checkpoint's optimizer groups the parameters as this run's does. The settings were already checked
+    equal, so groups that differ come from another version of pretexts: resuming with other settings cannot help,
+    and the weights still load where weights alone are wanted."""
+    before = [len(group["params"]) for group in saved.get("param_groups", [])]
+    now = [len(group["params"]) for group in optimizer.param_groups]
+    if before != now:
+        raise CheckpointError(
+            f"checkpoint '{path}' groups its optimizer's parameters as {before}, this version of pretexts as {now} "
+            f"with the same settings, so its optimizer state cannot continue here; start the run over with --force, "
+            f"or use its weights as they are (finetune, probe and export load them)."
+        )
 
 
 def check_continues(ckpt: dict, path: Path, epochs: int, out: Path) -> None:

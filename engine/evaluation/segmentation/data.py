@@ -113,11 +113,25 @@ def read_mask(path: Path, size: tuple[int, int], kind: str, num_classes: int | N
     return mask.astype(np.int32)
 
 
+MAX_INFERRED_CLASSES = 4096  # ADE20K-full has 3,688; the confusion matrix holds classes² counts
+
+
 def infer_classes(items: list[tuple[Path, Path]]) -> int:
-    """The largest label in the masks + 1; 255, the ignore label everywhere else (VOC's borders), is no class."""
-    top = max(
-        (int(labels.max()) for labels in (without_ignore(open_mask(m)) for _, m in items) if labels.size), default=0
-    )
+    """The largest label in the masks + 1; 255, the ignore label everywhere else (VOC's borders), is no class.
+    A largest label far above the rest (65535 as a 16-bit mask's "ignore") would size the head and the confusion
+    matrix for classes no mask holds, so more than MAX_INFERRED_CLASSES are refused, naming the mask."""
+    top, where, labels = 0, None, set()
+    for _, path in items:
+        found = np.unique(without_ignore(open_mask(path)))
+        labels.update(found.tolist())
+        if found.size and int(found[-1]) > top:
+            top, where = int(found[-1]), path
+    if top + 1 > MAX_INFERRED_CLASSES:
+        raise DataError(
+            f"mask '{where}' has label {top}, so {top + 1} classes would be inferred from masks holding "
+            f"{len(labels)} distinct labels; if {top} marks pixels to ignore, write them as 255, the ignore label, "
+            f"or pass --num-classes (1..65536) if there are that many classes."
+        )
     return top + 1
 
 
