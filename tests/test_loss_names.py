@@ -45,7 +45,7 @@ def method(name: str, task: str = "random-mask", backbone: str = "test_vit", bui
             "reconstruction error (smooth L1 of position embeddings)",
         ),
         ("mae", {}, "masked-patch MSE (per-patch normalised pixels)"),
-        ("mae", {"norm_pix_loss": False}, "masked-patch MSE (pixels in [0, 1])"),
+        ("mae", {"norm_pix_loss": False}, "masked-patch MSE (normalised pixels)"),
         ("simmim", {}, "masked-pixel L1 (pixels normalised by the backbone's mean and std)"),
     ],
 )

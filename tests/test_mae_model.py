@@ -85,3 +85,35 @@ def test_the_decoder_puts_each_token_back_at_its_patch_and_mask_tokens_at_the_hi
     decoded = model.decode(latent, ids_restore)[..., 0]
     patches = torch.arange(64).float().expand(2, -1)
     assert torch.equal(decoded, torch.where(mask.bool(), -1.0, patches))
+
+
+def test_the_class_token_output_is_trained_through_the_decoder(real_images):
+    """The decoder dropped the prefix tokens, so the encoder's class-token output, the feature probes and
+    fine-tuning read, had no gradient (MAE's decoder takes it, at position 0)."""
+    model, images = make(), real_images[:4]
+    ids_keep, mask, ids_restore = random_masking(4, 64, 0.75, torch.Generator().manual_seed(0))
+    latent = model.encode(images, ids_keep)
+    latent.retain_grad()
+    model.masked_loss(model.decode(latent, ids_restore), images, mask).backward()
+    assert latent.grad[:, 0].abs().min() > 0 and latent.grad[:, model.prefix :].abs().sum() > 0
+
+
+@pytest.mark.parametrize("norm_pix_loss", [True, False])
+def test_the_target_is_the_normalised_image_and_the_figure_reads_it_back_to_pixels(real_images, norm_pix_loss):
+    """MAE regresses its loader's normalised images; the targets were [0, 1] pixels, which differ wherever the
+    backbone's channels are normalised unequally (ImageNet's mean and std, as DeiT's)."""
+    from pretexts.engine.methods.mae import mae_columns
+
+    model, images = make(norm_pix_loss=norm_pix_loss), real_images[:4]
+    model.mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    model.std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    expected = patchify((images - model.mean) / model.std, 4)
+    if not norm_pix_loss:
+        torch.testing.assert_close(model.target(images), expected)
+    else:
+        centred = (expected - expected.mean(-1, keepdim=True)) / (expected.var(-1, keepdim=True) + 1e-6) ** 0.5
+        torch.testing.assert_close(model.target(images), centred)
+    mask = (torch.rand(4, 64, generator=torch.Generator().manual_seed(0)) < 0.75).float()
+    model.forward = lambda images, generator: (None, model.target(images), mask)  # a perfect prediction
+    columns = mae_columns(model, images)
+    torch.testing.assert_close(columns["reconstruction"], images, atol=1e-4, rtol=0)

@@ -126,7 +126,7 @@ def masked_patch_error(model: MAEModel, batches, device, seed: int = 0) -> HeldO
 
 def masked_patch_measure(norm_pix_loss: bool) -> str:
     """MAE's loss and held-out error in words, in the target's space."""
-    return f"masked-patch MSE ({'per-patch normalised pixels' if norm_pix_loss else 'pixels in [0, 1]'})"
+    return f"masked-patch MSE ({'per-patch normalised pixels' if norm_pix_loss else 'normalised pixels'})"
 
 
 def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:
@@ -136,10 +136,10 @@ def mae_columns(model: MAEModel, images: torch.Tensor, seed: int = 0) -> dict:
     with eval_mode(model), torch.no_grad():
         _, pred, mask = model(images, generator)
     if model.norm_pix_loss:
-        patches = patchify(images, model.patch)
+        patches = patchify(model.normalised(images), model.patch)
         pred = pred * (patches.var(-1, keepdim=True) + 1e-6) ** 0.5 + patches.mean(-1, keepdim=True)
     pixel_mask = unpatchify(mask.unsqueeze(-1).expand(-1, -1, pred.shape[-1]), model.patch, model.grid)
-    reconstruction = unpatchify(pred, model.patch, model.grid)
+    reconstruction = unpatchify(pred, model.patch, model.grid) * model.std + model.mean  # to pixels in [0, 1]
     return {
         "masked": images * (1 - pixel_mask),
         "reconstruction": images * (1 - pixel_mask) + reconstruction * pixel_mask,

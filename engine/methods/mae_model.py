@@ -100,7 +100,7 @@ class MAEModel(nn.Module):
     def encode(self, images: Tensor, ids_keep: Tensor) -> Tensor:
         """Visible patch tokens only (plus prefix tokens) through the backbone's blocks and norm."""
         vit = self.backbone
-        x = vit.patch_embed((images - self.mean) / self.std)
+        x = vit.patch_embed(self.normalised(images))
         if x.dim() == 4:  # NHWC patch embed
             x = x.flatten(1, 2)
         x = x + vit.pos_embed[:, vit.pos_embed.shape[1] - x.shape[1] :]  # the patch rows (prefix rows lead)
@@ -108,15 +108,23 @@ class MAEModel(nn.Module):
         return vit.norm(vit.blocks(vit.norm_pre(with_prefix(vit, x))))
 
     def decode(self, latent: Tensor, ids_restore: Tensor) -> Tensor:
-        """MAE's decoder: embed, append mask tokens, unshuffle, + sin-cos positions, blocks -> [B, L, p*p*3]."""
-        x = self.decoder_embed(latent[:, self.prefix :])
-        b, length = ids_restore.shape
-        x = torch.cat([x, self.mask_token.expand(b, length - x.shape[1], -1)], dim=1)
-        x = torch.gather(x, 1, ids_restore.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
-        return self.decoder_pred(self.decoder_norm(self.decoder_blocks(x + self.decoder_pos.to(x.dtype))))
+        """MAE's decoder: embed, append mask tokens, unshuffle, + sin-cos positions, blocks -> [B, L, p*p*3]. The
+        prefix tokens go through the decoder too (position 0), as in MAE's, so the encoder's class-token output,
+        the feature probes and fine-tuning read, is trained; only the patch rows are predicted."""
+        x = self.decoder_embed(latent)
+        p, (b, length) = self.prefix, ids_restore.shape
+        patches = torch.cat([x[:, p:], self.mask_token.expand(b, length - (x.shape[1] - p), -1)], dim=1)
+        patches = torch.gather(patches, 1, ids_restore.unsqueeze(-1).expand(-1, -1, patches.shape[-1]))
+        x = torch.cat([x[:, :p], patches + self.decoder_pos.to(x.dtype)], dim=1)
+        return self.decoder_pred(self.decoder_norm(self.decoder_blocks(x)))[:, p:]
+
+    def normalised(self, images: Tensor) -> Tensor:
+        return (images - self.mean) / self.std
 
     def target(self, images: Tensor) -> Tensor:
-        target = patchify(images, self.patch)
+        """The normalised image's patches, as MAE regresses them (its loader normalises), per patch normalised
+        again with `norm_pix_loss`."""
+        target = patchify(self.normalised(images), self.patch)
         if self.norm_pix_loss:
             mean, var = target.mean(-1, keepdim=True), target.var(-1, keepdim=True)
             target = (target - mean) / (var + 1e-6) ** 0.5
