@@ -12,15 +12,20 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDa
 from pretexts.engine.data.image_check import read_or_substitute
 from pretexts.engine.data.warn_once import WarnOnce
 
+# Shrinking averages over the pixels each output covers (cv2's INTER_AREA), as PIL's resize in finetune and probe
+# does; plain bilinear samples 2x2 neighbours and aliases fine detail. Enlarging stays bilinear.
+ANTIALIAS = {"area_for_downscale": "image"}
+
 
 def pretrain_transform(img_size: int) -> A.Compose:
     """The paper's only pretraining augmentations: RandomResizedCrop and horizontal flip (Section 4)."""
-    return A.Compose([A.RandomResizedCrop(size=(img_size, img_size), scale=(0.2, 1.0)), A.HorizontalFlip()])
+    crop = A.RandomResizedCrop(size=(img_size, img_size), scale=(0.2, 1.0), **ANTIALIAS)
+    return A.Compose([crop, A.HorizontalFlip()])
 
 
 def unaugmented_transform(img_size: int) -> A.Compose:
     """No augmentation: the shorter side to img_size, then the centre crop (held-out images, the monitor's bank)."""
-    return A.Compose([A.SmallestMaxSize(max_size=img_size), A.CenterCrop(height=img_size, width=img_size)])
+    return A.Compose([A.SmallestMaxSize(max_size=img_size, **ANTIALIAS), A.CenterCrop(height=img_size, width=img_size)])
 
 
 def image_seed(seed: int, epoch: int, index: int) -> int:

@@ -9,7 +9,7 @@ from PIL import Image
 
 from pretexts.backbones.normalisation import IMAGENET_MEAN, IMAGENET_STD
 from pretexts.engine.data.image_check import reason, to_rgb, upright
-from pretexts.engine.data.loader import image_seed
+from pretexts.engine.data.loader import ANTIALIAS, image_seed
 from pretexts.errors import DataError
 
 from .metrics import IGNORE
@@ -95,7 +95,7 @@ def open_mask(path: Path) -> np.ndarray:
 
 
 def read_mask(path: Path, size: tuple[int, int], kind: str, num_classes: int | None) -> np.ndarray:
-    """Labels 0..C-1 and IGNORE; ADE20K's 0 becomes IGNORE and the rest shift down (reduce_zero_label)."""
+    """Labels 0..C-1 and IGNORE; ADE20K's 0 and 255 become IGNORE and the rest shift down (reduce_zero_label)."""
     mask = open_mask(path)
     if mask.ndim != 2 or mask.shape != size[::-1]:
         raise DataError(
@@ -103,7 +103,8 @@ def read_mask(path: Path, size: tuple[int, int], kind: str, num_classes: int | N
         )
     mask = mask.astype(np.int64)
     if kind == "ade20k":
-        mask = np.where(mask == 0, IGNORE, mask - 1)
+        # 255 stays ignore, as mmsegmentation's reduce_zero_label keeps it (it would otherwise become class 254)
+        mask = np.where((mask == 0) | (mask == IGNORE), IGNORE, mask - 1)
     if num_classes is not None and ((mask != IGNORE) & (mask >= num_classes)).any():
         raise DataError(
             f"mask '{path}' has label {int(mask[mask != IGNORE].max())}, out of range 0..{num_classes - 1}"
@@ -168,12 +169,16 @@ class SegmentationFolder(torch.utils.data.Dataset):
         norm = A.Normalize(self.mean, self.std)
         self.transform = A.Compose(
             [
-                A.RandomResizedCrop((size, size), scale=(0.5, 1.0), ratio=(0.75, 1.33)),
+                # the image antialiased when shrunk (pretraining's ANTIALIAS); the mask stays nearest
+                A.RandomResizedCrop((size, size), scale=(0.5, 1.0), ratio=(0.75, 1.33), **ANTIALIAS),
                 A.HorizontalFlip(),
                 norm,
             ]
             if train
-            else [A.SmallestMaxSize(max_size=size) if keep_aspect else A.Resize(size, size), norm]
+            else [
+                A.SmallestMaxSize(max_size=size, **ANTIALIAS) if keep_aspect else A.Resize(size, size, **ANTIALIAS),
+                norm,
+            ]
         )
 
     def __len__(self):
