@@ -16,8 +16,8 @@ from torch import nn
 from pretexts.engine import PretrainConfig, Pretrainer, load_checkpoint
 from pretexts.engine.evaluation.linear_probe_protocol import attach_probe_head
 from pretexts.engine.modules.second_order_norm import SecondOrderBatchNorm2d
+from pretexts.engine.training.file_writes import write_json
 from pretexts.engine.training.nonfinite import check_finite_weights
-from pretexts.engine.training.run_folder import write_json
 from pretexts.engine.training.start_checks import check_batchnorm_batch, trained_batchnorms
 from pretexts.errors import NonFiniteLossError, ParameterError
 

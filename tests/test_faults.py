@@ -22,8 +22,8 @@ from test_registry import clean_registry  # noqa: F401 (a fixture)
 from pretexts.cli import main
 from pretexts.engine import FinetuneConfig, Finetuner, PretrainConfig, Pretrainer, atomic_save, load_checkpoint
 from pretexts.engine.training.checkpoint import save_checkpoint
+from pretexts.engine.training.file_writes import open_log
 from pretexts.engine.training.nonfinite import NonFiniteGuard
-from pretexts.engine.training.run_folder import open_log
 from pretexts.errors import NonFiniteLossError, OutputError
 
 RUN = TRAIN + ["--max-steps-per-epoch", "1", "--workers", "0"]

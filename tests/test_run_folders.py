@@ -14,8 +14,8 @@ from pretrained_checkpoints import finetune_argv, write_checkpoint
 
 from pretexts.engine import PretrainConfig, Pretrainer
 from pretexts.engine.evaluation.segmentation.generate import write_generated
+from pretexts.engine.training.file_writes import write_json
 from pretexts.engine.training.resume_config import same_file
-from pretexts.engine.training.run_folder import write_json
 from pretexts.errors import NonFiniteLossError
 
 

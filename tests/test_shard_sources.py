@@ -14,7 +14,7 @@ from pretexts.engine.data.image_check import SKIPPED_FILE, list_decode_failures
 from pretexts.engine.data.shard_writer import write_shards
 from pretexts.engine.data.streams import ImageStream, first_images, stream_shards
 from pretexts.engine.data.warn_once import WarnOnce
-from pretexts.engine.training.run_folder import write_text
+from pretexts.engine.training.file_writes import write_text
 
 
 def write_cut_jpeg(path):

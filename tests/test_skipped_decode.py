@@ -71,7 +71,7 @@ def test_the_workers_records_are_listed_once_and_added_to_the_file_as_it_stands(
 
     from pretexts.engine.data.datasets import build_source
     from pretexts.engine.data.loader import AugmentedImages, unaugmented_transform
-    from pretexts.engine.training.run_folder import write_text
+    from pretexts.engine.training.file_writes import write_text
 
     copy_sample_images(tmp_path / "data", 2, classes=("a",))
     write_cut_jpeg(tmp_path / "data" / "a" / "0000_cut.jpg")

@@ -22,11 +22,11 @@ from pretexts.engine.data.streams import is_stream
 from pretexts.engine.methods.energy.method import resolve_auto
 from pretexts.engine.training.checkpoint import load_checkpoint
 from pretexts.engine.training.config import PretrainConfig, with_method_args
+from pretexts.engine.training.file_writes import write_json
 from pretexts.engine.training.loop import Pretrainer
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.processes import process_alive
 from pretexts.engine.training.recipes import AUTO_SCHEDULE
-from pretexts.engine.training.run_folder import write_json
 from pretexts.errors import OutputError, ParameterError
 from pretexts.registry import METHODS
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pretexts.engine.compare.ties import RULE, tie_ranks
-from pretexts.engine.training.run_folder import save_figure, write_text
+from pretexts.engine.training.file_writes import save_figure, write_text
 
 # column key -> (the table's header, where a cell keeps it)
 SCORE_COLUMNS = {

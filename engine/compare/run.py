@@ -39,11 +39,12 @@ from pretexts.engine.data.streams import is_stream, stream_shards
 from pretexts.engine.evaluation.pretrained import GIVEN, downstream_splits
 from pretexts.engine.evaluation.probe_config import ProbeConfig
 from pretexts.engine.training.checkpoint import load_checkpoint
+from pretexts.engine.training.file_writes import write_json, write_text
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.preflight import resolve_device
 from pretexts.engine.training.progress import duration
 from pretexts.engine.training.resume_config import same_file
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir
 from pretexts.engine.training.settings import expect_config
 from pretexts.errors import OutputError
 from pretexts.registry import METHODS

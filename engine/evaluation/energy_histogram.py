@@ -14,8 +14,9 @@ from pretexts.engine.methods.energy.restore import restore
 from pretexts.engine.methods.states import state_adapter
 from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.engine.training.figures import fit_axes_title, new_figure
+from pretexts.engine.training.file_writes import save_figure, write_json
 from pretexts.engine.training.preflight import resolve_device
-from pretexts.engine.training.run_folder import claim_output_file, figure_path, save_figure, write_json
+from pretexts.engine.training.run_folder import claim_output_file, figure_path
 from pretexts.errors import DataError, ParameterError
 
 

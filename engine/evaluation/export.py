@@ -21,8 +21,9 @@ from pretexts.engine.evaluation.linear_probe_protocol import plain_classifier_st
 from pretexts.engine.evaluation.pretrained import classifier_from, pretraining_record, timm_spec
 from pretexts.engine.evaluation.weights import timm_call
 from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
+from pretexts.engine.training.file_writes import write_json
 from pretexts.engine.training.preflight import check_output_dir
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, claim_output_file, write_json
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir, claim_output_file
 from pretexts.errors import OutputError, ParameterError
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")

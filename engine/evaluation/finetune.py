@@ -58,13 +58,13 @@ from pretexts.engine.training.caller_state import keeps_caller_state
 from pretexts.engine.training.checkpoint import load_checkpoint, save_checkpoint
 from pretexts.engine.training.config_record import DERIVED, carry_derived, derived_of, note_resolved, saved_settings
 from pretexts.engine.training.experiment_log import log_line
+from pretexts.engine.training.file_writes import open_log, write_json, write_text
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.precision import autocast
 from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, checkpoint_bytes
 from pretexts.engine.training.progress import progress, stderr_line
 from pretexts.engine.training.resume_config import FINETUNE_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
-from pretexts.engine.training.run_folder import open_log, write_json, write_text
 from pretexts.engine.training.settings import expect_config
 from pretexts.engine.training.taken_output import refuse_taken_output_dir
 from pretexts.errors import DataError

@@ -37,9 +37,10 @@ from pretexts.engine.modules.features import BlockFeatures
 from pretexts.engine.training import distributed
 from pretexts.engine.training.caller_state import keeps_caller_state
 from pretexts.engine.training.config_record import note_resolved, saved_settings
+from pretexts.engine.training.file_writes import write_json, write_text
 from pretexts.engine.training.preflight import check_backbone_fits, check_output_dir, resolve_device
 from pretexts.engine.training.progress import progress
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_json, write_text
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir
 from pretexts.engine.training.settings import expect_config
 from pretexts.errors import PretextsError
 from pretexts.registry import PROBES

@@ -10,7 +10,7 @@ import torch
 
 from pretexts.engine.training.checksum import KEY as CHECKSUM
 from pretexts.engine.training.checksum import checksum
-from pretexts.engine.training.run_folder import replace_file
+from pretexts.engine.training.file_writes import replace_file
 from pretexts.engine.training.safe_load import read_weights
 from pretexts.errors import CheckpointError, ParameterError, suggest
 

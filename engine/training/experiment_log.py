@@ -27,7 +27,7 @@ def log_line(row: dict) -> str:
     """One line of log.jsonl, strict JSON as jq and JSON.parse read it: a non-finite number (a skipped step's NaN
     loss, an inf gradient norm) is written as null, which json's bare NaN token is not."""
     # imported here: the config imports this module (for `check_logger`) and stays light
-    from pretexts.engine.training.run_folder import finite_or_null
+    from pretexts.engine.training.file_writes import finite_or_null
 
     return json.dumps(finite_or_null(row), allow_nan=False) + "\n"
 

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 from torchvision.utils import make_grid
 
-from pretexts.engine.training.run_folder import save_figure
+from pretexts.engine.training.file_writes import save_figure
 
 
 def new_figure(**options) -> Figure:

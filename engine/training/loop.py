@@ -35,6 +35,7 @@ from pretexts.engine.training.config import PretrainConfig
 from pretexts.engine.training.config_record import DERIVED, carry_derived, derived_of, note_resolved, saved_settings
 from pretexts.engine.training.experiment_log import NoLog, log_line, open_experiment_log
 from pretexts.engine.training.figures import loss_curve, restoration_figure
+from pretexts.engine.training.file_writes import open_log, write_json, write_text
 from pretexts.engine.training.monitor import Monitor, match_monitor_labels, monitor_figure, same_images
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.optimizer_step import split_sample
@@ -46,7 +47,6 @@ from pretexts.engine.training.recipes import AUTO_SCHEDULE, resolved_schedule, s
 from pretexts.engine.training.resume import check_continues
 from pretexts.engine.training.resume_config import PRETRAIN_MAY_CHANGE, recorded_setting
 from pretexts.engine.training.run_base import TrainingRun
-from pretexts.engine.training.run_folder import open_log, write_json, write_text
 from pretexts.engine.training.settings import expect_config
 from pretexts.engine.training.taken_output import refuse_taken_output_dir
 from pretexts.errors import DataError, ParameterError

@@ -14,7 +14,7 @@ from pretexts.engine.measures.health import knn_top1, label_free
 from pretexts.engine.modules.eval_mode import eval_mode
 from pretexts.engine.training.config import KEEP_BEST
 from pretexts.engine.training.figures import new_figure
-from pretexts.engine.training.run_folder import save_figure
+from pretexts.engine.training.file_writes import save_figure
 from pretexts.errors import DataError
 
 COLLAPSE_SHARE = 0.5  # above it one direction holds most of the variance: the warning fires

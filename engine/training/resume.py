@@ -5,7 +5,8 @@ import math
 from pathlib import Path
 
 from pretexts.engine.training.checkpoint import check_shapes, load_checkpoint, rng_states, set_rng_states
-from pretexts.engine.training.run_folder import never_saved, run_files_in, same_path, write_text
+from pretexts.engine.training.file_writes import write_text
+from pretexts.engine.training.run_folder import never_saved, run_files_in, same_path
 from pretexts.errors import CheckpointError
 
 

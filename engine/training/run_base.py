@@ -21,6 +21,7 @@ from pretexts.engine.data.loader import EpochSampler
 from pretexts.engine.data.streams import ImageStream
 from pretexts.engine.training import distributed
 from pretexts.engine.training.arithmetic import arithmetic, resumed_arithmetic_note, use_cuda_arithmetic
+from pretexts.engine.training.file_writes import write_text
 from pretexts.engine.training.interrupt import StopSignals
 from pretexts.engine.training.nonfinite import NonFiniteGuard
 from pretexts.engine.training.optimizer_step import OptimizerStep
@@ -34,7 +35,7 @@ from pretexts.engine.training.resume import (
     truncate_log,
 )
 from pretexts.engine.training.resume_config import check_resumable
-from pretexts.engine.training.run_folder import RunLock, claim_output_dir, write_text
+from pretexts.engine.training.run_folder import RunLock, claim_output_dir
 from pretexts.engine.training.start_checks import check_batchnorm_batch, refuse_unused_task_args
 
 

@@ -2,17 +2,13 @@
 its own inputs), locks it while it writes, and replaces each file by a rename, never writing through a link."""
 
 import contextlib
-import errno
 import json
-import math
 import os
 import re
-import secrets
 import shutil
 import socket
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -59,6 +55,7 @@ def same_path(a, b) -> bool:
 
 # click's `ctx.meta` key: the files a CLI command has read as input beyond its options (its --config file)
 INPUTS_READ = "pretexts.inputs_read"
+HELD_LOCK = "pretexts.held_lock"  # and the (folder, command) of the last RunLock it took
 
 
 def note_input(path) -> None:
@@ -210,24 +207,24 @@ def figure_path(out) -> Path:
 class RunLock:
     """OUT/.lock (pid, host, command, start, scheduler job) while a command writes OUT; a second writer is refused in
     one line naming the holder. A lock left by a killed process on this host (its pid is gone) is taken over, and one
-    left on another host by an earlier start of this SLURM job or torchrun run (a requeue on another node)."""
+    left on another host by an earlier start of this SLURM job or torchrun run (a requeue on another node). `option`
+    is how the user gave OUT (`shard` takes it as an argument)."""
 
-    def __init__(self, folder, command: str):
+    def __init__(self, folder, command: str, option: str = "--out"):
         self.path = Path(folder) / LOCK_FILE
-        self.command = command
+        self.command, self.option = command, option
         self.held = False
         self.made = False  # whether this lock made OUT: a command that fails before writing leaves no empty folder
 
     def __enter__(self) -> "RunLock":
         if self.path.parent.is_file():
-            raise OutputError(f"--out '{self.path.parent}' is a file, not a folder; choose a folder for --out.")
+            where = f"{self.option} '{self.path.parent}'"
+            raise OutputError(f"{where} is a file, not a folder; choose a folder for {self.option}.")
         self.made = not self.path.parent.exists()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise OutputError(
-                f"output folder '{self.path.parent}' cannot be written: {err.strerror or err}; choose another --out."
-            ) from None
+            raise self.unwritable(err) from None
         me = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -249,12 +246,18 @@ class RunLock:
                     file=sys.stderr,
                 )
                 continue
+            except OSError as err:  # a read-only folder, no permission: OUT's to fix, not its lock file's
+                self.__exit__()
+                raise self.unwritable(err) from None
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(me, fh)
             self.held = True
+            if ctx := click.get_current_context(silent=True):  # what the CLI's "Interrupted" line reads
+                ctx.meta[HELD_LOCK] = (str(self.path.parent), self.command)
             return self
         raise OutputError(
-            f"cannot lock output folder '{self.path.parent}'; another process keeps taking it. Choose another --out."
+            f"cannot lock output folder '{self.path.parent}'; another process keeps taking it. Choose another "
+            f"{self.option}."
         )
 
     def __exit__(self, *exc) -> None:
@@ -262,6 +265,10 @@ class RunLock:
         if self.made:
             with contextlib.suppress(OSError):  # not empty: the command wrote something there
                 self.path.parent.rmdir()
+
+    def unwritable(self, err: OSError) -> OutputError:
+        why, out = err.strerror or err, self.path.parent
+        return OutputError(f"output folder '{out}' cannot be written: {why}; choose another {self.option}.")
 
     def release(self) -> None:
         if self.held and (self.holder() or {}).get("pid") == os.getpid():
@@ -289,7 +296,7 @@ class RunLock:
     def held_by(self, holder: dict | None) -> str:
         return (
             f"output folder '{self.path.parent}' is being written by {describe(holder)}; wait for it to end or "
-            f"choose another --out. If that process is gone, delete '{self.path}'."
+            f"choose another {self.option}. If that process is gone, delete '{self.path}'."
         )
 
 
@@ -300,92 +307,3 @@ def describe(holder: dict | None) -> str:
         f"`pretexts {holder.get('command')}` (pid {holder.get('pid')} on {holder.get('host')}, since "
         f"{holder.get('since')})"
     )
-
-
-# ---- files replaced by rename ---------------------------------------------------------------------
-def temporary_name(path: Path) -> Path:
-    """Per process and call, so two processes never share or remove each other's temporary file."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def remove_stale_temporaries(path: Path) -> None:
-    """Temporary files of earlier killed writes of `path` (their process has ended), so they never fill the disk."""
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        pid = stale.name[len(path.name) + 2 :].split(".")[0]
-        if not pid.isdigit() or int(pid) != os.getpid() and not process_alive(int(pid)):
-            stale.unlink(missing_ok=True)
-
-
-def replace_file(path, write: Callable, what: str = "file") -> None:
-    """`write(file)` to a temporary file beside `path`, fsync, then rename over `path`.
-
-    A process killed at any moment leaves either the old file or the new one, never half of one; a symlink
-    at `path` is replaced, never written through. A failed write (full disk, no permission) raises
-    OutputError and keeps the old file."""
-    path = Path(path)
-    tmp = temporary_name(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temporaries(path)
-        with open(tmp, "xb") as fh:  # not mkstemp: the file gets the umask's permissions, not 0600
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        cause = os_error(err)
-        if cause is None:
-            raise
-        kept = f"the previous {what} is kept" if path.is_file() else "nothing was written"
-        raise OutputError(
-            f"cannot write {what} '{path}': {cause.strerror or cause}; {kept}. Free some space or choose another --out."
-        ) from err
-
-
-def os_error(err: BaseException | None) -> OSError | None:
-    """The OSError behind `err`: torch.save reports a failed write (ENOSPC, EFBIG) as a RuntimeError
-    whose context is the OSError."""
-    while err is not None and not isinstance(err, OSError):
-        err = err.__cause__ or err.__context__
-    return err
-
-
-def write_text(path, text: str) -> None:
-    """UTF-8; a file name that is not (Python holds its bytes as surrogates) is written escaped, as \\udcff."""
-    replace_file(path, lambda fh: fh.write(text.encode("utf-8", "backslashreplace")))
-
-
-def write_json(path, value) -> None:
-    """JSON as every reader takes it: a non-finite number (NaN, inf) is written as null, which json's NaN is not."""
-    write_text(path, json.dumps(finite_or_null(value), indent=2, default=str, allow_nan=False))
-
-
-def finite_or_null(value):
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: finite_or_null(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_null(item) for item in value]
-    return value
-
-
-def save_figure(fig, path) -> None:
-    replace_file(path, lambda fh: fig.savefig(fh, format=Path(path).suffix.lstrip(".") or "png", dpi=100), "figure")
-
-
-def open_log(path, truncate: bool = False):
-    """A log file opened for appending (or from empty), line-buffered, refusing a symlink in its place."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else os.O_APPEND) | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise OutputError(
-                f"'{path}' is a symbolic link; pretexts never writes through a link in its output "
-                f"folder. Remove the link or choose another --out."
-            ) from None
-        raise
-    return os.fdopen(fd, "w", buffering=1, encoding="utf-8")

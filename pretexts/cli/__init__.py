@@ -7,6 +7,7 @@ import signal
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import NoReturn
 
 import click
@@ -19,8 +20,9 @@ class FriendlyGroup(click.Group):
 
     So are a NaN loss (FloatingPointError) and a file-system error naming a path (a read-only or
     missing folder, a full disk). Ctrl-C outside a training loop, which saves and exits by itself,
-    ends with "Interrupted." and code 130. Click's own errors (an unknown option, a value of the wrong
-    type) are one line too, naming the command's --help (`main`).
+    ends with "Interrupted." (naming the checkpoint --resume continues, where a run has one) and code 130.
+    Click's own errors (an unknown option, a value of the wrong type) are one line too, naming the command's
+    --help (`main`).
     """
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
@@ -55,12 +57,13 @@ class FriendlyGroup(click.Group):
             if ctx.params.get("debug") or path_error and err.errno not in WRITE_ERRORS and err.filename is None:
                 raise
             if isinstance(err, KeyboardInterrupt):
-                click.echo("Interrupted.", err=True)
+                click.echo(interrupted_line(ctx), err=True)
                 sys.exit(130)
+            command = self.get_command(ctx, ctx.invoked_subcommand)
             message = (
-                path_message(err)
+                path_message(err, resumable=any(param.name == "resume" for param in getattr(command, "params", ())))
                 if path_error
-                else with_flag(user_message(err), self.get_command(ctx, ctx.invoked_subcommand))
+                else with_flag(user_message(err), command)
             )
             fail(message, 2)
 
@@ -127,11 +130,38 @@ def one_line(text: str) -> str:
     return " ".join(printable(text).split())
 
 
-def path_message(err: OSError) -> str:
+def path_message(err: OSError, resumable: bool = True) -> str:
+    """The error and the path it names; the --resume hint only from a command that has --resume."""
     where = f": '{printable(err.filename)}'" if err.filename else ""
+    hint = " A training run continues from its last checkpoint with --resume." if resumable else ""
+    return f"{err.strerror or err}{where}; check the path, its permissions and the free space.{hint}"
+
+
+# a run's file that --resume continues, and what it writes after its last epoch's checkpoint
+RESUMED = {
+    "train": ("checkpoint.pt", ("results.json",)),
+    "finetune": ("checkpoint.pt", ("finetuned.pt", "results.json")),
+    "segment": ("segmenter.pt", ("results.json",)),
+}
+
+
+def interrupted_line(ctx) -> str:
+    """The line a Ctrl-C ends a command with, and where the command's run folder holds its checkpoint, that --resume
+    continues it. A run lets Ctrl-C through only where it cannot stop at a step (its start, its end-of-run outputs,
+    a second Ctrl-C); its checkpoint is whole there, as every file of a run is written whole, then renamed."""
+    from ..engine.training.run_folder import HELD_LOCK
+
+    folder, command = ctx.meta.get(HELD_LOCK, (None, None))
+    if command != ctx.invoked_subcommand or command not in RESUMED:
+        return "Interrupted."
+    checkpoint, outputs = RESUMED[command]
+    if not (Path(folder) / checkpoint).is_file():
+        return "Interrupted."
+    missing = [name for name in outputs if not (Path(folder) / name).exists()]
+    writes = f", and writes the missing {' and '.join(missing)}" if missing else ""
     return (
-        f"{err.strerror or err}{where}; check the path, its permissions and the free space. A training run "
-        f"continues from its last checkpoint with --resume."
+        f"Interrupted. '{printable(Path(folder) / checkpoint)}' is whole: the same command with --resume continues "
+        f"from it{writes}."
     )
 
 

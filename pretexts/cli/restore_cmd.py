@@ -23,8 +23,9 @@ def restore_command(checkpoint, task, task_args, preset, data, steps, count, see
     from pretexts.engine.methods.energy import EnergyMethod, figure_columns, restoration_error
     from pretexts.engine.methods.report import with_figure_numbers
     from pretexts.engine.training.figures import restoration_figure
+    from pretexts.engine.training.file_writes import write_json
     from pretexts.engine.training.preflight import check_output_dir, resolve_device
-    from pretexts.engine.training.run_folder import claim_output_file, figure_path, write_json
+    from pretexts.engine.training.run_folder import claim_output_file, figure_path
 
     out = figure_path(out)
     claim_output_file(out, force, inputs=[checkpoint], companions=[out.with_suffix(".json")])

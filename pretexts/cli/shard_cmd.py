@@ -50,10 +50,16 @@ def shard_command(source: str, out: str, shard_size: int, shuffle: bool, seed: i
       pretexts train --data /data/imagenet-shards --img-size 224
     """
     from pretexts.engine.data.shard_writer import write_shards
+    from pretexts.engine.training.run_folder import RunLock
+
+    def hold(folder):  # one writer per OUT, as every command that writes a folder; taken before the source is read
+        return RunLock(folder, "shard", option="OUT")
 
     try:
         with signal_as_interrupt(signal.SIGTERM):
-            summary = write_shards(source, out, shard_size, shuffle, seed, force, echo=lambda line: click.echo(line))
+            summary = write_shards(
+                source, out, shard_size, shuffle, seed, force, echo=lambda line: click.echo(line), hold=hold
+            )
     except KeyboardInterrupt as stop:
         code = 128 + int(stop.args[0]) if stop.args else 130
         unfinished = not (Path(out) / "manifest.json").exists() and any(Path(out).glob("*-*.tar"))

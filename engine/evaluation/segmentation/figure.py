@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from matplotlib.patches import Patch
 
 from pretexts.engine.training.figures import new_figure
-from pretexts.engine.training.run_folder import save_figure as replace_figure
+from pretexts.engine.training.file_writes import save_figure as replace_figure
 
 from .metrics import IGNORE, MIOU, confusion, scores
 

@@ -27,13 +27,13 @@ from pretexts.engine.training.caller_state import keeps_caller_state
 from pretexts.engine.training.checkpoint import save_checkpoint
 from pretexts.engine.training.config_record import saved_settings
 from pretexts.engine.training.experiment_log import log_line
+from pretexts.engine.training.file_writes import open_log, write_json
 from pretexts.engine.training.nonfinite import check_finite_weights
 from pretexts.engine.training.precision import autocast
 from pretexts.engine.training.preflight import check_backbone_fits
 from pretexts.engine.training.progress import stderr_line
 from pretexts.engine.training.resume_config import SEGMENT_MAY_CHANGE
 from pretexts.engine.training.run_base import TrainingRun
-from pretexts.engine.training.run_folder import open_log, write_json
 from pretexts.engine.training.settings import expect_config
 from pretexts.errors import ParameterError
 
