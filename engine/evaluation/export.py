@@ -19,7 +19,7 @@ from timm.models import push_to_hf_hub, save_for_hf
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.evaluation.linear_probe_protocol import plain_classifier_state, protocol
 from pretexts.engine.evaluation.pretrained import classifier_from, pretraining_record, timm_spec
-from pretexts.engine.evaluation.weights import timm_call
+from pretexts.engine.evaluation.weights import check_timm_spec, timm_call
 from pretexts.engine.training.checkpoint import atomic_save, load_checkpoint, load_weights
 from pretexts.engine.training.file_writes import write_json
 from pretexts.engine.training.preflight import check_output_dir
@@ -31,6 +31,12 @@ WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 # would claim weights these are not: these are pretexts' own, under the project's MIT licence
 LICENSE = "mit"
 HUB_CONFIG = {"pretrained_cfg": {"tag": "pretexts", "license": LICENSE}}
+# how finetune and probe resize and crop for evaluation (labelled_data.eval_transform); timm's architectures default
+# to others (bilinear, a squash crop)
+EVAL_RESIZE = {"interpolation": "bicubic", "crop_mode": "center"}
+# the preprocessing a weights file's .json and load line carry, as a folder's config.json does
+FILE_DATA_KEYS = ("input_size", "mean", "std", "crop_pct", "interpolation", "crop_mode")
+FINETUNE_FIX = "is it a checkpoint of `pretexts finetune`?"
 
 
 def hub_config(classes: list | None) -> dict:
@@ -45,7 +51,9 @@ def load_for_export(checkpoint: str) -> tuple[torch.nn.Module, str, dict, dict]:
     (the classifier with its head; best.pt, the best epoch's, alike)."""
     ckpt = load_checkpoint(checkpoint, kinds=("pretrain", "finetune", "finetuned"))
     if ckpt.get("kind") in ("finetune", "finetuned"):
-        spec = ckpt["timm"]
+        spec = ckpt["timm"] if isinstance(ckpt.get("timm"), dict) else {}
+        where = f"checkpoint '{checkpoint}'"
+        check_timm_spec(spec.get("name"), spec.get("kwargs"), where, ("timm.name", "timm.kwargs"), FINETUNE_FIX)
         model = timm_call(spec["name"], pretrained=False, **spec["kwargs"])  # loads a plugin's architecture too
         state = plain_classifier_state(ckpt["model"], model)  # a linear probe's head folded, as its finetuned.pt
         load_weights(model, state, checkpoint, spec["name"], "was it written by another version?")
@@ -93,13 +101,15 @@ def note_unfinished(checkpoint: str, epoch, step, planned, batch: int = 0) -> No
 
 def data_config(model: torch.nn.Module, img_size: int, crop_pct: float | None = None) -> dict:
     """The preprocessing the weights were trained with: the run's size, not the architecture's 224 px default, and
-    a fine-tune's evaluation crop (`crop_pct`), so timm's eval transform reproduces the score recorded beside it."""
+    a fine-tune's evaluation (`crop_pct`, and the resize and crop `eval_transform` scores with, whatever the
+    architecture's own), so timm's eval transform reproduces the score recorded beside it."""
     mean, std = normalisation(model)
     return {
         "input_size": (3, img_size, img_size),
         "mean": mean,
         "std": std,
         "crop_pct": crop_pct or model.pretrained_cfg.get("crop_pct", 0.875),
+        **EVAL_RESIZE,
     }
 
 
@@ -121,9 +131,11 @@ def load_line(timm_name: str, kwargs: dict, target: str, data: dict) -> str:
     overlay = {
         "file": target,
         "num_classes": kwargs.get("num_classes", 0),
-        "input_size": data["input_size"],
-        "mean": data["mean"],
-        "std": data["std"],
+        **{key: data[key] for key in FILE_DATA_KEYS},
+        # the architecture's test-time size and crop would replace the run's under timm's `use_test_size` (its
+        # validate.py's default); a folder's config.json drops them too
+        "test_input_size": None,
+        "test_crop_pct": None,
     }
     args = "".join(f", {k}={v!r}" for k, v in kwargs.items())
     return f"timm.create_model({timm_name!r}, pretrained=True, pretrained_cfg_overlay={overlay!r}{args})"
@@ -152,9 +164,9 @@ def export_backbone(
         What `pretexts.json` holds (OUT with suffix .json for a file):
 
             - `file` (`out`), `timm_name` and `kwargs` (what `timm.create_model` takes; `num_classes` 0 for a
-              backbone), `tensors`, `parameters`, `input_size`, `mean` and `std` (the preprocessing the weights
-              were trained with), `license`, `load` (the line of Python that rebuilds the model with timm alone)
-              and `checkpoint`;
+              backbone), `tensors`, `parameters`, `input_size`, `mean`, `std`, `crop_pct`, `interpolation` and
+              `crop_mode` (the preprocessing the weights were trained and evaluated with), `license`, `load` (the
+              line of Python that rebuilds the model with timm alone) and `checkpoint`;
             - of a pretraining checkpoint, `pretraining`: its `method`, `method_args`, `task`, `task_args`,
               `backbone`, `global_pool`, `img_size`, `data`, and how far it got (`epoch`, `global_step`,
               `planned_epochs`);
@@ -200,9 +212,7 @@ def export_to(checkpoint: str, path: Path, push_to_hub: str | None, private: boo
         "kwargs": kwargs,
         "tensors": len(state),
         "parameters": sum(p.numel() for p in model.parameters()),
-        "input_size": list(data["input_size"]),
-        "mean": list(data["mean"]),
-        "std": list(data["std"]),
+        **{key: list(data[key]) if isinstance(data[key], tuple) else data[key] for key in FILE_DATA_KEYS},
         "license": LICENSE,
         "load": load_line(timm_name, kwargs, str(path), data),
         "checkpoint": str(checkpoint),

@@ -13,6 +13,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from timm.scheduler import CosineLRScheduler
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
@@ -132,10 +133,13 @@ def extract_features(
             features.append(model(images.to(device)).float().cpu())
             labels.append(target)
             bar.update()
-    return (
-        distributed.gather_shards(torch.cat(features), device, world),
-        distributed.gather_shards(torch.cat(labels), device, world),
-    )
+    features = torch.cat(features) if features else torch.empty((0, 0), dtype=torch.float32)
+    labels = torch.cat(labels) if labels else torch.empty(0, dtype=torch.long)
+    if world > 1:  # a rank whose share is empty (fewer images than ranks) sends rows of the others' width
+        width = torch.tensor(features.shape[1], device=device)
+        dist.all_reduce(width, op=dist.ReduceOp.MAX)
+        features = features.reshape(features.shape[0], int(width))
+    return distributed.gather_shards(features, device, world), distributed.gather_shards(labels, device, world)
 
 
 def train_head(

@@ -4,6 +4,7 @@ baseline). Nothing is downloaded: timm's weights are read from the Hugging Face 
 `local-dir:` folder."""
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,12 @@ from pretexts.errors import CheckpointError, ParameterError, UnknownNameError, s
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 HUB_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm reads from a Hub repository, in its order
+# timm.create_model's own arguments: among a model's recorded kwargs they would load another file
+# (checkpoint_path), reach the Hub (pretrained, pretrained_cfg, cache_dir) or replace the recorded preprocessing
+FACTORY_ARGS = ("checkpoint_path", "pretrained", "pretrained_cfg", "pretrained_cfg_overlay", "cache_dir")
+INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos")  # timm's str_to_interp_mode names
+CROP_MODES = ("center", "squash", "border")  # timm's eval transform's
+EXPORT_FIX = "write it again with `pretexts export`."
 
 
 @dataclass
@@ -128,11 +135,12 @@ def export_file(path: Path) -> Weights:
             f"'{path}' has no {path.with_suffix('.json').name} beside it to say which timm model "
             f"it holds; give --timm-model NAME with it."
         )
-    overlay = {k: tuple(info[k]) for k in ("input_size", "mean", "std") if info.get(k)}
+    where = f"'{path.with_suffix('.json')}'"
+    check_timm_spec(info["timm_name"], info.get("kwargs", {}), where)
     model = timm_call(
         info["timm_name"],
         pretrained=False,
-        pretrained_cfg_overlay=overlay,
+        pretrained_cfg_overlay=recorded_preprocessing(info, where),
         **{**info.get("kwargs", {}), "num_classes": 0},
     )
     load_file(model, path)
@@ -144,6 +152,71 @@ def export_file(path: Path) -> Weights:
         recorded_data(info),
         info.get("pretraining") or {},
     )
+
+
+def shown(value) -> str:
+    """A recorded value in a message: its repr (control characters escaped), cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def check_timm_spec(
+    name, kwargs, where: str, fields: tuple[str, str] = ("timm_name", "kwargs"), fix: str = EXPORT_FIX
+) -> None:
+    """Refuse a recorded timm name or arguments that would make timm reach past the weights given: a hub name
+    (`hf-hub:...`; nothing is downloaded), or create_model's own arguments among the model's, in one line naming
+    `where` they were read and the field."""
+    if not isinstance(name, str) or not name or ":" in name:
+        rule = "a timm model name without ':' (no hub names: nothing is downloaded)"
+        raise CheckpointError(f"{where}: its {fields[0]} must be {rule}, not {shown(name)}; {fix}")
+    if not isinstance(kwargs, dict) or not all(isinstance(key, str) for key in kwargs):
+        rule = "a mapping of the model's argument names to values"
+        raise CheckpointError(f"{where}: its {fields[1]} must be {rule}, not {shown(kwargs)}; {fix}")
+    factory = [key for key in FACTORY_ARGS if key in kwargs]
+    if factory:
+        raise CheckpointError(
+            f"{where}: its {fields[1]} may not hold {', '.join(factory)} (timm.create_model's own arguments, which "
+            f"load or download other weights); {fix}"
+        )
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def recorded_preprocessing(info: dict, where: str) -> dict:
+    """The preprocessing an export's .json records (each field optional: older exports lack some), checked, as
+    timm's `pretrained_cfg_overlay`."""
+    size = info.get("input_size")
+    channels = size[0] if isinstance(size, list) and size else 3
+    rules = {
+        "input_size": (
+            "a list of 3 positive integers (channels, height, width)",
+            lambda v: isinstance(v, list) and len(v) == 3 and all(is_number(n) and n == int(n) > 0 for n in v),
+        ),
+        "mean": (
+            f"a list of {channels} numbers, one per input channel",
+            lambda v: isinstance(v, list) and len(v) == channels and all(map(is_number, v)),
+        ),
+        "std": (
+            f"a list of {channels} positive numbers, one per input channel",
+            lambda v: isinstance(v, list) and len(v) == channels and all(is_number(n) and n > 0 for n in v),
+        ),
+        "crop_pct": ("a number in (0, 1]", lambda v: is_number(v) and 0 < v <= 1),
+        "interpolation": (f"one of timm's {', '.join(INTERPOLATIONS)}", lambda v: v in INTERPOLATIONS),
+        "crop_mode": (f"one of timm's {', '.join(CROP_MODES)}", lambda v: v in CROP_MODES),
+    }
+    overlay = {}
+    for key, (rule, valid) in rules.items():
+        value = info.get(key)
+        if value is None:
+            continue
+        if not valid(value):
+            raise CheckpointError(f"{where}: its {key} must be {rule}, not {shown(value)}; {EXPORT_FIX}")
+        if key == "input_size":
+            value = [int(n) for n in value]  # 32.0 reads as 32
+        overlay[key] = tuple(value) if isinstance(value, list) else value
+    return overlay
 
 
 def timm_weights(name: str, file: str | None) -> Weights:
