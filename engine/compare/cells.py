@@ -234,13 +234,14 @@ def settings(study, arm: Arm) -> dict:
 
 
 def recorded_auto(study, arm: Arm) -> dict:
-    """What an energy arm's loss and positions, and the random-init row's positions, resolve to where the arm names
-    none (`auto`): a cell records what it measured, so one cached under another resolution is refused."""
-    if arm.method not in ("energy", None):
+    """What an energy arm's loss and positions, and the AE's, SimMIM's and the random-init row's positions, resolve
+    to where the arm names none (`auto`): a cell records what it measured, so one cached under another resolution
+    is refused."""
+    if arm.method not in ("energy", "ae", "simmim", None):
         return {}
     cfg = pretrain_config(study, arm, 0, Path("."))
     resolved = resolve_auto(cfg.backbone, cfg.img_size, pretexts.create_pretext(cfg.task, **cfg.task_args))
-    keys = ("loss", "positions") if arm.method else ("positions",)  # random init has no loss
+    keys = ("loss", "positions") if arm.method == "energy" else ("positions",)  # only the energy has this loss
     return {key: resolved[key] for key in keys if cfg.method_args.get(key, "auto") == "auto"}
 
 

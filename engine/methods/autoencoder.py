@@ -10,13 +10,14 @@ from torch import Tensor, nn
 from pretexts import backbones
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.patches import unpatchify
-from pretexts.backbones.vit_tokens import patch_tokens, vit_geometry, with_prefix
+from pretexts.backbones.vit_tokens import has_patch_positions, patch_tokens, vit_geometry, with_prefix
 from pretexts.base import Pretext
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
 from pretexts.engine.methods.energy.report import restoration_loss_name
 from pretexts.engine.methods.energy.restore import LOSSES, restoration_loss
 from pretexts.engine.methods.mae_model import mae_decoder
+from pretexts.engine.methods.positions import POSITIONS_PARAM, start_positions
 from pretexts.engine.methods.report import Figure, HeldOut, with_figure_numbers
 from pretexts.engine.modules.decoders import LightDecoder, PyramidDecoder
 from pretexts.engine.modules.eval_mode import eval_mode
@@ -41,7 +42,8 @@ class AutoencoderMethod(Method):
     `PyramidDecoder` (UperNet's PPM + FPN). For patch sorting the encoder sees the edge-masked image without
     positions and the decoder predicts each patch's sin-cos position.
     Options (`--method-arg`): `decoder_dim`, `decoder_depth`, `decoder_heads` (unset: MAE's 512, 8 and 16 for a ViT
-    as wide as ViT-B or wider, else 128, 2 and 4; a CNN's pyramid is 128 wide), `loss` ("mse" or "smooth_l1").
+    as wide as ViT-B or wider, else 128, 2 and 4; a CNN's pyramid is 128 wide), `loss` ("mse" or "smooth_l1"),
+    and a ViT's `positions` (auto: the fixed sin-cos table, as the energy method and MAE start from).
     """
 
     summary = "autoencoder baseline: the task's corruption, a light decoder reconstructs the target (any backbone)"
@@ -59,6 +61,7 @@ class AutoencoderMethod(Method):
             None, int, 1, 64, help="ViT token decoder heads, dividing the width; unset: 16 from ViT-B up, else 4"
         ),
         "loss": Param("mse", str, choices=LOSSES, help='"mse" or "smooth_l1", as the energy method\'s'),
+        "positions": POSITIONS_PARAM,
     }
     figure_name = "reconstruction"
 
@@ -71,8 +74,13 @@ class AutoencoderMethod(Method):
     def build_model(self) -> nn.Module:
         cfg, args = self.cfg, self.args
         backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size, global_pool=cfg.global_pool)
+        args["positions"] = start_positions(backbone, cfg.backbone, args["positions"], "method ae")  # config.json's
         decoder = {k: v for k, v in args.items() if k.startswith("decoder_")}
         return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone, **decoder)
+
+    def resolve(self, model: nn.Module) -> dict:
+        """A ViT's positions as the run starts them (auto resolved when the model was built), for the start line."""
+        return {"positions": self.args["positions"]} if has_patch_positions(model.backbone) else {}
 
     def loss(self, sample) -> Tensor:
         prediction, target = self.model.reconstruct(sample)

@@ -10,8 +10,10 @@ from timm.optim import param_groups_weight_decay
 
 from pretexts.backbones import create_backbone
 from pretexts.backbones.normalisation import normalisation
+from pretexts.backbones.vit_tokens import has_patch_positions
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method
+from pretexts.engine.methods.positions import POSITIONS_PARAM, start_positions
 from pretexts.engine.methods.report import Figure, HeldOut, fill_report, with_figure_numbers
 from pretexts.engine.methods.simmim_model import SimMIMModel, mask_patch_size, random_mask
 from pretexts.engine.modules.decoders import PyramidDecoder
@@ -33,13 +35,15 @@ class MaskedImages:
 @register_method("simmim")
 class SimMIMMethod(Method):
     """SimMIM, `--method simmim` (Xie et al. 2022, microsoft/SimMIM), on any backbone (ViT, Swin, ConvNeXt,
-    ResNet): a learnable mask token replaces the stem's output at masked positions, the encoder sees every
-    position, and a light head (a 1x1 convolution and a pixel shuffle) predicts the pixels, L1 on masked pixels
-    only. Where the last feature map is 1x1 (a hierarchical backbone at 32 px) a `PyramidDecoder` predicts instead.
+    ResNet): a learnable mask token replaces the stem's output at masked positions (the masked pixels are blanked
+    too, so a stem whose cells overlap cannot read them), the encoder sees every position, and a light head (a 1x1
+    convolution and a pixel shuffle) predicts the pixels, L1 on masked pixels only. Where the last feature map is 1x1
+    (a hierarchical backbone at 32 px) a `PyramidDecoder` predicts instead.
 
     It draws its own masks, so `--task` is not used. Options (`--method-arg`): `mask_ratio` (0.6), `mask_patch`
     (the mask's patch side in px; 0: SimMIM's 32 px at 224 px, scaled with the image to the nearest multiple of
-    the stem's stride that divides it, `mask_patch_size`).
+    the stem's stride that divides it, `mask_patch_size`), and a ViT's `positions` (auto: the fixed sin-cos table,
+    as the energy method and MAE start from).
     """
 
     summary = (
@@ -56,6 +60,7 @@ class SimMIMMethod(Method):
             help="mask patch side in px; 0: SimMIM's 32 px at 224, scaled with the image to the nearest "
             "multiple of the stem's stride that divides it (4 px at 32 px, 24 at 192)",
         ),
+        "positions": POSITIONS_PARAM,
     }
     figure_name = "reconstruction"
     uses_task = False
@@ -65,6 +70,7 @@ class SimMIMMethod(Method):
     def build_model(self) -> torch.nn.Module:
         cfg = self.cfg
         backbone = create_backbone(cfg.backbone, img_size=cfg.img_size, global_pool=cfg.global_pool)
+        self.args["positions"] = start_positions(backbone, cfg.backbone, self.args["positions"], "method simmim")
         mean, std = normalisation(backbone)
         # where the last map is 1x1 (a hierarchical backbone at 32 px) one pixel-shuffled vector cannot place
         # anything: UperNet's PPM + FPN over the stages (the AE's) predicts instead
@@ -80,10 +86,14 @@ class SimMIMMethod(Method):
             )
         return model
 
+    def resolve(self, model: torch.nn.Module) -> dict:
+        """A ViT's positions as the run starts them (auto resolved when the model was built), for the start line."""
+        return {"positions": self.args["positions"]} if has_patch_positions(model.backbone) else {}
+
     def param_groups(self) -> list:
         """SimMIM's `build_pretrain_optimizer` split: no weight decay on norms, biases, the mask token and what the
-        backbone names in `no_weight_decay()` / `no_weight_decay_keywords()` (a ViT's cls_token and pos_embed,
-        Swin's relative position tables)."""
+        backbone names in `no_weight_decay()` / `no_weight_decay_keywords()` (a ViT's cls_token, its pos_embed where
+        `positions=learned` trains it, Swin's relative position tables)."""
         backbone = self.model.backbone
         exempt = {f"backbone.{name}" for name in getattr(backbone, "no_weight_decay", set)()}
         exempt |= {f"backbone.*{word}*" for word in getattr(backbone, "no_weight_decay_keywords", set)()}

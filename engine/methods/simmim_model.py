@@ -4,7 +4,9 @@ masked positions, the encoder sees every position, a light head predicts the pix
 Read from microsoft/SimMIM (models/simmim.py, data/data_simmim.py), written for timm's families:
 - ViT and Swin: the token replaces the patch embedding (`patch_embed`'s output), as in the official code;
 - ConvNeXt and ResNet: it replaces the stem's output grid (ConvNeXt's `stem`, ResNet's `maxpool`), one C-vector
-  per masked cell, as SimMIM's follow-ups on CNNs do (the mask is in the stem's cells, stride 4).
+  per masked cell, as SimMIM's follow-ups on CNNs do (the mask is in the stem's cells, stride 4). A ResNet's or
+  RegNet's stem cells overlap, so the masked pixels are also blanked in the input, where a patchify stem (ViT,
+  Swin, ConvNeXt) gives the same prediction either way.
 The head is the official one, a 1x1 convolution to stride^2 x 3 channels and a pixel shuffle, at the stride of
 the encoder's last map. When that map is 1x1 (a hierarchical backbone at 32 px) one pixel-shuffled vector
 cannot place anything, so a `decoder` given by the method predicts instead: a module from the normalised images to
@@ -107,7 +109,8 @@ class SimMIMModel(nn.Module):
         return output * (1 - w) + token * w
 
     def predict(self, normalised: Tensor, mask: Tensor | None) -> Tensor:
-        """The head's prediction of the normalised images, the encoder seeing the mask token at `mask`."""
+        """The head's prediction of the normalised images, the encoder seeing the mask token at `mask` (the input's
+        masked pixels as given: `forward` blanks them)."""
         self._mask = mask
         try:
             if self.over_stages:
@@ -120,8 +123,10 @@ class SimMIMModel(nn.Module):
         """images [B,3,H,W] in [0, 1]; the loss is SimMIM's: L1 to the normalised image on masked pixels only,
         averaged over them and the channels."""
         target = (images - self.mean) / self.std
-        prediction = self.predict(target, mask)
         pixels = mask.repeat_interleave(self.stem_stride, 1).repeat_interleave(self.stem_stride, 2).unsqueeze(1)
+        # the masked pixels blanked to the dataset mean (0 once normalised) as well: a stem whose cells overlap
+        # (ResNet's 7x7 conv and max-pool, RegNet's 3x3/2) would show them to the visible cells next to the token
+        prediction = self.predict(target * (1 - pixels.to(target.dtype)), mask)
         error = F.l1_loss(prediction.float(), target.float(), reduction="none")
         loss = (error * pixels).sum() / (pixels.sum() + 1e-5) / target.shape[1]
         return prediction, loss
