@@ -147,7 +147,7 @@ def test_a_flipped_byte_is_refused(runs, tmp_path, name):
     fails_cleanly(
         command(name, tmp_path / "flipped.pt", runs, tmp_path / "out"),
         "is corrupted (checksum mismatch)",
-        "use an earlier checkpoint",
+        "restore it from a copy, or start its run over with --force",
     )
 
 

@@ -23,6 +23,7 @@ from pretexts.errors import DataError
 
 SKIPPED_FILE = "skipped_images.txt"
 SUBSTITUTE_TRIES = 16  # an unreadable image's next ones tried before a run of them stops it
+TWICE = "Using the next image instead (it counts twice)."
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 # other photo and image formats a folder may hold: listed as skipped rather than left out without a word
 UNREAD_EXTENSIONS = (".heic", ".heif", ".avif", ".jxl", ".jp2", ".gif", ".dng", ".cr2", ".nef", ".arw", ".raw", ".psd")
@@ -83,7 +84,7 @@ class UnreadableImage(DataError):
     """An image file that cannot be decoded, with its path and why (the line OUT/skipped_images.txt gets)."""
 
     def __init__(self, path: str, why: str):
-        super().__init__(f"image '{path}' cannot be read: {why}.")
+        super().__init__(f"image '{escaped(path)}' cannot be read: {escaped(why)}.")
         self.path, self.why = path, why
 
     def __reduce__(self):  # pickled by its fields, as the message alone would not rebuild it
@@ -142,9 +143,8 @@ def keep_readable(dataset, root: Path, min_side: int = 0, loose: int = 0, labell
         raise DataError(stray_folders_error(root, loose, dataset.classes, len(readable)))
     if dataset.samples and not readable:
         shown = "; ".join(f"{os.path.relpath(p, root)}: {why}" for p, why in dataset.scan.bad[:3])
-        raise DataError(
-            f"none of the {len(dataset.scan.bad)} image files under '{root}' can be read ({shown}); check the files."
-        )
+        files = f"{len(dataset.scan.bad)} image files under '{root}'"
+        raise DataError(escaped(f"none of the {files} can be read ({shown}); check the files."))
     having = filled if labelled else {label for _, label in dataset.samples}
     if len(having) < len(dataset.classes):
         raise DataError(no_image_error(dataset, root, [i for i in range(len(dataset.classes)) if i not in having]))
@@ -162,7 +162,7 @@ def no_image_error(dataset, root: Path, empty: list[int]) -> str:
     unread = {label: [p for p in dataset.scan.unread if p.startswith(f"{folders[label]}{os.sep}")] for label in empty}
     first = next((label for label in empty if bad[label] or unread[label]), None)
     if first is None:
-        return (
+        return escaped(
             f"no images found in class folder {', '.join(map(str, folders.values()))}; add images or remove the folder."
         )
     folder, others = folders[first], [dataset.classes[label] for label in empty if label != first]
@@ -171,13 +171,13 @@ def no_image_error(dataset, root: Path, empty: list[int]) -> str:
         files = bad[first]
         shown = "; ".join(f"{os.path.relpath(p, folder)}: {why}" for p, why in files[:3])
         more = f"; and {len(files) - 3} more" if len(files) > 3 else ""
-        return (
+        return escaped(
             f"class folder '{folder}' holds no readable image: its {counted(len(files), 'image file')} cannot be read "
             f"({shown}{more}); replace them, or remove the folder.{also}"
         )
     files = unread[first]
     formats = sorted({Path(p).suffix.lower() for p in files})
-    return (
+    return escaped(
         f"class folder '{folder}' holds no image that is read: its {counted(len(files), 'file')} "
         f"{'is' if len(files) == 1 else 'are'} {', '.join(formats)}, and {not_read(formats)}; convert them to JPEG or "
         f"PNG, or remove the folder.{also}"
@@ -206,7 +206,7 @@ def loose_images_note(root, count: int, classes: list[str]) -> str:
     class folders' images, so these are left out."""
     folders = f"class folder '{classes[0]}'" if len(classes) == 1 else f"{len(classes)} class folders"
     files = "image file lies" if count == 1 else "image files lie"
-    return (
+    return escaped(
         f"warning: {count} {files} directly in '{root}' beside its {folders} and {'is' if count == 1 else 'are'} "
         f"not used: only the images inside class folders are. Move them into a folder of their own there, or give "
         f"a folder that holds only them."
@@ -220,7 +220,7 @@ def stray_folders_error(root, count: int, classes: list[str], inside: int) -> st
     more = f" and {len(classes) - 3} more" if len(classes) > 3 else ""
     folders = ", ".join(f"{name}/" for name in classes[:3]) + more
     lie = "lies" if count == 1 else "lie"
-    return (
+    return escaped(
         f"{counted(count, 'image')} {lie} directly in '{root}' beside the folder{'s' if len(classes) > 1 else ''} "
         f"{folders} (holding {counted(inside, 'image') if inside else 'no image'}), which makes it a tree of class "
         f"folders whose loose images are not read; move {folders} out of it, or put the images in class folders."
@@ -237,7 +237,7 @@ def class_layout_note(root, classes: list[str], samples: list[tuple[str, int]], 
     splits = [name for name in classes if name.lower() in SPLIT_NAMES]
     if splits:
         named = ", ".join(f"{name}/" for name in splits)
-        return (
+        return escaped(
             f"warning: the folders {named} of '{root}' are named like splits but are read as class folders (of "
             f"{len(classes)} classes); a train/val split is two folders named train/ and val/, each holding the "
             f"class folders."
@@ -254,7 +254,7 @@ def class_layout_note(root, classes: list[str], samples: list[tuple[str, int]], 
     inner = dict.fromkeys(relative.split(os.sep)[0] for relative in below)
     shown = ", ".join(f"{name}/" for name in list(inner)[:3]) + (", ..." if len(inner) > 3 else "")
     more = f" (and {len(nested) - 1} more class folders)" if len(nested) > 1 else ""
-    return (
+    return escaped(
         f"warning: class folder '{classes[first]}'{more} of '{root}' holds no images directly, only in its "
         f"subfolders ({shown}), which are all read as the one class '{classes[first]}'; if those subfolders are "
         f"the classes, give --data {folders[first]}."
@@ -271,8 +271,8 @@ def read_or_substitute(source, index: int, warn: WarnOnce, tries: int = SUBSTITU
         try:
             return source[position]
         except DataError as err:
-            listed = f"{err.path}\t{err.why}" if isinstance(err, UnreadableImage) else ""  # for list_decode_failures
-            warn(str(position), f"{err} Using the next image instead (it counts twice).", listed)
+            listed = f"{escaped(err.path)}\t{escaped(err.why)}" if isinstance(err, UnreadableImage) else ""
+            warn(str(position), escaped(f"{err} {TWICE}"), listed)
     raise DataError(f"{tries} images in a row from index {index} cannot be read; check the data folder.")
 
 
@@ -302,13 +302,11 @@ def decode_or_substitute(sample, neighbours: Callable[[], list], warn: WarnOnce)
             return decode(candidate), candidate
         except Exception as err:  # noqa: BLE001 - PIL raises many types for bad bytes
             source = f" (from '{candidate.source}')" if candidate.source else ""
-            warn(
-                f"{candidate.shard}\t{candidate.key}",
-                f"image {candidate.key}{source} of shard '{candidate.shard}' cannot be read: {reason(err)}. "
-                "Using the next image instead (it counts twice).",
-                f"{candidate.source or f'{candidate.shard}:{candidate.key}'}\t{reason(err)}",  # OUT/skipped_images.txt
-            )
-    raise DataError(f"{SUBSTITUTE_TRIES} images in a row from {sample.key} of '{sample.shard}' cannot be read.")
+            said = f"image {candidate.key}{source} of shard '{candidate.shard}' cannot be read: {reason(err)}. {TWICE}"
+            listed = escaped(candidate.source or f"{candidate.shard}:{candidate.key}") + f"\t{escaped(reason(err))}"
+            warn(f"{candidate.shard}\t{candidate.key}", escaped(said), listed)  # listed in OUT/skipped_images.txt
+    where = f"{sample.key} of '{sample.shard}'"
+    raise DataError(escaped(f"{SUBSTITUTE_TRIES} images in a row from {where} cannot be read."))
 
 
 def find_scan(dataset) -> ImageScan | None:
@@ -329,7 +327,7 @@ def report_skipped(datasets, out: Path, write_text, small: bool = True) -> str |
     notes = list(dict.fromkeys(note for scan in scans for note in scan.notes))  # both splits may name one folder
     if bad or unread:
         listed = {**bad, **{path: unread_reason(path) for path in unread}}
-        write_text(out / SKIPPED_FILE, "".join(f"{path}\t{why}\n" for path, why in listed.items()))
+        write_text(out / SKIPPED_FILE, "".join(f"{escaped(path)}\t{escaped(why)}\n" for path, why in listed.items()))
     else:
         (out / SKIPPED_FILE).unlink(missing_ok=True)
     if bad:
@@ -352,7 +350,7 @@ def report_skipped(datasets, out: Path, write_text, small: bool = True) -> str |
     if few:
         are = "image is" if len(few) == 1 else "images are"
         notes.append(f"{len(few)} {are} smaller than {scans[0].min_side} px; the random crop upscales them.")
-    return " ".join(notes) or None
+    return escaped(" ".join(notes)) or None
 
 
 def data_root(roots: list[str]) -> str | None:
@@ -390,10 +388,11 @@ def list_decode_failures(datasets, out: Path, write_text) -> int:
     listed = {line.split("\t", 1)[0] for line in text.splitlines()}
     new = {name: why for name, why in found.items() if escaped(name) not in listed}
     if new:
-        write_text(path, text + "".join(f"{name}\t{why}\n" for name, why in new.items()))
+        write_text(path, text + "".join(f"{escaped(name)}\t{escaped(why)}\n" for name, why in new.items()))
     return len(new)
 
 
-def escaped(name: str) -> str:
-    """`name` as write_text writes it: UTF-8, the bytes of a name that is not held as surrogates, escaped."""
-    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+def escaped(text: str) -> str:
+    """`text` safe to print and to write one record a line: what is not printable (escape sequences, a newline,
+    a tab, a name's bytes that are not UTF-8, held as surrogates) written as Python writes it (\\x1b, \\n, \\udcff)."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)

@@ -28,6 +28,7 @@ BRACE_SPLIT = re.compile(r"(\{\d+\.\.\d+\})")
 IMAGE_COLUMNS = ("image", "img", "jpg", "png", "webp")
 LABEL_COLUMNS = ("label", "labels", "cls", "target", "fine_label")
 SPLIT_FOLDERS = {"train": ("train",), "val": ("val", "validation", "test")}
+TAR_META = re.compile(r"__[^/]*__($|/)")  # the tar members webdataset skips (tar_file_iterator's skip_meta)
 
 
 @dataclass
@@ -254,23 +255,25 @@ def tar_set(files: list[Path], known: dict[str, int], classes: list[str] | None 
 
 
 def count_tar_samples(path: Path) -> int:
-    """The number of distinct sample keys in a tar (a member's key: its path up to the first dot of its name),
-    read from the headers; DataError for an unreadable, truncated or empty tar."""
-    size = path.stat().st_size
-    keys = set()
+    """The samples webdataset reads from a tar, counted from its headers as webdataset groups them: each run of
+    regular members with one key (the path up to the first dot of the name; a name without one, such as README or
+    ._x.jpg, has none and is skipped), leaving out its metadata (__name__). DataError for an unreadable, truncated
+    or empty tar."""
+    base_plus_ext = require("webdataset", "wds").tariterators.base_plus_ext
+    size, samples, last = path.stat().st_size, 0, None
     try:
         with tarfile.open(path, "r:") as tar:
             for member in tar:
                 if member.offset_data + member.size > size:
                     raise DataError(f"shard '{path}' is truncated (ends inside '{member.name}'); write it again.")
-                if member.isfile():
-                    folder, name = os.path.split(member.name)
-                    keys.add(os.path.join(folder, name.split(".", 1)[0]))
+                key = base_plus_ext(member.name)[0] if member.isreg() else None
+                if key is not None and not TAR_META.match(member.name):
+                    samples, last = samples + (key != last), key
     except (tarfile.TarError, OSError) as err:
         raise DataError(f"shard '{path}' is not a readable tar file ({err}); write it again.") from None
-    if not keys:
+    if not samples:
         raise DataError(f"shard '{path}' holds no samples; write it again or remove it.")
-    return len(keys)
+    return samples
 
 
 def parquet_layout(root: Path):
@@ -298,6 +301,7 @@ def parquet_set(files: list[Path]) -> ShardSet:
             raise DataError(f"parquet file '{path}' cannot be read ({err}); write it again.") from None
         counts.append(metadata.num_rows)
         schemas.append(metadata.schema.to_arrow_schema())
+        hf_features(schemas[-1], path)  # each file's, as each is read with its own
     if not sum(counts):
         raise DataError(f"the parquet files under '{files[0].parent}' hold no rows.")
     image, label, classes = parquet_columns(schemas[0], files[0])
@@ -305,10 +309,7 @@ def parquet_set(files: list[Path]) -> ShardSet:
 
 
 def parquet_columns(schema, path: Path) -> tuple[str, str | None, list[str] | None]:
-    features = {}
-    if schema.metadata and b"huggingface" in schema.metadata:
-        info = json.loads(schema.metadata[b"huggingface"])
-        features = info.get("info", {}).get("features", {})
+    features = hf_features(schema, path)
     kind = {name: (feature.get("_type") if isinstance(feature, dict) else None) for name, feature in features.items()}
     image = next((n for n in schema.names if kind.get(n) == "Image"), None)
     image = image or next((n for n in IMAGE_COLUMNS if n in schema.names), None)
@@ -318,3 +319,29 @@ def parquet_columns(schema, path: Path) -> tuple[str, str | None, list[str] | No
     label = label or next((n for n in LABEL_COLUMNS if n in schema.names), None)
     classes = features[label].get("names") if label and kind.get(label) == "ClassLabel" else None
     return image, label, classes
+
+
+def hf_features(schema, path: Path) -> dict:
+    """The Hugging Face features a parquet file's schema records ({} for none), checked as datasets reads them;
+    DataError naming the file for metadata it cannot read (datasets would fail with a traceback)."""
+    if not schema.metadata or b"huggingface" not in schema.metadata:
+        return {}
+    try:
+        features = json.loads(schema.metadata[b"huggingface"]).get("info", {}).get("features") or {}
+        if not isinstance(features, dict):
+            raise TypeError(f"its features are a {type(features).__name__}, not a mapping")
+        require("datasets", "hf").Features.from_arrow_schema(schema)  # raises what the reader would
+        for name, feature in features.items():  # datasets takes any list as class names
+            names = feature.get("names") if isinstance(feature, dict) and feature.get("_type") == "ClassLabel" else []
+            if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+                raise TypeError(f"the class names of '{name}' are {str(names)[:100]}, not a list of names")
+    except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as err:  # json's are ValueErrors
+        raise metadata_error(path, str(err).split(". ")[0][:200] or type(err).__name__) from None
+    return features
+
+
+def metadata_error(path, why: str) -> DataError:
+    return DataError(
+        f"parquet file '{path}' has Hugging Face metadata (its schema's 'huggingface' entry) that cannot be read "
+        f"({why}); write the file again, or remove that entry."
+    )

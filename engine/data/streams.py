@@ -272,11 +272,19 @@ def parquet_samples(url: str, image_column: str, label_column: str | None) -> It
     """A parquet file's rows through Hugging Face datasets (streaming, images left undecoded)."""
     datasets = require("datasets", "hf")
     name = Path(url).name
-    stream = datasets.load_dataset("parquet", data_files=[url], split="train", streaming=True)
-    path_column = "path" if "path" in (stream.features or {}) and "path" not in (image_column, label_column) else None
-    stream = stream.select_columns([image_column, *filter(None, (label_column, path_column))])
-    if isinstance(stream.features.get(image_column), datasets.Image):
-        stream = stream.cast_column(image_column, datasets.Image(decode=False))
+    try:  # datasets parses the schema's Hugging Face metadata here, raising many types for a malformed one
+        stream = datasets.load_dataset("parquet", data_files=[url], split="train", streaming=True)
+        path_column = (
+            "path" if "path" in (stream.features or {}) and "path" not in (image_column, label_column) else None
+        )
+        stream = stream.select_columns([image_column, *filter(None, (label_column, path_column))])
+        if isinstance(stream.features.get(image_column), datasets.Image):
+            stream = stream.cast_column(image_column, datasets.Image(decode=False))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
+        raise DataError(
+            f"parquet file '{url}' cannot be read ({cause(err)}); write it again (with Hugging Face metadata that "
+            f"datasets reads, or none)."
+        ) from None
     row, path_checked = 0, False
     # .iter() reads the file whole in this process; plain iteration would split it among the loader's workers
     batches = stream.iter(batch_size=PARQUET_BATCH)

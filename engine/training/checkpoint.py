@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 from pretexts.engine.training.checksum import KEY as CHECKSUM
-from pretexts.engine.training.checksum import checksum
+from pretexts.engine.training.checksum import checksum, unchecksummable
 from pretexts.engine.training.file_writes import replace_file
-from pretexts.engine.training.safe_load import read_weights
+from pretexts.engine.training.safe_load import RECOVER, read_weights
 from pretexts.errors import CheckpointError, ParameterError, suggest
 
 FORMAT_VERSION = 2  # RNG states as tensors and plain values (weights-only loadable), a checksum
@@ -55,7 +55,8 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
 
     Raises:
         CheckpointError: The file is missing, a folder, unreadable, holds Python objects that are not weights, is
-            of another format version or kind, or its checksum does not match.
+            of another format version or kind, holds values pretexts never writes (a tensor larger than its storage,
+            values nested too deep), or its checksum does not match.
         ParameterError: `kinds` names a kind that is none of these.
     """
     if kinds is not None:
@@ -86,15 +87,29 @@ def load_checkpoint(path: str | os.PathLike, kinds: tuple[str, ...] | None = Non
             f"checkpoint '{path}' has format version {version}; this pretexts reads version {FORMAT_VERSION}: "
             f"use the pretexts that wrote it, or train again."
         )
-    if ckpt.get(CHECKSUM) != checksum(ckpt):
-        what = "has no checksum" if CHECKSUM not in ckpt else "is corrupted (checksum mismatch)"
+    if ckpt.get(CHECKSUM) != verified_checksum(ckpt, path):
+        if CHECKSUM in ckpt:
+            raise CheckpointError(f"checkpoint '{path}' is corrupted (checksum mismatch); {RECOVER}.")
         raise CheckpointError(
-            f"checkpoint '{path}' {what}; use an earlier checkpoint, or write it with "
-            f"pretexts.engine.training.checkpoint.save_checkpoint."
+            f"checkpoint '{path}' has no checksum; write it with pretexts.engine.training.checkpoint.save_checkpoint."
         )
     if kinds is not None:
         check_kind(ckpt, path, kinds)
     return ckpt
+
+
+def verified_checksum(ckpt: dict, path) -> str:
+    """`checksum(ckpt)`, after refusing in one line what it must not touch (a file pretexts did not write)."""
+    problem = unchecksummable(ckpt, Path(path).stat().st_size)
+    if problem is None:
+        try:
+            return checksum(ckpt)
+        except (RuntimeError, ValueError, TypeError, MemoryError, RecursionError) as err:
+            problem = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
+    raise CheckpointError(
+        f"checkpoint '{path}' holds values pretexts never writes ({problem}), so it was not read "
+        f"further; use a checkpoint written by pretexts that you trust."
+    )
 
 
 # What each kind of checkpoint is, which commands take it, and its short name.

@@ -8,6 +8,9 @@ import torch
 
 from pretexts.errors import CheckpointError
 
+# what to do about a damaged checkpoint: there is no earlier one to fall back on
+RECOVER = "restore it from a copy, or start its run over with --force (a run keeps only its latest checkpoint)"
+
 
 def read_weights(path: Path) -> dict:
     """torch.load with weights_only=True on the CPU; a file it refuses is named as holding a payload, in one line,
@@ -43,8 +46,10 @@ def unreadable(path: Path, err: Exception) -> CheckpointError:
             f"'{path}' is not a checkpoint (torch.save did not write it); give the checkpoint.pt written by "
             f"`pretexts train`."
         )
+    if not head:
+        return CheckpointError(f"checkpoint '{path}' is empty (0 bytes); {RECOVER}.")
     cause = " ".join(str(err).split()).split(". ")[0]  # torch adds paragraphs of advice
     return CheckpointError(
-        f"checkpoint '{path}' cannot be read ({type(err).__name__}: {cause}); it may be "
-        f"truncated. Use an earlier checkpoint."
+        f"checkpoint '{path}' cannot be read ({type(err).__name__}{': ' + cause if cause else ''}); it may be "
+        f"truncated (a copy cut short): {RECOVER}."
     )

@@ -252,8 +252,8 @@ WRITTEN_AS = {tuple: " (write a list: {}=[a, b])", dict: " (write a mapping: {}=
 
 def check_field_types(cfg) -> None:
     """Each field holds its declared type, so the Python API gets a ParameterError, not a TypeError
-    deep in the loop. An int may stand for a float, a list for a tuple (JSON), a Path for a str. Every
-    number is finite (`check_finite`)."""
+    deep in the loop. An int may stand for a float, a list for a tuple (JSON), a Path for a str. A mapping's keys
+    are names. Every number is finite (`check_finite`)."""
     for f in fields(cfg):
         allowed = typing.get_args(f.type) or (f.type,)
         value = getattr(cfg, f.name)
@@ -273,6 +273,12 @@ def check_field_types(cfg) -> None:
             names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
             raise ParameterError(
                 f"{f.name} must be {names}, got {value!r}{WRITTEN_AS.get(allowed[0], '').format(f.name)}."
+            )
+        keys = [key for key in value if not isinstance(key, str)] if isinstance(value, dict) else []
+        if keys:  # a YAML key such as 1 or null; `**args` would fail with a bare TypeError
+            raise ParameterError(
+                f"{f.name} keys must be parameter names, got {keys[0]!r}; name each parameter "
+                f"({f.name}={{name: value}})."
             )
     check_finite(cfg)
 

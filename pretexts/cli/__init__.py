@@ -127,7 +127,9 @@ def with_flag(message: str, command) -> str:
 
 
 def one_line(text: str) -> str:
-    return " ".join(printable(text).split())
+    """One line, with control characters a name may carry (a terminal's escape sequences) written as escapes."""
+    shown = "".join(c if c.isprintable() or c.isspace() else ascii(c)[1:-1] for c in printable(text))
+    return " ".join(shown.split())
 
 
 def path_message(err: OSError, resumable: bool = True) -> str:
