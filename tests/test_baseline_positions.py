@@ -79,3 +79,22 @@ def test_train_lists_the_option_and_records_what_auto_resolved_to(method, tmp_pa
     assert result.exit_code == 0, error or result.output
     assert f"{method}: positions sincos" in result.output  # the start line
     assert json.loads((tmp_path / "run" / "config.json").read_text())["method_args"]["positions"] == "sincos"
+
+
+def test_a_checkpoint_that_records_no_positions_is_refused_as_an_earlier_builds(tmp_path):
+    """A checkpoint from before the method had the argument: "leave --positions out" could not help."""
+    import torch
+
+    from pretexts.engine.training.checkpoint import save_checkpoint
+
+    args = ["train", "--method", "ae", "--backbone", "test_vit", "--batch-size", "8", "--epochs", "2"]
+    args += ["--max-steps-per-epoch", "1", "--workers", "0", "--monitor-every", "0", "--out", tmp_path / "run"]
+    result, error = run_cli([*args[:8], "1", *args[9:]])  # one epoch of the two
+    assert result.exit_code == 0, error or result.output
+    ckpt = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    method_args = {k: v for k, v in ckpt["config"]["method_args"].items() if k != "positions"}
+    save_checkpoint({**ckpt, "config": {**ckpt["config"], "method_args": method_args}}, tmp_path / "old.pt")
+    result, error = run_cli([*args[:-1], tmp_path / "resumed", "--resume", tmp_path / "old.pt"])
+    line = (error or result.output).strip().splitlines()[-1]
+    assert result.exit_code == 2 and "records no positions" in line and "an earlier build" in line, line
+    assert "leave it out" not in line and "--force" in line

@@ -342,7 +342,7 @@ def test_a_cell_records_what_auto_resolved_to_and_another_resolution_is_refused(
     assert resolved(vit, named) == {}  # named in its overrides, which the settings hold
     ae, simmim = compare_cells.Arm("ae", "ae", {"task": "random-mask"}), compare_cells.Arm("simmim", "simmim")
     assert resolved(vit, ae) == resolved(vit, simmim) == {"positions": "sincos"}  # a cell with learned is refused
-    assert resolved(cnn, ae) == {"positions": "learned"}
+    assert resolved(cnn, ae) == {}  # no positions to set on a CNN: its cached cells stand
     for study, arm, changed in [(vit, masking, "loss"), (vit, random_init, "positions"), (vit, ae, "positions")]:
         cached = {**compare_cells.settings(study, arm), changed: "mse" if changed == "loss" else "learned"}
         (tmp_path / "cell.json").write_text(json.dumps({"points": {}, "settings": cached}))

@@ -117,3 +117,23 @@ def test_the_target_is_the_normalised_image_and_the_figure_reads_it_back_to_pixe
     model.forward = lambda images, generator: (None, model.target(images), mask)  # a perfect prediction
     columns = mae_columns(model, images)
     torch.testing.assert_close(columns["reconstruction"], images, atol=1e-4, rtol=0)
+
+
+def test_the_decoder_computes_maes_forward_decoder():
+    """facebookresearch/mae's forward_decoder, written as it is there, on the same weights: the class token leads,
+    the mask tokens are unshuffled with the visible tokens, the class row's position is 0, and its output is dropped."""
+    model = make().eval()
+    ids_keep, _, ids_restore = random_masking(2, 64, 0.75, torch.Generator().manual_seed(0))
+    latent = model.encode(torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(1)), ids_keep)
+
+    def forward_decoder(x, ids_restore):
+        x = model.decoder_embed(x)
+        mask_tokens = model.mask_token.repeat(x.shape[0], ids_restore.shape[1] + 1 - x.shape[1], 1)
+        x_ = torch.cat([x[:, 1:, :], mask_tokens], dim=1)
+        x_ = torch.gather(x_, dim=1, index=ids_restore.unsqueeze(-1).repeat(1, 1, x.shape[2]))
+        x = torch.cat([x[:, :1, :], x_], dim=1)
+        x = x + torch.cat([torch.zeros(1, 1, x.shape[-1]), model.decoder_pos], 1)
+        return model.decoder_pred(model.decoder_norm(model.decoder_blocks(x)))[:, 1:, :]
+
+    with torch.no_grad():
+        torch.testing.assert_close(model.decode(latent, ids_restore), forward_decoder(latent, ids_restore))

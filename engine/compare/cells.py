@@ -242,7 +242,10 @@ def recorded_auto(study, arm: Arm) -> dict:
     cfg = pretrain_config(study, arm, 0, Path("."))
     resolved = resolve_auto(cfg.backbone, cfg.img_size, pretexts.create_pretext(cfg.task, **cfg.task_args))
     keys = ("loss", "positions") if arm.method == "energy" else ("positions",)  # only the energy has this loss
-    return {key: resolved[key] for key in keys if cfg.method_args.get(key, "auto") == "auto"}
+    recorded = {key: resolved[key] for key in keys if cfg.method_args.get(key, "auto") == "auto"}
+    if arm.method in ("ae", "simmim") and recorded.get("positions") == "learned":
+        del recorded["positions"]  # nothing to set on such a backbone: its cells measured what they always did
+    return recorded
 
 
 def claim(folder: Path) -> bool:

@@ -75,7 +75,7 @@ class WandbLog:
     def __init__(self, out: Path, config: dict, resumed_step: int | None):
         import wandb
 
-        from pretexts.engine.training.run_folder import write_text  # by rename: never through a link in OUT
+        from pretexts.engine.training.file_writes import write_text  # by rename: never through a link in OUT
 
         self.wandb = wandb
         run_id = Path(out) / "wandb_run_id"

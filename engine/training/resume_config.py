@@ -126,6 +126,12 @@ def check_resumable(saved: dict, cfg, may_change: frozenset, path, same=None) ->
             name, option = f.name, OPTION_NAMES.get(f.name, "--" + f.name.replace("_", "-"))
             if f.name == "method_args":  # name the method's argument (the energy method's alpha), each its option
                 key = next((k for k in {**before, **now} if str(before.get(k)) != str(now.get(k))), None)
+                if key is not None and key not in before:  # an argument the method gained since the checkpoint
+                    raise CheckpointError(
+                        f"checkpoint '{path}' records no {key}, an argument this build of pretexts resolves "
+                        f"({key}={now.get(key)!r}), so an earlier build wrote it and its run cannot continue here; "
+                        f"start a new run (another --out, or --force over this one)."
+                    )
                 if key is not None:
                     name, before, now = key, before.get(key), now.get(key)
                     option = f"--{key.replace('_', '-')} (--method-arg {key}=...)"
