@@ -77,3 +77,11 @@ def test_any_error_line_shows_control_characters_escaped():
     line = user_message(DataError(f"output folder '{ESCAPES}' cannot be written\n; choose another --out"))
     assert not any(raw in line for raw in RAW) and "\\x1b[2J" in line and "\\x07" in line
     assert line.endswith("cannot be written ; choose another --out") and "\n" not in line
+
+
+def test_unicode_spaces_and_joiners_in_names_are_shown_as_they_are():
+    """macOS names its screenshots with U+202F before "AM": escaping every non-printable character wrote a name
+    that is not the file's, so a grep of skipped_images.txt missed it."""
+    name = "Screenshot 2024-01-01 at 10.00.00\u202fAM\u00a0\u3000\u200d.png"
+    assert escaped(name) == name
+    assert escaped("a\u202eb\x1bc\udcff") == "a\\u202eb\\x1bc\\udcff"  # a right-to-left override, ESC, a surrogate

@@ -148,3 +148,14 @@ def test_ctrl_c_before_a_run_saved_anything_is_a_bare_interrupted(tmp_path, monk
         patch.setattr(Pretrainer, "train_and_report", ctrl_c)
         result, _ = run_cli([*ONE_STEP, "--data", tiny_image_folder(tmp_path / "data"), "--out", tmp_path / "run"])
     assert result.exit_code == 130 and result.output.strip().endswith("Interrupted."), result.output
+
+
+def test_a_refused_command_leaves_none_of_the_folders_its_out_needed(tmp_path):
+    """The lock made OUT's missing parents too; a refused shard removed OUT alone and left deep/a/b behind."""
+    (tmp_path / "empty").mkdir()
+    result, error = run_cli(["shard", tmp_path / "empty", tmp_path / "deep" / "a" / "b" / "out"])
+    assert result.exit_code == 2, result.output
+    assert not (tmp_path / "deep").exists()
+    (tmp_path / "kept").mkdir()  # a parent that was there stays
+    run_cli(["shard", tmp_path / "empty", tmp_path / "kept" / "a" / "out"])
+    assert (tmp_path / "kept").is_dir() and not (tmp_path / "kept" / "a").exists()

@@ -20,6 +20,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from pretexts.engine.data.warn_once import WarnOnce
 from pretexts.errors import DataError
+from pretexts.shown_text import escape_controls
 
 SKIPPED_FILE = "skipped_images.txt"
 SUBSTITUTE_TRIES = 16  # an unreadable image's next ones tried before a run of them stops it
@@ -393,6 +394,5 @@ def list_decode_failures(datasets, out: Path, write_text) -> int:
 
 
 def escaped(text: str) -> str:
-    """`text` safe to print and to write one record a line: what is not printable (escape sequences, a newline,
-    a tab, a name's bytes that are not UTF-8, held as surrogates) written as Python writes it (\\x1b, \\n, \\udcff)."""
-    return text if text.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    """`text` safe to print and to write one record a line (`escape_controls`)."""
+    return escape_controls(text)

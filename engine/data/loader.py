@@ -12,8 +12,9 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDa
 from pretexts.engine.data.image_check import read_or_substitute
 from pretexts.engine.data.warn_once import WarnOnce
 
-# Shrinking averages over the pixels each output covers (cv2's INTER_AREA), as PIL's resize in finetune and probe
-# does; plain bilinear samples 2x2 neighbours and aliases fine detail. Enlarging stays bilinear.
+# A resize that shrinks either side averages over the pixels each output covers (cv2's INTER_AREA), as PIL's resize
+# in finetune and probe does; plain bilinear samples 2x2 neighbours and aliases fine detail. A resize that enlarges
+# both sides stays bilinear (one that shrinks one side and enlarges the other is area on both, nearest-like there).
 ANTIALIAS = {"area_for_downscale": "image"}
 
 

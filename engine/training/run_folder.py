@@ -214,13 +214,13 @@ class RunLock:
         self.path = Path(folder) / LOCK_FILE
         self.command, self.option = command, option
         self.held = False
-        self.made = False  # whether this lock made OUT: a command that fails before writing leaves no empty folder
+        self.made = None  # the topmost folder this lock made (OUT or a parent): a command that fails first leaves none
 
     def __enter__(self) -> "RunLock":
         if self.path.parent.is_file():
             where = f"{self.option} '{self.path.parent}'"
             raise OutputError(f"{where} is a file, not a folder; choose a folder for {self.option}.")
-        self.made = not self.path.parent.exists()
+        self.made = next((p for p in reversed([self.path.parent, *self.path.parent.parents]) if not p.exists()), None)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -262,9 +262,15 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
-        if self.made:
-            with contextlib.suppress(OSError):  # not empty: the command wrote something there
-                self.path.parent.rmdir()
+        folder = self.path.parent
+        while self.made is not None:  # OUT, then each parent it needed, while empty: the command wrote nothing there
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+            if folder == self.made:
+                break
+            folder = folder.parent
 
     def unwritable(self, err: OSError) -> OutputError:
         why, out = err.strerror or err, self.path.parent

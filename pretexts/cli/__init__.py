@@ -13,6 +13,7 @@ from typing import NoReturn
 import click
 
 from ..errors import PretextsError
+from ..shown_text import escape_controls
 
 
 class FriendlyGroup(click.Group):
@@ -128,8 +129,7 @@ def with_flag(message: str, command) -> str:
 
 def one_line(text: str) -> str:
     """One line, with control characters a name may carry (a terminal's escape sequences) written as escapes."""
-    shown = "".join(c if c.isprintable() or c.isspace() else ascii(c)[1:-1] for c in printable(text))
-    return " ".join(shown.split())
+    return escape_controls(" ".join(printable(text).split()))
 
 
 def path_message(err: OSError, resumable: bool = True) -> str:

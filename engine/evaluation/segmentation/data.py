@@ -121,13 +121,13 @@ def infer_classes(items: list[tuple[Path, Path]]) -> int:
     """The largest label in the masks + 1; 255, the ignore label everywhere else (VOC's borders), is no class.
     A largest label far above the rest (65535 as a 16-bit mask's "ignore") would size the head and the confusion
     matrix for classes no mask holds, so more than MAX_INFERRED_CLASSES are refused, naming the mask."""
-    top, where, labels = 0, None, set()
+    top, where = 0, None
     for _, path in items:
-        found = np.unique(without_ignore(open_mask(path)))
-        labels.update(found.tolist())
-        if found.size and int(found[-1]) > top:
-            top, where = int(found[-1]), path
+        labels = without_ignore(open_mask(path))
+        if labels.size and int(labels.max()) > top:
+            top, where = int(labels.max()), path
     if top + 1 > MAX_INFERRED_CLASSES:
+        labels = set().union(*(np.unique(without_ignore(open_mask(m))).tolist() for _, m in items))
         raise DataError(
             f"mask '{where}' has label {top}, so {top + 1} classes would be inferred from masks holding "
             f"{len(labels)} distinct labels; if {top} marks pixels to ignore, write them as 255, the ignore label, "
