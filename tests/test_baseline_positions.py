@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from cli_runs import run_cli
+from cli_runs import one_torch_thread, run_cli  # noqa: F401 (autouse: one torch thread)
 
 from pretexts import create_pretext
 from pretexts.backbones import create_backbone
@@ -18,14 +18,6 @@ from pretexts.engine.methods.simmim import SimMIMMethod
 from pretexts.errors import ParameterError
 
 METHODS = {"ae": AutoencoderMethod, "simmim": SimMIMMethod}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def built(method: str, backbone: str, **method_args):

@@ -4,19 +4,12 @@ visible cells beside them. At random init, changing only the pixels under the ma
 
 import pytest
 import torch
+from cli_runs import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 
 from pretexts.backbones import create_backbone
 from pretexts.backbones.normalisation import normalisation
 from pretexts.engine.methods.simmim_model import SimMIMModel, mask_patch_size, random_mask
 from pretexts.engine.modules.decoders import PyramidDecoder
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def simmim(name: str, img_size: int = 32) -> SimMIMModel:
