@@ -23,6 +23,7 @@ VIT_DEFAULT = "energy-centred-sincos"  # the representation study's ViT default:
 COLOURS = {
     "default": "C0",
     "MAE": "C1",
+    "MAE†": "C7",
     "paper": "C2",
     "fast-cosine": "C3",
     "fast-cosine-half": "C6",
@@ -109,7 +110,9 @@ def reference_series(backbone: str) -> list[Series]:
         budgets = ("100", "250", "544")
         wanted = [
             ("default", [(REFERENCE / f"steps{b}" / backbone / VIT_DEFAULT, b) for b in budgets]),
-            ("MAE", [(REFERENCE / f"steps{b}" / backbone / "mae", b) for b in (*budgets, "1008")]),
+            # MAE before its decoder took the class token (its class-token output untrained), and after
+            ("MAE†", [(REFERENCE / f"steps{b}" / backbone / "mae", b) for b in (*budgets, "1008")]),
+            ("MAE", [(REFERENCE / "mae-class-token" / f"steps{b}" / backbone / "mae", b) for b in budgets]),
             ("random init, sin-cos table", [(REFERENCE / "steps1" / backbone / VIT_DEFAULT, "1")]),
         ]
     else:
@@ -151,8 +154,9 @@ def length_table() -> str:
         "features and a 15-epoch fine-tune in fp32; mean +- std over seeds. Restored / corrupted: the held-out "
         "restoration error over the corrupted input's (below 1 restores); top share: the top principal component's "
         "share of the features' variance at the end (near 1 is collapsed). Steps are optimiser steps at batch 64 "
-        "(the representation study's convnext_atto ran 5, 15 and 30 CPU-minutes: their mean steps). Generated from "
-        "the committed cells by `python studies/tables.py`."
+        "(the representation study's convnext_atto ran 5, 15 and 30 CPU-minutes: their mean steps). MAE†: MAE "
+        "measured before its decoder took the class token (its class-token output, which the probes read, untrained). "
+        "Generated from the committed cells by `python studies/tables.py`."
     )
     return "\n".join([*lines, "", textwrap.fill(caption, 116)])
 
