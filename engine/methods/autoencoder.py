@@ -10,14 +10,14 @@ from torch import Tensor, nn
 from pretexts import backbones
 from pretexts.backbones.normalisation import normalisation
 from pretexts.backbones.patches import unpatchify
-from pretexts.backbones.vit_tokens import has_patch_positions, patch_tokens, vit_geometry, with_prefix
+from pretexts.backbones.vit_tokens import patch_tokens, vit_geometry, with_prefix
 from pretexts.base import Pretext
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method, add_or_none, trivial_sum
 from pretexts.engine.methods.energy.report import restoration_loss_name
 from pretexts.engine.methods.energy.restore import LOSSES, restoration_loss
 from pretexts.engine.methods.mae_model import mae_decoder
-from pretexts.engine.methods.positions import POSITIONS_PARAM, start_positions
+from pretexts.engine.methods.positions import POSITIONS_PARAM, StartsPositions
 from pretexts.engine.methods.report import Figure, HeldOut, with_figure_numbers
 from pretexts.engine.modules.decoders import LightDecoder, PyramidDecoder
 from pretexts.engine.modules.eval_mode import eval_mode
@@ -32,7 +32,7 @@ SMALL_DECODER = {"decoder_dim": 128, "decoder_depth": 2, "decoder_heads": 4}
 
 
 @register_method("ae")
-class AutoencoderMethod(Method):
+class AutoencoderMethod(StartsPositions, Method):
     """The autoencoder baseline, `--method ae` (the paper's "AE + SR", "AE + denoising" and "AE + sorting" rows,
     Table 2): the same backbone, data and task corruption as the energy method, but instead of restoring by
     gradient steps on an energy, a light decoder reconstructs the target in one pass.
@@ -74,13 +74,9 @@ class AutoencoderMethod(Method):
     def build_model(self) -> nn.Module:
         cfg, args = self.cfg, self.args
         backbone = backbones.create_backbone(cfg.backbone, img_size=cfg.img_size, global_pool=cfg.global_pool)
-        args["positions"] = start_positions(backbone, cfg.backbone, args["positions"], "method ae")  # config.json's
+        self.start_positions(backbone)
         decoder = {k: v for k, v in args.items() if k.startswith("decoder_")}
         return AutoencoderModel(backbone, self.task, cfg.img_size, cfg.backbone, **decoder)
-
-    def resolve(self, model: nn.Module) -> dict:
-        """A ViT's positions as the run starts them (auto resolved when the model was built), for the start line."""
-        return {"positions": self.args["positions"]} if has_patch_positions(model.backbone) else {}
 
     def loss(self, sample) -> Tensor:
         prediction, target = self.model.reconstruct(sample)

@@ -25,16 +25,24 @@ POSITIONS_PARAM = Param(
 )
 
 
-def start_positions(backbone: nn.Module, name: str, positions: str, who: str) -> str:
-    """Resolve `positions` (auto: sincos for a ViT with absolute positions, else learned) and apply it to the
-    freshly built `backbone`; returns what it resolved to, for the run's method_args. ParameterError for sincos on
-    a backbone without a ViT's positions."""
-    resolved = resolve(positions, backbone)
-    if resolved == SINCOS_POSITIONS:
-        if not has_patch_positions(backbone):
-            raise ParameterError(
-                f"{who}: positions=sincos sets a ViT's absolute position embeddings, and {name} has none; leave "
-                f"positions at auto (it changes nothing on such a backbone), or use a ViT (vit_tiny, vit_small)."
-            )
-        fix_sincos_positions(backbone, name, f"{who}: positions=sincos")
-    return resolved
+class StartsPositions:
+    """Mixin of a `Method` whose `method_params` hold `"positions": POSITIONS_PARAM`."""
+
+    def start_positions(self, backbone: nn.Module) -> None:
+        """Apply `positions` to the freshly built `backbone`; method_args (config.json) records what auto resolved
+        to. ParameterError for sincos on a backbone without a ViT's positions."""
+        cfg, who = self.cfg, f"method {self.cfg.method}"
+        resolved = resolve(self.args["positions"], backbone)
+        if resolved == SINCOS_POSITIONS:
+            if not has_patch_positions(backbone):
+                raise ParameterError(
+                    f"{who}: positions=sincos sets a ViT's absolute position embeddings, and {cfg.backbone} has none; "
+                    f"leave positions at auto (it changes nothing on such a backbone), or use a ViT (vit_tiny, "
+                    f"vit_small)."
+                )
+            fix_sincos_positions(backbone, cfg.backbone, f"{who}: positions=sincos")
+        self.args["positions"] = resolved
+
+    def resolve(self, model: nn.Module) -> dict:
+        """A ViT's positions as the run starts them (auto resolved when the model was built), for the start line."""
+        return {"positions": self.args["positions"]} if has_patch_positions(model.backbone) else {}

@@ -10,10 +10,9 @@ from timm.optim import param_groups_weight_decay
 
 from pretexts.backbones import create_backbone
 from pretexts.backbones.normalisation import normalisation
-from pretexts.backbones.vit_tokens import has_patch_positions
 from pretexts.engine.methods import register_method
 from pretexts.engine.methods.base import Method
-from pretexts.engine.methods.positions import POSITIONS_PARAM, start_positions
+from pretexts.engine.methods.positions import POSITIONS_PARAM, StartsPositions
 from pretexts.engine.methods.report import Figure, HeldOut, fill_report, with_figure_numbers
 from pretexts.engine.methods.simmim_model import SimMIMModel, mask_patch_size, random_mask
 from pretexts.engine.modules.decoders import PyramidDecoder
@@ -33,7 +32,7 @@ class MaskedImages:
 
 
 @register_method("simmim")
-class SimMIMMethod(Method):
+class SimMIMMethod(StartsPositions, Method):
     """SimMIM, `--method simmim` (Xie et al. 2022, microsoft/SimMIM), on any backbone (ViT, Swin, ConvNeXt,
     ResNet): a learnable mask token replaces the stem's output at masked positions (the masked pixels are blanked
     too, so a stem whose cells overlap cannot read them), the encoder sees every position, and a light head (a 1x1
@@ -70,7 +69,7 @@ class SimMIMMethod(Method):
     def build_model(self) -> torch.nn.Module:
         cfg = self.cfg
         backbone = create_backbone(cfg.backbone, img_size=cfg.img_size, global_pool=cfg.global_pool)
-        self.args["positions"] = start_positions(backbone, cfg.backbone, self.args["positions"], "method simmim")
+        self.start_positions(backbone)
         mean, std = normalisation(backbone)
         # where the last map is 1x1 (a hierarchical backbone at 32 px) one pixel-shuffled vector cannot place
         # anything: UperNet's PPM + FPN over the stages (the AE's) predicts instead
@@ -85,10 +84,6 @@ class SimMIMMethod(Method):
                 f"{mask_patch_size(cfg.img_size, model.stem_stride)}, or 0 to choose one."
             )
         return model
-
-    def resolve(self, model: torch.nn.Module) -> dict:
-        """A ViT's positions as the run starts them (auto resolved when the model was built), for the start line."""
-        return {"positions": self.args["positions"]} if has_patch_positions(model.backbone) else {}
 
     def param_groups(self) -> list:
         """SimMIM's `build_pretrain_optimizer` split: no weight decay on norms, biases, the mask token and what the
